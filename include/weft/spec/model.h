@@ -1,0 +1,119 @@
+#pragma once
+// ModelSpec: what is trained. A DAG of modules (encoders, projectors, backbone, decoders), each
+// with its architecture and a frozen flag. Value types; no shared state.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/common/status.h"
+
+namespace weft::spec {
+
+enum class ModuleKind {
+  kVit,            // vision transformer encoder (patch embedding + bidirectional layers)
+  kLlm,            // decoder-only language model (embedding + causal layers + LM head)
+  kDit,            // diffusion transformer video/image decoder (latent patches, full attention)
+  kAudioEncoder,   // Whisper-style encoder (mel frames -> conv downsample -> layers)
+  kMlpProjector,   // connector between an encoder and the backbone (1..n linear layers)
+};
+std::string_view ModuleKindName(ModuleKind kind);  // "vit", "llm", "dit", "audio_encoder", "mlp_projector"
+StatusOr<ModuleKind> ParseModuleKind(std::string_view name);
+
+enum class Activation { kGelu, kSilu, kRelu, kQuickGelu };
+std::string_view ActivationName(Activation a);
+StatusOr<Activation> ParseActivation(std::string_view name);
+
+// Which modality a module consumes; decides how a Sample's metadata turns into its workload.
+enum class Modality { kText, kImage, kVideo, kAudio };
+std::string_view ModalityName(Modality m);
+StatusOr<Modality> ParseModality(std::string_view name);
+
+// How images are resized before patching (ViT). kFixed: resized to image_size_px square (CLIP,
+// EVA, SigLIP, DIP's 728 px). kNative: kept at native size, each side rounded to a multiple of
+// patch_size * spatial_merge and the area capped at max_pixels (Qwen2-VL style).
+enum class ResizeRule { kFixed, kNative };
+
+struct ModuleSpec {
+  std::string name;                 // unique within the model, e.g. "vision", "llm", "projector"
+  ModuleKind kind = ModuleKind::kLlm;
+  Modality modality = Modality::kText;  // input modality (encoders: image/video/audio)
+  bool frozen = false;              // no weight gradients / optimizer state
+
+  // Transformer shape (unused for kMlpProjector except hidden_size / ffn_hidden_size).
+  int num_layers = 0;
+  int hidden_size = 0;
+  int ffn_hidden_size = 0;
+  int num_attention_heads = 0;
+  int num_kv_groups = 0;            // GQA query groups; == num_attention_heads means MHA
+  bool gated_mlp = false;           // SwiGLU-style (3 matrices) vs 2-matrix MLP
+  Activation activation = Activation::kGelu;
+  bool causal_attention = false;    // llm: true; encoders / dit: false
+  bool qkv_bias = false;
+  bool rms_norm = false;            // RMSNorm (1 vector) vs LayerNorm (2 vectors)
+
+  // Text (kLlm).
+  int vocab_size = 0;
+  bool tied_embeddings = false;
+
+  // Vision (kVit, kDit): patching.
+  int patch_size = 0;               // pixels (vit) or latent cells (dit) per patch side
+  int spatial_merge = 1;            // tokens merged per side before the backbone (4 => 16:1)
+  int image_size_px = 0;            // kFixed resize target (square)
+  ResizeRule resize_rule = ResizeRule::kFixed;
+  int64_t max_pixels = 0;           // kNative area cap (0 = none)
+  int in_channels = 3;              // image channels (vit) or latent channels (dit)
+  int temporal_patch = 1;           // frames per patch in time (video vit / dit)
+
+  // Video decoder (kDit): VAE compression from pixels/frames to latents.
+  int vae_spatial_downsample = 8;
+  int vae_temporal_downsample = 4;
+  int text_condition_hidden = 0;    // cross-attention context width (0 = no cross-attention)
+
+  // Audio (kAudioEncoder).
+  int mel_bins = 80;
+  int frames_per_second = 100;      // mel frames per second of audio
+  int conv_downsample = 2;          // frames per encoder token
+  int max_source_positions = 1500;  // Whisper: 30 s window
+
+  // Projector (kMlpProjector): in -> hidden -> out, num_layers linear layers (1 or 2).
+  int input_size = 0;
+  int output_size = 0;
+
+  // Derived (implemented in src/spec/model.cc).
+  int64_t ParametersPerLayer() const;     // one transformer layer (or one projector linear)
+  int64_t EmbeddingParameters() const;    // patch/token embedding, position tables, LM head, final norm
+  int64_t ParameterCount() const;         // whole module
+  int HeadDim() const { return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0; }
+  // "modules[i]" is prepended by ModelSpec::Validate; field paths here start at the field name.
+  Status Validate() const;
+};
+
+struct ModuleEdge {
+  std::string from;  // producer module name
+  std::string to;    // consumer module name
+};
+
+struct ModelSpec {
+  std::string name;                  // preset name or file stem
+  std::string description;
+  std::vector<ModuleSpec> modules;
+  std::vector<ModuleEdge> edges;     // data flow; must form a DAG over `modules`
+
+  // Index of a module by name, or nullopt.
+  std::optional<int> FindModule(std::string_view module_name) const;
+  // Modules in a topological order of `edges` (ties broken by declaration order).
+  // Requires Validate().ok().
+  std::vector<int> TopologicalOrder() const;
+  std::vector<int> Predecessors(int module) const;
+  std::vector<int> Successors(int module) const;
+  // True if some module upstream of `module` (transitively) is trainable: then a frozen module
+  // still needs an input-gradient backward (Cornstarch's frozen-status rule).
+  bool HasTrainableUpstream(int module) const;
+  int64_t ParameterCount() const;
+  // Stops at the first problem: "modules[1].num_kv_groups = 3; must divide num_attention_heads (32)".
+  Status Validate() const;
+};
+
+}  // namespace weft::spec

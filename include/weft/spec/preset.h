@@ -1,0 +1,56 @@
+#pragma once
+// Loading specs from the built-in presets (embedded YAML) or from YAML/JSON files, and writing
+// them back as YAML. Free functions; thread-safe.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/common/status.h"
+#include "weft/spec/cluster.h"
+#include "weft/spec/model.h"
+#include "weft/spec/parallel.h"
+
+namespace weft::spec {
+
+// The setup a paper used for a model combination (optional `setup:` section of a model preset).
+struct TrainingSetup {
+  std::string cluster;           // cluster preset name
+  int gpus = 0;                  // total GPUs
+  ParallelConfig parallel;       // TP/PP/DP per module, microbatches
+  int context_tokens = 0;        // packed LLM sequence length (e.g. 8192)
+  int global_batch_sequences = 0;  // sequences per iteration
+  std::string data_profile;      // default synthetic profile name
+};
+
+struct ModelPreset {
+  ModelSpec model;
+  std::optional<TrainingSetup> setup;
+};
+
+enum class PresetKind { kModel, kCluster };
+
+struct PresetInfo {
+  PresetKind kind;
+  std::string name;
+  std::string description;
+};
+
+// All built-in presets, models first, each group sorted by name.
+std::vector<PresetInfo> ListPresets();
+// The embedded YAML text of a preset, or NotFound naming the closest names.
+StatusOr<std::string> PresetYaml(std::string_view name);
+
+// `name_or_path`: a preset name ("vlm-s") or a path to a .yaml/.yml/.json file with the same
+// schema. Errors name the file, the field path, the value and the rule.
+StatusOr<ModelPreset> LoadModel(std::string_view name_or_path);
+StatusOr<ClusterSpec> LoadCluster(std::string_view name_or_path);
+
+// Parsing from text; `source` names the file (or "preset:<name>") in error messages.
+StatusOr<ModelPreset> ParseModelYaml(std::string_view text, std::string_view source);
+StatusOr<ClusterSpec> ParseClusterYaml(std::string_view text, std::string_view source);
+
+std::string ModelToYaml(const ModelPreset& preset);
+std::string ClusterToYaml(const ClusterSpec& cluster);
+
+}  // namespace weft::spec

@@ -1,0 +1,22 @@
+#pragma once
+// Shared helpers of the weft CLI subcommands (thin layer over the library).
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "weft/common/status.h"
+
+namespace weft::cli {
+
+// Prints "weft: error: <message>" on one line to stderr and returns the exit code:
+// 2 for bad input (IsUserError), 1 for internal failures.
+int ReportError(const Status& status);
+
+// Writes `content` to `path` atomically (temp file + rename), so a failure never leaves a
+// half-written file. "-" writes to stdout.
+Status WriteFileAtomically(const std::string& path, const std::string& content);
+
+// Each subcommand file defines one Register function; the callback stores its exit code.
+// (one Register<Name>Command(CLI::App& app, int& exit_code) per subcommand file; main.cc calls each)
+
+}  // namespace weft::cli

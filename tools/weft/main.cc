@@ -1,0 +1,31 @@
+// weft: planner, simulator and runtime for distributed training of multimodal LLMs.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli_common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "weft - plan, simulate and compare distributed training of multimodal LLMs.\n\n"
+      "Example:\n  weft presets\n  weft cost --model vlm-s --cluster h800 --tp 2\n"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "weft 0.1.0");
+  int exit_code = 0;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "weft: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "weft: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return exit_code;
+}
