@@ -1,0 +1,133 @@
+#pragma once
+// StageGraph: the common intermediate form of every strategy. A stage is one computation of one
+// model chunk on one device group (pipeline rank) for one (sub-)microbatch; edges are data
+// dependencies (fan-in and fan-out are ordinary). Latencies and bytes are given by the caller
+// (usually the cost model); the graph knows nothing about models.
+//
+// Units: every byte count on a stage, an edge or a group is *per GPU of the group* (a TP rank
+// holds 1/tp of the parameters and sends its own slice); times in seconds; FLOPs are model FLOPs
+// of one replica of the group (all its TP×CP GPUs together).
+//
+// Thread-safety: a finalized StageGraph is immutable and safe to read from many threads.
+// Building (Add*, Finalize) is single-threaded. The graph owns its stages, edges and groups.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/common/status.h"
+
+namespace weft::graph {
+
+using StageId = int32_t;
+using GroupId = int32_t;
+using EdgeId = int32_t;
+
+enum class Pass : uint8_t {
+  kForward,
+  kBackward,        // input-gradient and weight-gradient work together
+  kBackwardInput,   // "B" of zero-bubble schedules: input gradient only
+  kBackwardWeight,  // "W" of zero-bubble schedules: weight gradient only
+};
+// "F", "B", "Bi", "W".
+std::string_view PassShortName(Pass pass);
+bool IsBackward(Pass pass);  // kBackward, kBackwardInput or kBackwardWeight
+
+// Memory strategy of a stage; only a label for reports here (the caller prices it into
+// latency_s and the activation bytes).
+enum class Recompute : uint8_t { kNone, kSelective, kFull, kOffload };
+std::string_view RecomputeName(Recompute recompute);
+
+// A device group = the TP×CP GPUs that act as one pipeline rank, replicated `dp` times (the
+// replicas are folded: simulated once, counted `dp` times for GPUs and FLOPs).
+struct DeviceGroup {
+  int first_gpu = 0;         // global id of the group's first GPU (replica 0); with
+                             // ClusterSpec::gpus_per_node it decides NVLink vs network
+  int num_gpus = 1;          // GPUs of one replica (tp × cp)
+  int dp = 1;                // data-parallel replicas folded into this group
+  int dp_stride_gpus = 0;    // GPU-id distance between consecutive DP replicas; 0 = num_gpus
+                             // (replicas adjacent). Decides the link of the DP all-reduce.
+  int64_t static_bytes = 0;  // per GPU: parameters + gradients + optimizer state + buffers
+  int64_t grad_sync_bytes = 0;   // per GPU: gradient bytes all-reduced over the dp replicas
+  int64_t optimizer_bytes = 0;   // per GPU: bytes the optimizer step reads + writes (HBM bound)
+  std::string label;         // e.g. "pp3" or "vit/pp0"; for reports
+
+  int TotalGpus() const { return num_gpus * dp; }
+  // The GPU ids of replica `r` start at first_gpu + r * stride.
+  int DpStrideGpus() const { return dp_stride_gpus > 0 ? dp_stride_gpus : num_gpus; }
+};
+
+struct Stage {
+  GroupId group = 0;         // device group that runs it
+  int module = 0;            // caller's module index (names via StageGraph::module_names())
+  int chunk = 0;             // local chunk index on its group, in data-flow order (0 = the
+                             // chunk earliest in the model); schedule generators interleave by it
+  int microbatch = 0;
+  int sub_microbatch = 0;    // modality-specific slice of the microbatch (DIP); 0 if unused
+  Pass pass = Pass::kForward;
+  double latency_s = 0;      // compute time on the group
+  double flops = 0;          // model FLOPs of one replica (for MFU); 0 if unknown
+  int64_t activation_alloc_bytes = 0;  // per GPU, allocated when the stage starts
+  int64_t activation_free_bytes = 0;   // per GPU, freed when the stage ends
+  Recompute recompute = Recompute::kNone;
+};
+
+struct Edge {
+  StageId from = 0;
+  StageId to = 0;
+  int64_t bytes = 0;  // per GPU sent from `from`'s group to `to`'s group; free on the same group
+};
+
+class StageGraph {
+ public:
+  StageGraph() = default;
+
+  // Building. Ids are dense and returned in insertion order. Adding after Finalize() un-finalizes.
+  GroupId AddGroup(DeviceGroup group);
+  StageId AddStage(const Stage& stage);
+  void AddEdge(StageId from, StageId to, int64_t bytes = 0);
+  void SetModuleNames(std::vector<std::string> names) { module_names_ = std::move(names); }
+  void Reserve(int num_stages, int num_edges);
+
+  // Checks ids (groups exist, edge ends exist, no self edges, latencies/bytes >= 0), builds the
+  // CSR adjacency and a topological order, and fails if there is a cycle (naming a stage on it).
+  Status Finalize();
+  bool finalized() const { return finalized_; }
+
+  int num_stages() const { return static_cast<int>(stages_.size()); }
+  int num_edges() const { return static_cast<int>(edges_.size()); }
+  int num_groups() const { return static_cast<int>(groups_.size()); }
+  const Stage& stage(StageId id) const { return stages_[id]; }
+  const DeviceGroup& group(GroupId id) const { return groups_[id]; }
+  const Edge& edge(EdgeId id) const { return edges_[id]; }
+  std::span<const Stage> stages() const { return stages_; }
+  std::span<const DeviceGroup> groups() const { return groups_; }
+  std::span<const Edge> edges() const { return edges_; }
+  const std::vector<std::string>& module_names() const { return module_names_; }
+
+  // After Finalize(): edge ids leaving / entering a stage (in insertion order), and a
+  // topological order of all stages (deterministic: Kahn's algorithm, smallest id first).
+  std::span<const EdgeId> out_edges(StageId id) const {
+    return {out_ids_.data() + out_begin_[id], out_ids_.data() + out_begin_[id + 1]};
+  }
+  std::span<const EdgeId> in_edges(StageId id) const {
+    return {in_ids_.data() + in_begin_[id], in_ids_.data() + in_begin_[id + 1]};
+  }
+  std::span<const StageId> topological_order() const { return topo_; }
+
+  // "g2 F mb3.1 c1 vit" — group, pass, microbatch.sub, chunk, module name (or m<index>).
+  std::string StageName(StageId id) const;
+
+ private:
+  std::vector<DeviceGroup> groups_;
+  std::vector<Stage> stages_;
+  std::vector<Edge> edges_;
+  std::vector<std::string> module_names_;
+  bool finalized_ = false;
+  std::vector<int32_t> out_begin_, in_begin_;  // CSR offsets, size num_stages + 1
+  std::vector<EdgeId> out_ids_, in_ids_;
+  std::vector<StageId> topo_;
+};
+
+}  // namespace weft::graph

@@ -1,0 +1,60 @@
+#pragma once
+// The event simulator: (StageGraph, Schedule, ClusterSpec) → Timeline.
+//
+// Model (details in docs/simulator.md):
+//  - each group runs its stages one at a time in schedule order; a stage starts when the group
+//    is free and all its inputs have arrived;
+//  - an edge between stages of the same group is free; an edge between groups is a transfer of
+//    latency_s + bytes / (bandwidth · efficiency.network) on NVLink when both groups lie in one
+//    node (decided by first_gpu, num_gpus and gpus_per_node), on the network otherwise; transfers
+//    overlap compute; transfers on one directed (src group, dst group) pair serialize in the
+//    order their sources finish;
+//  - after its last stage each group all-reduces its gradients over its DP replicas (ring:
+//    2(d−1)/d · bytes / bandwidth + 2(d−1) · latency, on NVLink if all replicas share a node)
+//    then runs the optimizer step (optimizer_bytes / (HBM bandwidth · efficiency.memory));
+//  - memory per group: static bytes, + activation_alloc_bytes at each stage start, −
+//    activation_free_bytes at each stage end.
+// Thread-safety: Simulate is a pure function; call it concurrently on shared inputs.
+#include <cstdint>
+
+#include "weft/common/status.h"
+#include "weft/graph/stage_graph.h"
+#include "weft/sched/schedule.h"
+#include "weft/sim/timeline.h"
+#include "weft/spec/cluster.h"
+
+namespace weft::sim {
+
+struct SimOptions {
+  bool record_transfers = true;       // fill Timeline::transfers (off in search loops)
+  bool record_memory_curves = true;   // fill GroupTimeline::memory (off in search loops)
+  bool include_grad_sync = true;      // DP all-reduce at the end of each group
+  bool include_optimizer_step = true; // optimizer step after the all-reduce
+  bool validate_schedule = true;      // run Schedule::Validate first (O(stages + edges))
+  double model_flops = 0;             // per iteration; 0 = Σ stage.flops × group.dp
+  int num_gpus = 0;                   // 0 = Σ group.num_gpus × group.dp
+  int64_t capacity_bytes = 0;         // per GPU; 0 = cluster.gpu.memory_capacity_bytes
+  bool fail_on_oom = false;           // return ResourceExhausted instead of listing OOMs
+  double samples_per_iteration = 0;   // for throughput; 0 = unknown
+  double tokens_per_iteration = 0;    // for throughput; 0 = unknown
+};
+
+// Fails with InvalidArgument if the graph is not finalized or the schedule is invalid, with
+// FailedPrecondition "deadlock: group 1 waits at order[1][4] = <stage> for <pred> (group 2), ..."
+// if the orders are inconsistent with cross-group dependencies.
+StatusOr<Timeline> Simulate(const graph::StageGraph& graph,
+                            const sched::Schedule& schedule,
+                            const spec::ClusterSpec& cluster,
+                            const SimOptions& options = {});
+
+// Link and time of one transfer of `bytes` between two groups (exposed for cost estimates and
+// tests). Same group → (kSameGroup, 0).
+LinkKind LinkBetween(const graph::DeviceGroup& a,
+                     const graph::DeviceGroup& b,
+                     const spec::ClusterSpec& cluster);
+double TransferTimeS(int64_t bytes, LinkKind link, const spec::ClusterSpec& cluster);
+// Ring all-reduce time of a group's grad_sync_bytes over its dp replicas (0 if dp == 1).
+double GradSyncTimeS(const graph::DeviceGroup& group, const spec::ClusterSpec& cluster);
+double OptimizerStepTimeS(const graph::DeviceGroup& group, const spec::ClusterSpec& cluster);
+
+}  // namespace weft::sim
