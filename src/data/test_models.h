@@ -1,0 +1,81 @@
+#pragma once
+// Hand-built ModelSpecs for the data module's tests (independent of the preset files).
+#include "weft/spec/model.h"
+
+namespace weft::data::testing {
+
+// DIP's VLM setting: ViT at 728 px fixed, patch 14, merge 4 -> projector -> LLM.
+inline spec::ModelSpec DipVlm() {
+  spec::ModelSpec model;
+  model.name = "test-vlm";
+  spec::ModuleSpec vit{.name = "vision", .kind = spec::ModuleKind::kVit,
+                       .modality = spec::Modality::kImage};
+  vit.num_layers = 2;
+  vit.hidden_size = 64;
+  vit.patch_size = 14;
+  vit.spatial_merge = 4;
+  vit.image_size_px = 728;
+  vit.resize_rule = spec::ResizeRule::kFixed;
+  spec::ModuleSpec proj{.name = "projector", .kind = spec::ModuleKind::kMlpProjector,
+                        .modality = spec::Modality::kImage};
+  spec::ModuleSpec llm{.name = "llm", .kind = spec::ModuleKind::kLlm,
+                       .modality = spec::Modality::kText};
+  model.modules = {vit, proj, llm};
+  model.edges = {{"vision", "projector"}, {"projector", "llm"}};
+  return model;
+}
+
+// Qwen2-VL-like native-resolution ViT (patch 14, merge 2, temporal patch 2, area cap).
+inline spec::ModuleSpec NativeVit(int64_t max_pixels = 0) {
+  spec::ModuleSpec vit{.name = "vision", .kind = spec::ModuleKind::kVit,
+                       .modality = spec::Modality::kImage};
+  vit.patch_size = 14;
+  vit.spatial_merge = 2;
+  vit.image_size_px = 448;
+  vit.resize_rule = spec::ResizeRule::kNative;
+  vit.max_pixels = max_pixels;
+  vit.temporal_patch = 2;
+  return vit;
+}
+
+inline spec::ModuleSpec Whisper() {
+  spec::ModuleSpec audio{.name = "audio", .kind = spec::ModuleKind::kAudioEncoder,
+                         .modality = spec::Modality::kAudio};
+  audio.frames_per_second = 100;
+  audio.conv_downsample = 2;
+  audio.max_source_positions = 1500;
+  return audio;
+}
+
+// Cornstarch-style: vision and audio encoders, each with a projector, into one LLM.
+inline spec::ModelSpec VisionAudioLlm() {
+  spec::ModelSpec model = DipVlm();
+  model.name = "test-val";
+  model.modules.push_back(Whisper());
+  spec::ModuleSpec aproj{.name = "audio_projector", .kind = spec::ModuleKind::kMlpProjector,
+                         .modality = spec::Modality::kAudio};
+  model.modules.push_back(aproj);
+  model.edges.push_back({"audio", "audio_projector"});
+  model.edges.push_back({"audio_projector", "llm"});
+  return model;
+}
+
+// Text-to-video: text encoder LLM -> DiT (latent patches 2x2, VAE 8x spatial, 4x temporal).
+inline spec::ModelSpec T2v() {
+  spec::ModelSpec model;
+  model.name = "test-t2v";
+  spec::ModuleSpec text{.name = "text", .kind = spec::ModuleKind::kLlm,
+                        .modality = spec::Modality::kText};
+  spec::ModuleSpec dit{.name = "dit", .kind = spec::ModuleKind::kDit,
+                       .modality = spec::Modality::kVideo};
+  dit.patch_size = 2;
+  dit.vae_spatial_downsample = 8;
+  dit.vae_temporal_downsample = 4;
+  dit.temporal_patch = 1;
+  dit.image_size_px = 256;
+  model.modules = {text, dit};
+  model.edges = {{"text", "dit"}};
+  return model;
+}
+
+}  // namespace weft::data::testing

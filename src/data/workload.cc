@@ -1,0 +1,464 @@
+#include "weft/data/workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace weft::data {
+namespace internal {
+
+using spec::ModelSpec;
+using spec::ModuleKind;
+using spec::ModuleSpec;
+using spec::Modality;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+std::string ModuleLabel(const ModelSpec& model, int module) {
+  return "modules[" + std::to_string(module) + "] (" + model.modules[module].name + ")";
+}
+
+// Index of a module by name (edges refer to names); -1 if absent. Models are small: linear scan.
+int IndexOf(const ModelSpec& model, const std::string& name) {
+  for (size_t i = 0; i < model.modules.size(); ++i) {
+    if (model.modules[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// True if `to` is reachable from `from` along edges (a module reaches itself).
+bool Reaches(const ModelSpec& model, int from, int to) {
+  std::vector<bool> seen(model.modules.size(), false);
+  std::vector<int> stack = {from};
+  seen[from] = true;
+  while (!stack.empty()) {
+    int m = stack.back();
+    stack.pop_back();
+    if (m == to) return true;
+    for (const auto& edge : model.edges) {
+      if (edge.from != model.modules[m].name) continue;
+      int next = IndexOf(model, edge.to);
+      if (next >= 0 && !seen[next]) {
+        seen[next] = true;
+        stack.push_back(next);
+      }
+    }
+  }
+  return false;
+}
+
+bool HasVit(const ModelSpec& model, Modality modality) {
+  return std::any_of(model.modules.begin(), model.modules.end(), [&](const ModuleSpec& m) {
+    return m.kind == ModuleKind::kVit && m.modality == modality;
+  });
+}
+
+// A ViT encodes images if its modality is image, or if no image ViT exists (one ViT for both, as
+// Qwen2-VL and LLaVA-OneVision); symmetric for videos.
+bool VitTakesImages(const ModelSpec& model, const ModuleSpec& vit) {
+  return vit.modality == Modality::kImage || !HasVit(model, Modality::kImage);
+}
+bool VitTakesVideos(const ModelSpec& model, const ModuleSpec& vit) {
+  return vit.modality == Modality::kVideo || !HasVit(model, Modality::kVideo);
+}
+
+// Resized (height, width) in pixels of an image under the ViT's resize rule.
+StatusOr<std::pair<int64_t, int64_t>> ResizedImagePx(const ModuleSpec& vit, int width_px,
+                                                     int height_px) {
+  if (vit.patch_size <= 0) {
+    return InvalidArgumentError(vit.name + ".patch_size = " + std::to_string(vit.patch_size) +
+                                "; must be > 0 to derive image tokens");
+  }
+  if (width_px < 0 || height_px < 0) {
+    return InvalidArgumentError("image size " + std::to_string(width_px) + "x" +
+                                std::to_string(height_px) + "; must be >= 0");
+  }
+  bool unknown_size = width_px == 0 || height_px == 0;
+  if (vit.resize_rule == spec::ResizeRule::kFixed || unknown_size) {
+    if (vit.image_size_px <= 0) {
+      return InvalidArgumentError(
+          vit.name + ".image_size_px = " + std::to_string(vit.image_size_px) +
+          (unknown_size ? "; must be > 0 for an image without a size"
+                        : "; must be > 0 for resize_rule fixed"));
+    }
+    return std::pair<int64_t, int64_t>{vit.image_size_px, vit.image_size_px};
+  }
+  // kNative: each side rounded to a multiple of patch·merge, the area capped at max_pixels
+  // (keeping the aspect ratio, sides floored to the factor), never below one factor.
+  const int64_t factor = static_cast<int64_t>(vit.patch_size) * std::max(1, vit.spatial_merge);
+  auto round_to = [&](double side) {
+    return std::max<int64_t>(factor, std::llround(side / factor) * factor);
+  };
+  int64_t h = round_to(height_px);
+  int64_t w = round_to(width_px);
+  if (vit.max_pixels > 0 && h * w > vit.max_pixels) {
+    double beta = std::sqrt(static_cast<double>(height_px) * width_px / vit.max_pixels);
+    h = std::max<int64_t>(factor, static_cast<int64_t>(std::floor(height_px / beta / factor)) * factor);
+    w = std::max<int64_t>(factor, static_cast<int64_t>(std::floor(width_px / beta / factor)) * factor);
+  }
+  return std::pair<int64_t, int64_t>{h, w};
+}
+
+// Patch grid (rows, cols) of one image/frame.
+StatusOr<std::pair<int64_t, int64_t>> PatchGrid(const ModuleSpec& vit, int width_px,
+                                                int height_px) {
+  WEFT_ASSIGN_OR_RETURN(auto hw, ResizedImagePx(vit, width_px, height_px));
+  return std::pair<int64_t, int64_t>{hw.first / vit.patch_size, hw.second / vit.patch_size};
+}
+
+int64_t MergedGridTokens(const ModuleSpec& vit, std::pair<int64_t, int64_t> grid) {
+  const int64_t m = std::max(1, vit.spatial_merge);
+  return CeilDiv(grid.first, m) * CeilDiv(grid.second, m);
+}
+
+Status CheckSegment(int64_t tokens, const std::string& what) {
+  if (tokens > std::numeric_limits<int32_t>::max()) {
+    return InvalidArgumentError(what + " has " + std::to_string(tokens) +
+                                " tokens; must fit in int32");
+  }
+  return OkStatus();
+}
+
+// Per-item workload of an encoder-like module for one sample: appends one instance per
+// attention unit. `llm_view` = true gives the tokens handed on to the LLM (projector view).
+Status AppendEncoderInstances(const ModelSpec& model, const ModuleSpec& enc,
+                              const spec::Sample& sample, const WorkloadOptions& options,
+                              bool llm_view, std::vector<WorkloadInstance>& out) {
+  auto push = [&](int64_t tokens, const char* what) -> Status {
+    WEFT_RETURN_IF_ERROR(CheckSegment(tokens, std::string(what) + " of sample " +
+                                                  std::to_string(sample.id)));
+    if (tokens > 0) out.push_back(WorkloadInstance{{static_cast<int32_t>(tokens)}});
+    return OkStatus();
+  };
+  switch (enc.kind) {
+    case ModuleKind::kVit: {
+      if (VitTakesImages(model, enc)) {
+        for (const auto& image : sample.images) {
+          int64_t tokens = 0;
+          if (llm_view) {
+            WEFT_ASSIGN_OR_RETURN(tokens, LlmTokensForImage(enc, image));
+          } else {
+            WEFT_ASSIGN_OR_RETURN(tokens, VitPatchTokensForImage(enc, image));
+          }
+          WEFT_RETURN_IF_ERROR(push(tokens, "an image"));
+        }
+      }
+      if (VitTakesVideos(model, enc)) {
+        for (const auto& video : sample.videos) {
+          const int64_t frames = VitFramesForVideo(video, options);
+          if (frames <= 0) continue;
+          WEFT_ASSIGN_OR_RETURN(auto grid, PatchGrid(enc, video.width_px, video.height_px));
+          const int64_t per_frame =
+              llm_view ? MergedGridTokens(enc, grid) : grid.first * grid.second;
+          if (enc.temporal_patch > 1) {
+            // Video-aware ViT (3-D patches, Qwen2-VL): the clip is one attention unit.
+            WEFT_RETURN_IF_ERROR(push(CeilDiv(frames, enc.temporal_patch) * per_frame, "a video"));
+          } else {
+            // Image encoder applied frame by frame (SigLIP in LLaVA-OneVision): one unit a frame.
+            for (int64_t f = 0; f < frames; ++f) {
+              WEFT_RETURN_IF_ERROR(push(per_frame, "a video frame"));
+            }
+          }
+        }
+      }
+      return OkStatus();
+    }
+    case ModuleKind::kAudioEncoder: {
+      for (const auto& clip : sample.audios) {
+        if (llm_view) {
+          WEFT_ASSIGN_OR_RETURN(int64_t tokens, LlmTokensForAudio(enc, clip));
+          WEFT_RETURN_IF_ERROR(push(tokens, "an audio clip"));
+        } else {
+          WEFT_ASSIGN_OR_RETURN(auto windows, AudioEncoderWindowTokens(enc, clip, options));
+          for (int32_t w : windows) out.push_back(WorkloadInstance{{w}});
+        }
+      }
+      return OkStatus();
+    }
+    case ModuleKind::kDit: {
+      if (enc.modality == Modality::kImage) {
+        for (const auto& image : sample.images) {
+          spec::VideoMeta still{.frames = 1, .width_px = image.width_px, .height_px = image.height_px};
+          WEFT_ASSIGN_OR_RETURN(int64_t tokens, DitLatentTokensForVideo(enc, still, options));
+          WEFT_RETURN_IF_ERROR(push(tokens, "an image"));
+        }
+      } else {
+        for (const auto& video : sample.videos) {
+          WEFT_ASSIGN_OR_RETURN(int64_t tokens, DitLatentTokensForVideo(enc, video, options));
+          WEFT_RETURN_IF_ERROR(push(tokens, "a video"));
+        }
+      }
+      return OkStatus();
+    }
+    default:
+      return InternalError("AppendEncoderInstances called on module " + enc.name);
+  }
+}
+
+// Encoders feeding a projector: walk predecessors through projectors to the first non-projector.
+std::vector<int> UpstreamEncoders(const ModelSpec& model, int projector) {
+  std::vector<int> result;
+  std::vector<bool> seen(model.modules.size(), false);
+  std::vector<int> stack = {projector};
+  seen[projector] = true;
+  while (!stack.empty()) {
+    int m = stack.back();
+    stack.pop_back();
+    for (const auto& edge : model.edges) {
+      if (edge.to != model.modules[m].name) continue;
+      int prev = IndexOf(model, edge.from);
+      if (prev < 0 || seen[prev]) continue;
+      seen[prev] = true;
+      if (model.modules[prev].kind == ModuleKind::kMlpProjector) {
+        stack.push_back(prev);
+      } else if (model.modules[prev].kind == ModuleKind::kVit ||
+                 model.modules[prev].kind == ModuleKind::kAudioEncoder) {
+        result.push_back(prev);
+      }
+    }
+  }
+  std::sort(result.begin(), result.end());
+  return result;
+}
+
+}  // namespace internal
+
+using internal::CeilDiv;
+
+int64_t ModuleWorkload::TotalTokens() const {
+  int64_t total = 0;
+  for (const auto& instance : instances) {
+    for (int32_t s : instance.segment_tokens) total += s;
+  }
+  return total;
+}
+
+double ModuleWorkload::SumSquaredTokens() const {
+  double total = 0;
+  for (const auto& instance : instances) {
+    for (int32_t s : instance.segment_tokens) total += static_cast<double>(s) * s;
+  }
+  return total;
+}
+
+StatusOr<int64_t> VitPatchTokensForImage(const spec::ModuleSpec& vit, const spec::ImageMeta& image) {
+  if (image.patch_tokens > 0) return static_cast<int64_t>(image.patch_tokens);
+  WEFT_ASSIGN_OR_RETURN(auto grid, internal::PatchGrid(vit, image.width_px, image.height_px));
+  return grid.first * grid.second;
+}
+
+StatusOr<int64_t> LlmTokensForImage(const spec::ModuleSpec& vit, const spec::ImageMeta& image) {
+  const int64_t m = std::max(1, vit.spatial_merge);
+  if (image.patch_tokens > 0) return CeilDiv(image.patch_tokens, m * m);
+  WEFT_ASSIGN_OR_RETURN(auto grid, internal::PatchGrid(vit, image.width_px, image.height_px));
+  return internal::MergedGridTokens(vit, grid);
+}
+
+int64_t VitFramesForVideo(const spec::VideoMeta& video, const WorkloadOptions& options) {
+  int64_t frames = video.frames;
+  if (frames <= 0) {
+    const double fps = video.fps > 0 ? video.fps : options.default_vit_video_fps;
+    frames = video.duration_s > 0 ? std::max<int64_t>(1, std::llround(video.duration_s * fps)) : 0;
+  }
+  if (options.max_vit_video_frames > 0) frames = std::min<int64_t>(frames, options.max_vit_video_frames);
+  return frames;
+}
+
+StatusOr<int64_t> VitPatchTokensForVideo(const spec::ModuleSpec& vit, const spec::VideoMeta& video,
+                                         const WorkloadOptions& options) {
+  WEFT_ASSIGN_OR_RETURN(auto grid, internal::PatchGrid(vit, video.width_px, video.height_px));
+  return CeilDiv(VitFramesForVideo(video, options), std::max(1, vit.temporal_patch)) * grid.first *
+         grid.second;
+}
+
+StatusOr<int64_t> LlmTokensForVideo(const spec::ModuleSpec& vit, const spec::VideoMeta& video,
+                                    const WorkloadOptions& options) {
+  WEFT_ASSIGN_OR_RETURN(auto grid, internal::PatchGrid(vit, video.width_px, video.height_px));
+  return CeilDiv(VitFramesForVideo(video, options), std::max(1, vit.temporal_patch)) *
+         internal::MergedGridTokens(vit, grid);
+}
+
+StatusOr<int64_t> DitLatentTokensForVideo(const spec::ModuleSpec& dit, const spec::VideoMeta& video,
+                                          const WorkloadOptions& options) {
+  if (dit.patch_size <= 0 || dit.vae_spatial_downsample <= 0 || dit.vae_temporal_downsample <= 0) {
+    return InvalidArgumentError(dit.name + ": patch_size, vae_spatial_downsample and "
+                                "vae_temporal_downsample must be > 0 to derive latent tokens");
+  }
+  int64_t frames = video.frames;
+  if (frames <= 0) {
+    const double fps = video.fps > 0 ? video.fps : options.default_dit_video_fps;
+    frames = video.duration_s > 0 ? std::max<int64_t>(1, std::llround(video.duration_s * fps)) : 0;
+  }
+  if (frames <= 0) return int64_t{0};
+  int64_t h = video.height_px, w = video.width_px;
+  if (h <= 0 || w <= 0) {
+    if (dit.image_size_px <= 0) {
+      return InvalidArgumentError(dit.name + ".image_size_px = " +
+                                  std::to_string(dit.image_size_px) +
+                                  "; must be > 0 for a video without a size");
+    }
+    h = w = dit.image_size_px;
+  }
+  const int64_t latent_frames = CeilDiv(frames, dit.vae_temporal_downsample);
+  const int64_t latent_h = CeilDiv(h, dit.vae_spatial_downsample);
+  const int64_t latent_w = CeilDiv(w, dit.vae_spatial_downsample);
+  return CeilDiv(latent_frames, std::max(1, dit.temporal_patch)) * CeilDiv(latent_h, dit.patch_size) *
+         CeilDiv(latent_w, dit.patch_size);
+}
+
+int64_t AudioMelFrames(const spec::ModuleSpec& audio, const spec::AudioMeta& clip) {
+  if (clip.duration_s <= 0) return 0;
+  return static_cast<int64_t>(std::ceil(clip.duration_s * audio.frames_per_second - 1e-9));
+}
+
+namespace {
+Status CheckAudioModule(const spec::ModuleSpec& audio) {
+  if (audio.frames_per_second <= 0 || audio.conv_downsample <= 0 || audio.max_source_positions <= 0) {
+    return InvalidArgumentError(audio.name + ": frames_per_second, conv_downsample and "
+                                "max_source_positions must be > 0 to derive audio tokens");
+  }
+  return OkStatus();
+}
+}  // namespace
+
+StatusOr<std::vector<int32_t>> AudioEncoderWindowTokens(const spec::ModuleSpec& audio,
+                                                        const spec::AudioMeta& clip,
+                                                        const WorkloadOptions& options) {
+  WEFT_RETURN_IF_ERROR(CheckAudioModule(audio));
+  const int64_t window_frames = static_cast<int64_t>(audio.max_source_positions) * audio.conv_downsample;
+  std::vector<int32_t> windows;
+  for (int64_t left = AudioMelFrames(audio, clip); left > 0; left -= window_frames) {
+    const int64_t frames = std::min(left, window_frames);
+    windows.push_back(options.pad_audio_to_window
+                          ? audio.max_source_positions
+                          : static_cast<int32_t>(CeilDiv(frames, audio.conv_downsample)));
+  }
+  return windows;
+}
+
+StatusOr<int64_t> LlmTokensForAudio(const spec::ModuleSpec& audio, const spec::AudioMeta& clip) {
+  WEFT_ASSIGN_OR_RETURN(auto windows, AudioEncoderWindowTokens(audio, clip,
+                                                               WorkloadOptions{.pad_audio_to_window = false}));
+  int64_t total = 0;
+  for (int32_t w : windows) total += w;
+  return total;
+}
+
+int FirstLlmModule(const spec::ModelSpec& model) {
+  for (size_t i = 0; i < model.modules.size(); ++i) {
+    if (model.modules[i].kind == spec::ModuleKind::kLlm) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+StatusOr<int64_t> SampleLlmTokens(const spec::ModelSpec& model, int llm_module,
+                                  const spec::Sample& sample, const WorkloadOptions& options) {
+  if (llm_module < 0 || llm_module >= static_cast<int>(model.modules.size())) {
+    return InvalidArgumentError("llm module index " + std::to_string(llm_module) +
+                                " out of range [0, " + std::to_string(model.modules.size()) + ")");
+  }
+  int64_t tokens = std::max(0, sample.text_tokens);
+  for (size_t e = 0; e < model.modules.size(); ++e) {
+    const auto& enc = model.modules[e];
+    if (enc.kind != spec::ModuleKind::kVit && enc.kind != spec::ModuleKind::kAudioEncoder) continue;
+    if (!internal::Reaches(model, static_cast<int>(e), llm_module)) continue;
+    std::vector<WorkloadInstance> items;
+    WEFT_RETURN_IF_ERROR(internal::AppendEncoderInstances(model, enc, sample, options,
+                                                          /*llm_view=*/true, items));
+    for (const auto& item : items) tokens += item.segment_tokens[0];
+  }
+  return tokens;
+}
+
+StatusOr<int64_t> SampleLlmTokens(const spec::ModelSpec& model, const spec::Sample& sample,
+                                  const WorkloadOptions& options) {
+  const int llm = FirstLlmModule(model);
+  if (llm < 0) return FailedPreconditionError("model " + model.name + " has no llm module");
+  return SampleLlmTokens(model, llm, sample, options);
+}
+
+StatusOr<ModuleWorkload> DeriveModuleWorkload(const spec::ModelSpec& model, int module,
+                                              const spec::Batch& batch,
+                                              std::span<const int> sequence_indices,
+                                              const WorkloadOptions& options) {
+  const int num_modules = static_cast<int>(model.modules.size());
+  if (module < 0 || module >= num_modules) {
+    return InvalidArgumentError("module = " + std::to_string(module) + "; must be in [0, " +
+                                std::to_string(num_modules) + ")");
+  }
+  const int num_samples = static_cast<int>(batch.samples.size());
+  const bool packed = !batch.sequences.empty();
+  const int num_sequences = packed ? static_cast<int>(batch.sequences.size()) : num_samples;
+  // Samples of each selected sequence, validated.
+  std::vector<std::vector<int>> sequences;
+  sequences.reserve(sequence_indices.size());
+  for (size_t k = 0; k < sequence_indices.size(); ++k) {
+    const int s = sequence_indices[k];
+    if (s < 0 || s >= num_sequences) {
+      return InvalidArgumentError("sequence_indices[" + std::to_string(k) + "] = " +
+                                  std::to_string(s) + "; must be in [0, " +
+                                  std::to_string(num_sequences) + ")");
+    }
+    if (!packed) {
+      sequences.push_back({s});
+      continue;
+    }
+    const auto& members = batch.sequences[s].sample_indices;
+    for (size_t j = 0; j < members.size(); ++j) {
+      if (members[j] < 0 || members[j] >= num_samples) {
+        return InvalidArgumentError("batch.sequences[" + std::to_string(s) + "].sample_indices[" +
+                                    std::to_string(j) + "] = " + std::to_string(members[j]) +
+                                    "; must be in [0, " + std::to_string(num_samples) + ")");
+      }
+    }
+    sequences.push_back(members);
+  }
+
+  ModuleWorkload workload{.module = module, .instances = {}};
+  const auto& spec_module = model.modules[module];
+  switch (spec_module.kind) {
+    case spec::ModuleKind::kLlm: {
+      for (const auto& members : sequences) {
+        WorkloadInstance instance;
+        for (int i : members) {
+          WEFT_ASSIGN_OR_RETURN(int64_t tokens, SampleLlmTokens(model, module, batch.samples[i], options));
+          WEFT_RETURN_IF_ERROR(internal::CheckSegment(tokens, "sample " + std::to_string(batch.samples[i].id)));
+          if (tokens > 0) instance.segment_tokens.push_back(static_cast<int32_t>(tokens));
+        }
+        if (!instance.segment_tokens.empty()) workload.instances.push_back(std::move(instance));
+      }
+      break;
+    }
+    case spec::ModuleKind::kMlpProjector: {
+      const std::vector<int> encoders = internal::UpstreamEncoders(model, module);
+      if (encoders.empty()) {
+        return FailedPreconditionError(internal::ModuleLabel(model, module) +
+                                       " is a projector with no vit/audio encoder upstream");
+      }
+      for (const auto& members : sequences) {
+        for (int i : members) {
+          for (int e : encoders) {
+            WEFT_RETURN_IF_ERROR(internal::AppendEncoderInstances(
+                model, model.modules[e], batch.samples[i], options, /*llm_view=*/true,
+                workload.instances));
+          }
+        }
+      }
+      break;
+    }
+    default: {
+      for (const auto& members : sequences) {
+        for (int i : members) {
+          WEFT_RETURN_IF_ERROR(internal::AppendEncoderInstances(
+              model, spec_module, batch.samples[i], options, /*llm_view=*/false,
+              workload.instances));
+        }
+      }
+      break;
+    }
+  }
+  return workload;
+}
+
+}  // namespace weft::data

@@ -1,0 +1,187 @@
+#include "weft/data/workload.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "test_models.h"
+
+namespace weft::data {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::DipVlm;
+
+spec::Sample ImageSample(int64_t id, int text_tokens, int num_images, int w = 1024, int h = 768) {
+  spec::Sample s;
+  s.id = id;
+  s.text_tokens = text_tokens;
+  s.images.assign(num_images, spec::ImageMeta{.width_px = w, .height_px = h});
+  return s;
+}
+
+TEST(VitTokens, DipSettingGives169LlmTokensPerImage) {
+  const auto vit = DipVlm().modules[0];
+  spec::ImageMeta image{.width_px = 1920, .height_px = 1080};
+  EXPECT_EQ(*VitPatchTokensForImage(vit, image), 52 * 52);  // 728/14 = 52 per side
+  EXPECT_EQ(*LlmTokensForImage(vit, image), 169);
+  // ⌈8192/169⌉ = 49 > 48: DIP's 48-image cap per 8192-token sequence.
+  EXPECT_EQ(8192 / *LlmTokensForImage(vit, image), 48);
+}
+
+TEST(VitTokens, UnknownImageSizeUsesTheModelsFixedSize) {
+  const auto vit = DipVlm().modules[0];
+  EXPECT_EQ(*LlmTokensForImage(vit, spec::ImageMeta{}), 169);
+}
+
+TEST(VitTokens, GivenPatchTokensOverrideTheSize) {
+  const auto vit = DipVlm().modules[0];
+  spec::ImageMeta image{.width_px = 100, .height_px = 100, .patch_tokens = 320};
+  EXPECT_EQ(*VitPatchTokensForImage(vit, image), 320);
+  EXPECT_EQ(*LlmTokensForImage(vit, image), 20);  // 320 / 16
+}
+
+TEST(VitTokens, NativeRuleRoundsSidesToPatchTimesMerge) {
+  const auto vit = testing::NativeVit();
+  // 1000x700 -> sides rounded to multiples of 28: 1008 x 700 -> 72 x 50 patches.
+  spec::ImageMeta image{.width_px = 1000, .height_px = 700};
+  EXPECT_EQ(*VitPatchTokensForImage(vit, image), 72 * 50);
+  EXPECT_EQ(*LlmTokensForImage(vit, image), 36 * 25);  // merged 2x2
+}
+
+TEST(VitTokens, NativeRuleCapsTheAreaAtMaxPixels) {
+  const auto vit = testing::NativeVit(/*max_pixels=*/1003520);  // ≈1 MP
+  spec::ImageMeta image{.width_px = 4000, .height_px = 3000};
+  const int64_t patches = *VitPatchTokensForImage(vit, image);
+  EXPECT_LE(patches * 14 * 14, 1003520);
+  EXPECT_GT(patches * 14 * 14, 1003520 * 0.8);
+}
+
+TEST(VitTokens, FixedRuleWithoutImageSizeIsAnError) {
+  auto vit = DipVlm().modules[0];
+  vit.image_size_px = 0;
+  auto tokens = LlmTokensForImage(vit, spec::ImageMeta{.width_px = 10, .height_px = 10});
+  ASSERT_FALSE(tokens.ok());
+  EXPECT_THAT(tokens.status().message(), ::testing::HasSubstr("image_size_px = 0"));
+}
+
+TEST(VideoTokens, FramesComeFromDurationTimesFpsThenTemporalPatch) {
+  const auto vit = testing::NativeVit();
+  spec::VideoMeta video{.frames = 0, .fps = 2.0, .duration_s = 10.0, .width_px = 448, .height_px = 448};
+  EXPECT_EQ(VitFramesForVideo(video), 20);
+  EXPECT_EQ(*VitPatchTokensForVideo(vit, video), 10 * 32 * 32);  // 20 frames / 2, 448/14 = 32
+  EXPECT_EQ(*LlmTokensForVideo(vit, video), 10 * 16 * 16);
+  EXPECT_EQ(VitFramesForVideo(video, WorkloadOptions{.max_vit_video_frames = 8}), 8);
+}
+
+TEST(DitTokens, LatentTokensFollowVaeDownsampleThenPatch) {
+  const auto dit = testing::T2v().modules[1];
+  // 16 s at 16 fps, 512x512: 256 frames -> 64 latent frames, 64x64 latents -> 32x32 patches.
+  spec::VideoMeta video{.duration_s = 16.0, .width_px = 512, .height_px = 512};
+  EXPECT_EQ(*DitLatentTokensForVideo(dit, video), 64 * 32 * 32);
+}
+
+TEST(AudioTokens, WhisperPadsEveryWindowTo30Seconds) {
+  const auto audio = testing::Whisper();
+  EXPECT_EQ(AudioMelFrames(audio, {.duration_s = 7.18}), 718);
+  EXPECT_THAT(*AudioEncoderWindowTokens(audio, {.duration_s = 7.18}), ElementsAre(1500));
+  EXPECT_THAT(*AudioEncoderWindowTokens(audio, {.duration_s = 45.0}), ElementsAre(1500, 1500));
+  EXPECT_THAT(*AudioEncoderWindowTokens(audio, {.duration_s = 45.0},
+                                        WorkloadOptions{.pad_audio_to_window = false}),
+              ElementsAre(1500, 750));
+  EXPECT_EQ(*LlmTokensForAudio(audio, {.duration_s = 7.18}), 359);
+  EXPECT_EQ(*LlmTokensForAudio(audio, {.duration_s = 0}), 0);
+}
+
+TEST(SampleLlmTokens, IsTextPlusMergedImageTokens) {
+  EXPECT_EQ(*SampleLlmTokens(DipVlm(), ImageSample(1, 100, 3)), 100 + 3 * 169);
+}
+
+TEST(SampleLlmTokens, IgnoresModalitiesWithoutAnEncoderReachingTheLlm) {
+  spec::Sample s = ImageSample(1, 10, 1);
+  s.audios.push_back({.duration_s = 5});
+  EXPECT_EQ(*SampleLlmTokens(DipVlm(), s), 10 + 169);
+  EXPECT_EQ(*SampleLlmTokens(testing::VisionAudioLlm(), s), 10 + 169 + 250);
+}
+
+TEST(DeriveModuleWorkload, LlmInstancesArePackedSequencesWithSampleSegments) {
+  spec::Batch batch;
+  batch.samples = {ImageSample(0, 100, 1), ImageSample(1, 50, 2), ImageSample(2, 7, 0)};
+  batch.sequences = {{.sample_indices = {0, 1}}, {.sample_indices = {2}}};
+  const std::vector<int> seqs = {0, 1};
+  auto llm = DeriveModuleWorkload(DipVlm(), 2, batch, seqs);
+  ASSERT_TRUE(llm.ok()) << llm.status().ToString();
+  ASSERT_EQ(llm->NumInstances(), 2);
+  EXPECT_THAT(llm->instances[0].segment_tokens, ElementsAre(269, 388));
+  EXPECT_THAT(llm->instances[1].segment_tokens, ElementsAre(7));
+  EXPECT_EQ(llm->TotalTokens(), 269 + 388 + 7);
+  EXPECT_DOUBLE_EQ(llm->SumSquaredTokens(), 269.0 * 269 + 388.0 * 388 + 49);
+}
+
+TEST(DeriveModuleWorkload, VitHasOneInstancePerImageAndProjectorSeesMergedTokens) {
+  spec::Batch batch;
+  batch.samples = {ImageSample(0, 100, 1), ImageSample(1, 50, 2)};
+  const std::vector<int> seqs = {0, 1};  // unpacked: one sequence per sample
+  auto vit = DeriveModuleWorkload(DipVlm(), 0, batch, seqs);
+  ASSERT_TRUE(vit.ok());
+  EXPECT_EQ(vit->NumInstances(), 3);
+  EXPECT_EQ(vit->TotalTokens(), 3 * 2704);
+  auto proj = DeriveModuleWorkload(DipVlm(), 1, batch, seqs);
+  ASSERT_TRUE(proj.ok());
+  EXPECT_EQ(proj->NumInstances(), 3);
+  EXPECT_EQ(proj->TotalTokens(), 3 * 169);
+}
+
+TEST(DeriveModuleWorkload, FrameWiseImageEncoderGetsOneInstancePerVideoFrame) {
+  spec::Batch batch;
+  spec::Sample s;
+  s.videos.push_back({.frames = 8, .width_px = 640, .height_px = 480});
+  batch.samples = {s};
+  const std::vector<int> seqs = {0};
+  auto vit = DeriveModuleWorkload(DipVlm(), 0, batch, seqs);
+  ASSERT_TRUE(vit.ok());
+  EXPECT_EQ(vit->NumInstances(), 8);
+  EXPECT_EQ(*SampleLlmTokens(DipVlm(), s), 8 * 169);
+}
+
+TEST(DeriveModuleWorkload, AudioEncoderAndDitWorkloads) {
+  spec::Batch batch;
+  spec::Sample s;
+  s.text_tokens = 12;
+  s.audios.push_back({.duration_s = 31});
+  s.videos.push_back({.frames = 64, .width_px = 256, .height_px = 256});
+  batch.samples = {s};
+  const std::vector<int> seqs = {0};
+  auto audio = DeriveModuleWorkload(testing::VisionAudioLlm(), 3, batch, seqs);
+  ASSERT_TRUE(audio.ok());
+  EXPECT_EQ(audio->NumInstances(), 2);  // 31 s -> two padded windows
+  EXPECT_EQ(audio->TotalTokens(), 3000);
+  auto aproj = DeriveModuleWorkload(testing::VisionAudioLlm(), 4, batch, seqs);
+  ASSERT_TRUE(aproj.ok());
+  EXPECT_EQ(aproj->TotalTokens(), 1550);  // unpadded 3100 frames / 2
+  auto dit = DeriveModuleWorkload(testing::T2v(), 1, batch, seqs);
+  ASSERT_TRUE(dit.ok());
+  EXPECT_EQ(dit->TotalTokens(), 16 * 16 * 16);  // 64/4 latent frames, 256/8/2 = 16 per side
+  auto text = DeriveModuleWorkload(testing::T2v(), 0, batch, seqs);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->TotalTokens(), 12);  // the DiT's video never reaches the text encoder
+}
+
+TEST(DeriveModuleWorkload, RejectsOutOfRangeIndicesNamingTheField) {
+  spec::Batch batch;
+  batch.samples = {ImageSample(0, 1, 1)};
+  batch.sequences = {{.sample_indices = {0, 5}}};
+  const std::vector<int> bad_seq = {3};
+  auto r = DeriveModuleWorkload(DipVlm(), 2, batch, bad_seq);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("sequence_indices[0] = 3"));
+  const std::vector<int> seq0 = {0};
+  r = DeriveModuleWorkload(DipVlm(), 2, batch, seq0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("batch.sequences[0].sample_indices[1] = 5"));
+  r = DeriveModuleWorkload(DipVlm(), 9, batch, seq0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("module = 9"));
+}
+
+}  // namespace
+}  // namespace weft::data
