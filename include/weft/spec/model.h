@@ -52,6 +52,13 @@ struct ModuleSpec {
   bool causal_attention = false;    // llm: true; encoders / dit: false
   bool qkv_bias = false;
   bool rms_norm = false;            // RMSNorm (1 vector) vs LayerNorm (2 vectors)
+  int head_dim = 0;                 // per-head width; 0 = hidden_size / num_attention_heads
+                                    // (Qwen3: 128 with hidden 5120 and 64 heads)
+  bool linear_bias = false;         // biases on every linear (GPT, ViT, Whisper, DiT); qkv_bias
+                                    // alone covers Qwen-style q/k/v-only biases
+  bool qk_norm = false;             // per-head norm on q and k (ViT-22B, InternViT, Qwen3)
+  int learned_position_embeddings = 0;  // rows of a learned absolute position table
+                                        // (GPT-3: 2048; 0 = RoPE / sinusoidal / none)
 
   // Text (kLlm).
   int vocab_size = 0;
@@ -70,6 +77,9 @@ struct ModuleSpec {
   int vae_spatial_downsample = 8;
   int vae_temporal_downsample = 4;
   int text_condition_hidden = 0;    // cross-attention context width (0 = no cross-attention)
+  bool shared_adaln = false;        // adaLN-single (PixArt-α, MovieGen): one 6·h×h modulation
+                                    // MLP for all layers + a 6·h table per layer, instead of
+                                    // a 6·h×h modulation per layer (DiT paper)
 
   // Audio (kAudioEncoder).
   int mel_bins = 80;
@@ -77,7 +87,9 @@ struct ModuleSpec {
   int conv_downsample = 2;          // frames per encoder token
   int max_source_positions = 1500;  // Whisper: 30 s window
 
-  // Projector (kMlpProjector): in -> hidden -> out, num_layers linear layers (1 or 2).
+  // Projector (kMlpProjector): input_size -> ffn_hidden_size -> output_size with num_layers
+  // linear layers (1 or 2; 1 = a single input_size x output_size linear). hidden_size is the
+  // output width (== output_size) so that "hidden_size" is the width of every module's output.
   int input_size = 0;
   int output_size = 0;
 
@@ -85,7 +97,20 @@ struct ModuleSpec {
   int64_t ParametersPerLayer() const;     // one transformer layer (or one projector linear)
   int64_t EmbeddingParameters() const;    // patch/token embedding, position tables, LM head, final norm
   int64_t ParameterCount() const;         // whole module
-  int HeadDim() const { return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0; }
+  int HeadDim() const {
+    if (head_dim > 0) return head_dim;
+    return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0;
+  }
+  bool IsTransformer() const { return kind != ModuleKind::kMlpProjector; }
+  bool IsEncoder() const {
+    return kind == ModuleKind::kVit || kind == ModuleKind::kAudioEncoder;
+  }
+  // Tokens one fixed-size image becomes at the module's output (kVit with kFixed resize):
+  // (image_size_px / patch_size / spatial_merge)^2, e.g. 728 px, patch 14, merge 4 -> 169.
+  int FixedImageTokens() const;
+  // Encoder tokens for `seconds` of audio (kAudioEncoder), capped at max_source_positions.
+  int AudioTokens(double seconds) const;
+  bool operator==(const ModuleSpec&) const = default;
   // "modules[i]" is prepended by ModelSpec::Validate; field paths here start at the field name.
   Status Validate() const;
 };
@@ -93,6 +118,7 @@ struct ModuleSpec {
 struct ModuleEdge {
   std::string from;  // producer module name
   std::string to;    // consumer module name
+  bool operator==(const ModuleEdge&) const = default;
 };
 
 struct ModelSpec {
@@ -112,6 +138,9 @@ struct ModelSpec {
   // still needs an input-gradient backward (Cornstarch's frozen-status rule).
   bool HasTrainableUpstream(int module) const;
   int64_t ParameterCount() const;
+  // Parameters of modules with frozen == false.
+  int64_t TrainableParameterCount() const;
+  bool operator==(const ModelSpec&) const = default;
   // Stops at the first problem: "modules[1].num_kv_groups = 3; must divide num_attention_heads (32)".
   Status Validate() const;
 };

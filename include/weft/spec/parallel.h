@@ -16,6 +16,8 @@ struct ModuleParallel {
   int dp = 1;                // data parallel replicas
   int cp = 1;                // context parallel size
   bool sequence_parallel = true;  // Megatron SP: norms/dropout sharded, RS/AG instead of AR
+  int Gpus() const { return tp * pp * dp * cp; }
+  bool operator==(const ModuleParallel&) const = default;
 };
 
 struct ParallelConfig {
@@ -25,8 +27,11 @@ struct ParallelConfig {
 
   // The entry for `module`, or defaults {module, 1, 1, 1, 1}.
   ModuleParallel For(std::string_view module) const;
+  bool operator==(const ParallelConfig&) const = default;
   // Checks sizes > 0, TP divides heads / kv groups (or kv groups divide TP), modules exist,
-  // and GPUs used <= cluster GPUs (when a cluster is given).
+  // and GPUs used <= cluster GPUs (when a cluster is given; each module's tp·pp·dp·cp must fit,
+  // since modules may share GPUs (DIP) or use disjoint groups (Cornstarch)).
+  // Messages: "parallel.modules[1].tp = 3; must divide num_attention_heads (32) of module 'llm'".
   Status Validate(const ModelSpec& model) const;
   Status Validate(const ModelSpec& model, const ClusterSpec& cluster) const;
 };

@@ -1,6 +1,7 @@
 #pragma once
 // Loading specs from the built-in presets (embedded YAML) or from YAML/JSON files, and writing
 // them back as YAML. Free functions; thread-safe.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,11 +22,15 @@ struct TrainingSetup {
   int context_tokens = 0;        // packed LLM sequence length (e.g. 8192)
   int global_batch_sequences = 0;  // sequences per iteration
   std::string data_profile;      // default synthetic profile name
+  bool operator==(const TrainingSetup&) const = default;
+  // gpus > 0, the cluster preset loads, parallel.Validate(model, cluster resized to gpus).
+  Status Validate(const ModelSpec& model) const;
 };
 
 struct ModelPreset {
   ModelSpec model;
   std::optional<TrainingSetup> setup;
+  bool operator==(const ModelPreset&) const = default;
 };
 
 enum class PresetKind { kModel, kCluster };
@@ -34,7 +39,10 @@ struct PresetInfo {
   PresetKind kind;
   std::string name;
   std::string description;
+  int64_t parameter_count = 0;   // models only (0 for clusters)
+  int total_gpus = 0;            // clusters only (0 for models)
 };
+std::string_view PresetKindName(PresetKind kind);  // "model", "cluster"
 
 // All built-in presets, models first, each group sorted by name.
 std::vector<PresetInfo> ListPresets();
@@ -50,6 +58,10 @@ StatusOr<ClusterSpec> LoadCluster(std::string_view name_or_path);
 StatusOr<ModelPreset> ParseModelYaml(std::string_view text, std::string_view source);
 StatusOr<ClusterSpec> ParseClusterYaml(std::string_view text, std::string_view source);
 
+// Names of the built-in presets of one kind, sorted.
+std::vector<std::string> PresetNames(PresetKind kind);
+
+// Emitted YAML is fully expanded (no `use:` references) and parses back to an equal value.
 std::string ModelToYaml(const ModelPreset& preset);
 std::string ClusterToYaml(const ClusterSpec& cluster);
 
