@@ -51,7 +51,7 @@ struct DeviceGroup {
   int64_t static_bytes = 0;  // per GPU: parameters + gradients + optimizer state + buffers
   int64_t grad_sync_bytes = 0;   // per GPU: gradient bytes all-reduced over the dp replicas
   int64_t optimizer_bytes = 0;   // per GPU: bytes the optimizer step reads + writes (HBM bound)
-  std::string label;         // e.g. "pp3" or "vit/pp0"; for reports
+  std::string label = {};    // e.g. "pp3" or "vit/pp0"; for reports
 
   int TotalGpus() const { return num_gpus * dp; }
   // The GPU ids of replica `r` start at first_gpu + r * stride.

@@ -24,7 +24,7 @@
 namespace weft::sched {
 
 enum class ScheduleKind {
-  kGPipe,               // all forwards, then all backwards (reverse microbatch order)
+  kGPipe,               // all forwards, then all backwards (both in microbatch order)
   kOneFOneB,            // Megatron 1F1B: min(P−r−1, m) warmup forwards, then alternate
   kInterleavedOneFOneB, // Megatron interleaved: v chunks per group, microbatches in groups of P
   kZeroBubbleH1,        // ZB-H1: 1F1B on F and B(input); W deferred into the cool-down bubbles

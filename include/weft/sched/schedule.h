@@ -10,9 +10,9 @@
 namespace weft::sched {
 
 struct Schedule {
-  std::string name;  // e.g. "1f1b", "interleaved-1f1b(v=2)", "dip-mcts"; for reports
+  std::string name = {};  // e.g. "1f1b", "interleaved-1f1b(v=2)", "dip-mcts"; for reports
   // order[g] lists the stages of group g in execution order. order.size() == graph.num_groups().
-  std::vector<std::vector<graph::StageId>> order;
+  std::vector<std::vector<graph::StageId>> order = {};
 
   // Checks against a finalized graph: one list per group; every stage appears exactly once, on
   // the list of its own group; same-group dependencies respect the order. (Cross-group

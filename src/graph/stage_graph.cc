@@ -1,0 +1,193 @@
+#include "weft/graph/stage_graph.h"
+
+#include <cmath>
+#include <queue>
+
+#include <fmt/format.h>
+
+namespace weft::graph {
+
+std::string_view PassShortName(Pass pass) {
+  switch (pass) {
+    case Pass::kForward:
+      return "F";
+    case Pass::kBackward:
+      return "B";
+    case Pass::kBackwardInput:
+      return "Bi";
+    case Pass::kBackwardWeight:
+      return "W";
+  }
+  return "?";
+}
+
+bool IsBackward(Pass pass) { return pass != Pass::kForward; }
+
+std::string_view RecomputeName(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+    case Recompute::kOffload:
+      return "offload";
+  }
+  return "?";
+}
+
+GroupId StageGraph::AddGroup(DeviceGroup group) {
+  finalized_ = false;
+  groups_.push_back(std::move(group));
+  return static_cast<GroupId>(groups_.size() - 1);
+}
+
+StageId StageGraph::AddStage(const Stage& stage) {
+  finalized_ = false;
+  stages_.push_back(stage);
+  return static_cast<StageId>(stages_.size() - 1);
+}
+
+void StageGraph::AddEdge(StageId from, StageId to, int64_t bytes) {
+  finalized_ = false;
+  edges_.push_back(Edge{from, to, bytes});
+}
+
+void StageGraph::Reserve(int num_stages, int num_edges) {
+  stages_.reserve(num_stages);
+  edges_.reserve(num_edges);
+}
+
+std::string StageGraph::StageName(StageId id) const {
+  if (id < 0 || id >= num_stages()) return fmt::format("<invalid stage {}>", id);
+  const Stage& s = stages_[id];
+  std::string module = (s.module >= 0 && s.module < static_cast<int>(module_names_.size()))
+                           ? module_names_[s.module]
+                           : fmt::format("m{}", s.module);
+  return fmt::format("g{} {} mb{}.{} c{} {}", s.group, PassShortName(s.pass), s.microbatch,
+                     s.sub_microbatch, s.chunk, module);
+}
+
+Status StageGraph::Finalize() {
+  const int n = num_stages();
+  for (int g = 0; g < num_groups(); ++g) {
+    const DeviceGroup& group = groups_[g];
+    if (group.num_gpus < 1) {
+      return InvalidArgumentError(
+          fmt::format("groups[{}].num_gpus = {}; must be >= 1", g, group.num_gpus));
+    }
+    if (group.dp < 1) {
+      return InvalidArgumentError(fmt::format("groups[{}].dp = {}; must be >= 1", g, group.dp));
+    }
+    if (group.first_gpu < 0 || group.dp_stride_gpus < 0) {
+      return InvalidArgumentError(fmt::format(
+          "groups[{}].first_gpu = {}, dp_stride_gpus = {}; must be >= 0", g, group.first_gpu,
+          group.dp_stride_gpus));
+    }
+    if (group.static_bytes < 0 || group.grad_sync_bytes < 0 || group.optimizer_bytes < 0) {
+      return InvalidArgumentError(
+          fmt::format("groups[{}]: static_bytes, grad_sync_bytes, optimizer_bytes must be >= 0", g));
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    const Stage& s = stages_[i];
+    if (s.group < 0 || s.group >= num_groups()) {
+      return InvalidArgumentError(fmt::format("stages[{}].group = {}; must be in [0, {})", i,
+                                              s.group, num_groups()));
+    }
+    if (!(s.latency_s >= 0) || !std::isfinite(s.latency_s)) {
+      return InvalidArgumentError(fmt::format("stages[{}].latency_s = {}; must be finite and >= 0",
+                                              i, s.latency_s));
+    }
+    if (s.activation_alloc_bytes < 0 || s.activation_free_bytes < 0) {
+      return InvalidArgumentError(
+          fmt::format("stages[{}]: activation_alloc_bytes = {}, activation_free_bytes = {}; must "
+                      "be >= 0",
+                      i, s.activation_alloc_bytes, s.activation_free_bytes));
+    }
+    if (s.chunk < 0 || s.microbatch < 0 || s.sub_microbatch < 0) {
+      return InvalidArgumentError(fmt::format(
+          "stages[{}]: chunk = {}, microbatch = {}, sub_microbatch = {}; must be >= 0", i, s.chunk,
+          s.microbatch, s.sub_microbatch));
+    }
+  }
+  for (int e = 0; e < num_edges(); ++e) {
+    const Edge& edge = edges_[e];
+    if (edge.from < 0 || edge.from >= n || edge.to < 0 || edge.to >= n) {
+      return InvalidArgumentError(fmt::format("edges[{}] = {} -> {}; stage ids must be in [0, {})",
+                                              e, edge.from, edge.to, n));
+    }
+    if (edge.from == edge.to) {
+      return InvalidArgumentError(fmt::format("edges[{}] = {} -> {}; self edges are not allowed",
+                                              e, edge.from, edge.to));
+    }
+    if (edge.bytes < 0) {
+      return InvalidArgumentError(fmt::format("edges[{}].bytes = {}; must be >= 0", e, edge.bytes));
+    }
+  }
+  // CSR by counting sort (stable: insertion order inside each stage).
+  out_begin_.assign(n + 1, 0);
+  in_begin_.assign(n + 1, 0);
+  for (const Edge& edge : edges_) {
+    ++out_begin_[edge.from + 1];
+    ++in_begin_[edge.to + 1];
+  }
+  for (int i = 0; i < n; ++i) {
+    out_begin_[i + 1] += out_begin_[i];
+    in_begin_[i + 1] += in_begin_[i];
+  }
+  out_ids_.resize(edges_.size());
+  in_ids_.resize(edges_.size());
+  {
+    std::vector<int32_t> out_fill(out_begin_.begin(), out_begin_.end() - 1);
+    std::vector<int32_t> in_fill(in_begin_.begin(), in_begin_.end() - 1);
+    for (int e = 0; e < num_edges(); ++e) {
+      out_ids_[out_fill[edges_[e].from]++] = e;
+      in_ids_[in_fill[edges_[e].to]++] = e;
+    }
+  }
+  // Kahn's algorithm, smallest id first (deterministic).
+  std::vector<int32_t> indegree(n);
+  for (int i = 0; i < n; ++i) indegree[i] = in_begin_[i + 1] - in_begin_[i];
+  std::priority_queue<StageId, std::vector<StageId>, std::greater<>> ready;
+  for (int i = 0; i < n; ++i) {
+    if (indegree[i] == 0) ready.push(i);
+  }
+  topo_.clear();
+  topo_.reserve(n);
+  while (!ready.empty()) {
+    StageId s = ready.top();
+    ready.pop();
+    topo_.push_back(s);
+    for (EdgeId e : out_edges(s)) {
+      if (--indegree[edges_[e].to] == 0) ready.push(edges_[e].to);
+    }
+  }
+  if (static_cast<int>(topo_.size()) != n) {
+    StageId on_cycle = 0;
+    for (int i = 0; i < n; ++i) {
+      if (indegree[i] > 0) {
+        on_cycle = i;
+        break;
+      }
+    }
+    // Walk back along unprocessed predecessors: after n steps we are on a cycle.
+    for (int step = 0; step < n; ++step) {
+      for (EdgeId e : in_edges(on_cycle)) {
+        if (indegree[edges_[e].from] > 0) {
+          on_cycle = edges_[e].from;
+          break;
+        }
+      }
+    }
+    topo_.clear();
+    return InvalidArgumentError(fmt::format(
+        "stage graph has a dependency cycle through stage {} ({}); edges must form a DAG",
+        on_cycle, StageName(on_cycle)));
+  }
+  finalized_ = true;
+  return OkStatus();
+}
+
+}  // namespace weft::graph

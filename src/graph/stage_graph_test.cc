@@ -1,0 +1,101 @@
+#include "weft/graph/stage_graph.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace weft::graph {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(StageGraph, FinalizeBuildsAdjacencyAndTopologicalOrder) {
+  StageGraph g;
+  g.AddGroup({.label = "a"});
+  g.AddGroup({.first_gpu = 1, .label = "b"});
+  const StageId s0 = g.AddStage({.group = 0});
+  const StageId s1 = g.AddStage({.group = 1});
+  const StageId s2 = g.AddStage({.group = 1, .microbatch = 1});
+  g.AddEdge(s2, s1, 10);
+  g.AddEdge(s0, s1, 20);
+  g.AddEdge(s0, s2, 30);
+  ASSERT_TRUE(g.Finalize().ok());
+  EXPECT_TRUE(g.finalized());
+  EXPECT_THAT(g.out_edges(s0), ElementsAre(1, 2));
+  EXPECT_THAT(g.in_edges(s1), ElementsAre(0, 1));
+  EXPECT_THAT(g.in_edges(s0), ElementsAre());
+  EXPECT_THAT(g.topological_order(), ElementsAre(s0, s2, s1));
+  EXPECT_EQ(g.edge(2).bytes, 30);
+}
+
+TEST(StageGraph, FinalizeRejectsACycleAndNamesAStageOnIt) {
+  StageGraph g;
+  g.AddGroup({});
+  const StageId a = g.AddStage({});
+  const StageId b = g.AddStage({.microbatch = 1});
+  const StageId c = g.AddStage({.microbatch = 2});
+  g.AddEdge(a, b);
+  g.AddEdge(b, c);
+  g.AddEdge(c, b);
+  const Status status = g.Finalize();
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr("cycle"));
+  EXPECT_THAT(status.message(), ::testing::AnyOf(HasSubstr("stage 1 "), HasSubstr("stage 2 ")));
+  EXPECT_FALSE(g.finalized());
+}
+
+TEST(StageGraph, FinalizeNamesTheBadField) {
+  StageGraph g;
+  g.AddGroup({});
+  g.AddStage({.group = 3});
+  EXPECT_THAT(g.Finalize().message(), HasSubstr("stages[0].group = 3; must be in [0, 1)"));
+
+  StageGraph h;
+  h.AddGroup({.num_gpus = 0});
+  EXPECT_THAT(h.Finalize().message(), HasSubstr("groups[0].num_gpus = 0"));
+
+  StageGraph e;
+  e.AddGroup({});
+  e.AddStage({});
+  e.AddEdge(0, 0);
+  EXPECT_THAT(e.Finalize().message(), HasSubstr("self edges"));
+
+  StageGraph l;
+  l.AddGroup({});
+  l.AddStage({.latency_s = -1});
+  EXPECT_THAT(l.Finalize().message(), HasSubstr("stages[0].latency_s = -1"));
+}
+
+TEST(StageGraph, StageNameReadsAsGroupPassMicrobatchChunkModule) {
+  StageGraph g;
+  g.AddGroup({});
+  g.AddGroup({});
+  g.SetModuleNames({"vit", "llm"});
+  g.AddStage({.group = 1, .module = 1, .chunk = 2, .microbatch = 3, .sub_microbatch = 1,
+              .pass = Pass::kBackwardInput});
+  g.AddStage({.module = 7});
+  EXPECT_EQ(g.StageName(0), "g1 Bi mb3.1 c2 llm");
+  EXPECT_EQ(g.StageName(1), "g0 F mb0.0 c0 m7");
+}
+
+TEST(StageGraph, AddingAfterFinalizeRequiresFinalizeAgain) {
+  StageGraph g;
+  g.AddGroup({});
+  g.AddStage({});
+  ASSERT_TRUE(g.Finalize().ok());
+  g.AddStage({});
+  EXPECT_FALSE(g.finalized());
+  ASSERT_TRUE(g.Finalize().ok());
+  EXPECT_EQ(g.topological_order().size(), 2u);
+}
+
+TEST(DeviceGroup, CountsFoldedReplicas) {
+  DeviceGroup group{.num_gpus = 8, .dp = 4};
+  EXPECT_EQ(group.TotalGpus(), 32);
+  EXPECT_EQ(group.DpStrideGpus(), 8);
+  group.dp_stride_gpus = 64;
+  EXPECT_EQ(group.DpStrideGpus(), 64);
+}
+
+}  // namespace
+}  // namespace weft::graph
