@@ -8,18 +8,24 @@ namespace weft::data::testing {
 inline spec::ModelSpec DipVlm() {
   spec::ModelSpec model;
   model.name = "test-vlm";
-  spec::ModuleSpec vit{.name = "vision", .kind = spec::ModuleKind::kVit,
-                       .modality = spec::Modality::kImage};
+  spec::ModuleSpec vit;
+  vit.name = "vision";
+  vit.kind = spec::ModuleKind::kVit;
+  vit.modality = spec::Modality::kImage;
   vit.num_layers = 2;
   vit.hidden_size = 64;
   vit.patch_size = 14;
   vit.spatial_merge = 4;
   vit.image_size_px = 728;
   vit.resize_rule = spec::ResizeRule::kFixed;
-  spec::ModuleSpec proj{.name = "projector", .kind = spec::ModuleKind::kMlpProjector,
-                        .modality = spec::Modality::kImage};
-  spec::ModuleSpec llm{.name = "llm", .kind = spec::ModuleKind::kLlm,
-                       .modality = spec::Modality::kText};
+  spec::ModuleSpec proj;
+  proj.name = "projector";
+  proj.kind = spec::ModuleKind::kMlpProjector;
+  proj.modality = spec::Modality::kImage;
+  spec::ModuleSpec llm;
+  llm.name = "llm";
+  llm.kind = spec::ModuleKind::kLlm;
+  llm.modality = spec::Modality::kText;
   model.modules = {vit, proj, llm};
   model.edges = {{"vision", "projector"}, {"projector", "llm"}};
   return model;
@@ -27,8 +33,10 @@ inline spec::ModelSpec DipVlm() {
 
 // Qwen2-VL-like native-resolution ViT (patch 14, merge 2, temporal patch 2, area cap).
 inline spec::ModuleSpec NativeVit(int64_t max_pixels = 0) {
-  spec::ModuleSpec vit{.name = "vision", .kind = spec::ModuleKind::kVit,
-                       .modality = spec::Modality::kImage};
+  spec::ModuleSpec vit;
+  vit.name = "vision";
+  vit.kind = spec::ModuleKind::kVit;
+  vit.modality = spec::Modality::kImage;
   vit.patch_size = 14;
   vit.spatial_merge = 2;
   vit.image_size_px = 448;
@@ -39,8 +47,10 @@ inline spec::ModuleSpec NativeVit(int64_t max_pixels = 0) {
 }
 
 inline spec::ModuleSpec Whisper() {
-  spec::ModuleSpec audio{.name = "audio", .kind = spec::ModuleKind::kAudioEncoder,
-                         .modality = spec::Modality::kAudio};
+  spec::ModuleSpec audio;
+  audio.name = "audio";
+  audio.kind = spec::ModuleKind::kAudioEncoder;
+  audio.modality = spec::Modality::kAudio;
   audio.frames_per_second = 100;
   audio.conv_downsample = 2;
   audio.max_source_positions = 1500;
@@ -52,8 +62,10 @@ inline spec::ModelSpec VisionAudioLlm() {
   spec::ModelSpec model = DipVlm();
   model.name = "test-val";
   model.modules.push_back(Whisper());
-  spec::ModuleSpec aproj{.name = "audio_projector", .kind = spec::ModuleKind::kMlpProjector,
-                         .modality = spec::Modality::kAudio};
+  spec::ModuleSpec aproj;
+  aproj.name = "audio_projector";
+  aproj.kind = spec::ModuleKind::kMlpProjector;
+  aproj.modality = spec::Modality::kAudio;
   model.modules.push_back(aproj);
   model.edges.push_back({"audio", "audio_projector"});
   model.edges.push_back({"audio_projector", "llm"});
@@ -64,10 +76,14 @@ inline spec::ModelSpec VisionAudioLlm() {
 inline spec::ModelSpec T2v() {
   spec::ModelSpec model;
   model.name = "test-t2v";
-  spec::ModuleSpec text{.name = "text", .kind = spec::ModuleKind::kLlm,
-                        .modality = spec::Modality::kText};
-  spec::ModuleSpec dit{.name = "dit", .kind = spec::ModuleKind::kDit,
-                       .modality = spec::Modality::kVideo};
+  spec::ModuleSpec text;
+  text.name = "text";
+  text.kind = spec::ModuleKind::kLlm;
+  text.modality = spec::Modality::kText;
+  spec::ModuleSpec dit;
+  dit.name = "dit";
+  dit.kind = spec::ModuleKind::kDit;
+  dit.modality = spec::Modality::kVideo;
   dit.patch_size = 2;
   dit.vae_spatial_downsample = 8;
   dit.vae_temporal_downsample = 4;
