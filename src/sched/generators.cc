@@ -1,0 +1,374 @@
+#include "weft/sched/generators.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace weft::sched {
+namespace {
+
+using graph::GroupId;
+using graph::Pass;
+using graph::StageGraph;
+using graph::StageId;
+
+// Slot kinds. Under ZB-H1 weight-gradient stages form their own slots; otherwise they are appended
+// to the backward slot of the same (microbatch, chunk).
+constexpr int kFwd = 0;
+constexpr int kBwd = 1;
+constexpr int kWgt = 2;
+constexpr int kNumKinds = 3;
+
+// The slots of every group: stages of (microbatch index, chunk, kind), in run order.
+class SlotTable {
+ public:
+  // Builds the table; microbatch ids are mapped to dense indices in increasing id order.
+  SlotTable(const StageGraph& graph, bool separate_weight_slots) {
+    const int n = graph.num_stages();
+    std::vector<int32_t> topo_pos(n);
+    const auto topo = graph.topological_order();
+    for (int i = 0; i < n; ++i) topo_pos[topo[i]] = i;
+    std::vector<int> mb_ids;
+    mb_ids.reserve(n);
+    num_chunks_ = 1;
+    for (const graph::Stage& s : graph.stages()) {
+      mb_ids.push_back(s.microbatch);
+      num_chunks_ = std::max(num_chunks_, s.chunk + 1);
+    }
+    std::sort(mb_ids.begin(), mb_ids.end());
+    mb_ids.erase(std::unique(mb_ids.begin(), mb_ids.end()), mb_ids.end());
+    num_microbatches_ = static_cast<int>(mb_ids.size());
+    auto mb_index = [&](int id) {
+      return static_cast<int>(std::lower_bound(mb_ids.begin(), mb_ids.end(), id) - mb_ids.begin());
+    };
+    // Sort key per stage: (group, slot, W-after-B, topological position).
+    const int slots_per_group = num_microbatches_ * num_chunks_ * kNumKinds;
+    std::vector<int64_t> key(n);
+    for (int s = 0; s < n; ++s) {
+      const graph::Stage& st = graph.stage(s);
+      int kind = st.pass == Pass::kForward ? kFwd : kBwd;
+      const bool weight = st.pass == Pass::kBackwardWeight;
+      if (weight) {
+        has_weight_stages_ = true;
+        if (separate_weight_slots) kind = kWgt;
+      }
+      if (st.pass == Pass::kBackwardInput) has_input_stages_ = true;
+      const int64_t slot = Slot(mb_index(st.microbatch), st.chunk, kind);
+      key[s] = ((int64_t{st.group} * slots_per_group + slot) * 2 + (weight ? 1 : 0)) * n +
+               topo_pos[s];
+    }
+    sorted_.resize(n);
+    for (int s = 0; s < n; ++s) sorted_[s] = s;
+    std::sort(sorted_.begin(), sorted_.end(), [&](StageId a, StageId b) { return key[a] < key[b]; });
+    // Slot ranges per group.
+    const int num_groups = graph.num_groups();
+    begin_.assign(int64_t{num_groups} * slots_per_group + 1, 0);
+    for (int s = 0; s < n; ++s) {
+      const int64_t group_slot = key[s] / n / 2;
+      ++begin_[group_slot + 1];
+    }
+    for (size_t i = 1; i < begin_.size(); ++i) begin_[i] += begin_[i - 1];
+    slots_per_group_ = slots_per_group;
+  }
+
+  int num_microbatches() const { return num_microbatches_; }
+  int num_chunks() const { return num_chunks_; }
+  bool has_weight_stages() const { return has_weight_stages_; }
+  bool has_input_stages() const { return has_input_stages_; }
+
+  // Appends the stages of slot (group, microbatch index, chunk, kind) to `order` (none if absent).
+  void Append(GroupId g, int mb, int chunk, int kind, std::vector<StageId>& order) const {
+    const int64_t i = int64_t{g} * slots_per_group_ + Slot(mb, chunk, kind);
+    order.insert(order.end(), sorted_.begin() + begin_[i], sorted_.begin() + begin_[i + 1]);
+  }
+  // All chunks of one microbatch: forward in chunk order, backward/weight in reverse.
+  void AppendUnit(GroupId g, int mb, int kind, std::vector<StageId>& order) const {
+    if (kind == kFwd) {
+      for (int c = 0; c < num_chunks_; ++c) Append(g, mb, c, kind, order);
+    } else {
+      for (int c = num_chunks_ - 1; c >= 0; --c) Append(g, mb, c, kind, order);
+    }
+  }
+
+ private:
+  int64_t Slot(int mb, int chunk, int kind) const {
+    return (int64_t{mb} * num_chunks_ + chunk) * kNumKinds + kind;
+  }
+
+  int num_microbatches_ = 0;
+  int num_chunks_ = 1;
+  int slots_per_group_ = 0;
+  bool has_weight_stages_ = false;
+  bool has_input_stages_ = false;
+  std::vector<StageId> sorted_;
+  std::vector<int64_t> begin_;
+};
+
+// Rank of each group: the largest number of cross-group forward hops from a graph source to a
+// chunk-0 forward stage of the group (the minimum over those stages); groups without chunk-0
+// forward stages use all their forward stages; groups without forward stages get rank 0.
+std::vector<int> GroupRanks(const StageGraph& graph) {
+  const int n = graph.num_stages();
+  std::vector<int> depth(n, 0);
+  for (StageId s : graph.topological_order()) {
+    if (graph.stage(s).pass != Pass::kForward) continue;
+    for (graph::EdgeId e : graph.in_edges(s)) {
+      const StageId from = graph.edge(e).from;
+      if (graph.stage(from).pass != Pass::kForward) continue;
+      const int hop = graph.stage(from).group != graph.stage(s).group ? 1 : 0;
+      depth[s] = std::max(depth[s], depth[from] + hop);
+    }
+  }
+  constexpr int kUnset = 1 << 30;
+  std::vector<int> rank0(graph.num_groups(), kUnset), rank_any(graph.num_groups(), kUnset);
+  for (int s = 0; s < n; ++s) {
+    const graph::Stage& st = graph.stage(s);
+    if (st.pass != Pass::kForward) continue;
+    rank_any[st.group] = std::min(rank_any[st.group], depth[s]);
+    if (st.chunk == 0) rank0[st.group] = std::min(rank0[st.group], depth[s]);
+  }
+  std::vector<int> rank(graph.num_groups(), 0);
+  for (int g = 0; g < graph.num_groups(); ++g) {
+    rank[g] = rank0[g] != kUnset ? rank0[g] : (rank_any[g] != kUnset ? rank_any[g] : 0);
+  }
+  return rank;
+}
+
+std::vector<StageId> GPipeOrder(const SlotTable& t, GroupId g) {
+  std::vector<StageId> order;
+  for (int mb = 0; mb < t.num_microbatches(); ++mb) t.AppendUnit(g, mb, kFwd, order);
+  for (int mb = 0; mb < t.num_microbatches(); ++mb) t.AppendUnit(g, mb, kBwd, order);
+  return order;
+}
+
+std::vector<StageId> OneFOneBOrder(const SlotTable& t, GroupId g, int rank, int p) {
+  const int m = t.num_microbatches();
+  const int warmup = std::min(p - rank - 1, m);
+  std::vector<StageId> order;
+  for (int i = 0; i < warmup; ++i) t.AppendUnit(g, i, kFwd, order);
+  for (int i = 0; i < m - warmup; ++i) {
+    t.AppendUnit(g, warmup + i, kFwd, order);
+    t.AppendUnit(g, i, kBwd, order);
+  }
+  for (int i = m - warmup; i < m; ++i) t.AppendUnit(g, i, kBwd, order);
+  return order;
+}
+
+// ZB-H1: 1F1B on F and B (input gradient); W right after its B in the steady phase, deferred
+// to after the last B in the cool-down, where the group would otherwise wait for gradients.
+std::vector<StageId> ZeroBubbleH1Order(const SlotTable& t, GroupId g, int rank, int p) {
+  const int m = t.num_microbatches();
+  const int warmup = std::min(p - rank - 1, m);
+  std::vector<StageId> order;
+  for (int i = 0; i < warmup; ++i) t.AppendUnit(g, i, kFwd, order);
+  for (int i = 0; i < m - warmup; ++i) {
+    t.AppendUnit(g, warmup + i, kFwd, order);
+    t.AppendUnit(g, i, kBwd, order);
+    t.AppendUnit(g, i, kWgt, order);
+  }
+  for (int i = m - warmup; i < m; ++i) t.AppendUnit(g, i, kBwd, order);
+  for (int i = m - warmup; i < m; ++i) t.AppendUnit(g, i, kWgt, order);
+  return order;
+}
+
+// Megatron's interleaved schedule: virtual microbatch k maps to chunk (k / P) % v (reversed for
+// backward) and microbatch (k / (P·v))·P + k % P; warmup (P − r − 1)·2 + (v − 1)·P.
+std::vector<StageId> InterleavedOrder(const SlotTable& t, GroupId g, int rank, int p) {
+  const int m = t.num_microbatches();
+  const int v = t.num_chunks();
+  const int total = m * v;
+  const int warmup = std::min((p - rank - 1) * 2 + (v - 1) * p, total);
+  auto mb_of = [&](int k) { return (k / (p * v)) * p + k % p; };
+  auto fwd = [&](int k, std::vector<StageId>& order) {
+    t.Append(g, mb_of(k), (k / p) % v, kFwd, order);
+  };
+  auto bwd = [&](int k, std::vector<StageId>& order) {
+    t.Append(g, mb_of(k), v - 1 - (k / p) % v, kBwd, order);
+  };
+  std::vector<StageId> order;
+  for (int k = 0; k < warmup; ++k) fwd(k, order);
+  for (int i = 0; i < total - warmup; ++i) {
+    fwd(warmup + i, order);
+    bwd(i, order);
+  }
+  for (int k = total - warmup; k < total; ++k) bwd(k, order);
+  return order;
+}
+
+}  // namespace
+
+std::string_view ScheduleKindName(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kGPipe:
+      return "gpipe";
+    case ScheduleKind::kOneFOneB:
+      return "1f1b";
+    case ScheduleKind::kInterleavedOneFOneB:
+      return "interleaved-1f1b";
+    case ScheduleKind::kZeroBubbleH1:
+      return "zb-h1";
+  }
+  return "?";
+}
+
+StatusOr<ScheduleKind> ParseScheduleKind(std::string_view name) {
+  for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
+                            ScheduleKind::kInterleavedOneFOneB, ScheduleKind::kZeroBubbleH1}) {
+    if (name == ScheduleKindName(kind)) return kind;
+  }
+  return InvalidArgumentError(fmt::format(
+      "schedule = '{}'; must be one of gpipe, 1f1b, interleaved-1f1b, zb-h1", name));
+}
+
+StatusOr<Schedule> MakeSchedule(ScheduleKind kind, const StageGraph& graph) {
+  if (!graph.finalized()) {
+    return FailedPreconditionError("schedule generators need a finalized stage graph");
+  }
+  const SlotTable table(graph, kind == ScheduleKind::kZeroBubbleH1);
+  const std::vector<int> rank = GroupRanks(graph);
+  const int p = graph.num_groups() == 0 ? 1 : *std::max_element(rank.begin(), rank.end()) + 1;
+  Schedule schedule;
+  schedule.order.resize(graph.num_groups());
+  schedule.name = std::string(ScheduleKindName(kind));
+  const int v = table.num_chunks();
+  const int m = table.num_microbatches();
+  if (kind == ScheduleKind::kInterleavedOneFOneB) {
+    if (v == 1) {
+      kind = ScheduleKind::kOneFOneB;  // Megatron runs plain 1F1B for one chunk per rank
+    } else {
+      if (m % p != 0) {
+        return FailedPreconditionError(fmt::format(
+            "interleaved 1F1B needs num_microbatches ({}) divisible by the pipeline size P ({})",
+            m, p));
+      }
+      schedule.name += fmt::format("(v={})", v);
+    }
+  }
+  if (kind == ScheduleKind::kZeroBubbleH1 && !table.has_input_stages()) {
+    return FailedPreconditionError(
+        "zb-h1 needs backward split into kBackwardInput and kBackwardWeight stages; the graph has "
+        "no kBackwardInput stage");
+  }
+  for (GroupId g = 0; g < graph.num_groups(); ++g) {
+    switch (kind) {
+      case ScheduleKind::kGPipe:
+        schedule.order[g] = GPipeOrder(table, g);
+        break;
+      case ScheduleKind::kOneFOneB:
+        schedule.order[g] = OneFOneBOrder(table, g, rank[g], p);
+        break;
+      case ScheduleKind::kInterleavedOneFOneB:
+        schedule.order[g] = InterleavedOrder(table, g, rank[g], p);
+        break;
+      case ScheduleKind::kZeroBubbleH1:
+        schedule.order[g] = ZeroBubbleH1Order(table, g, rank[g], p);
+        break;
+    }
+  }
+  return schedule;
+}
+
+Status PipelineShape::Validate() const {
+  if (num_groups < 1) return InvalidArgumentError(fmt::format("num_groups = {}; must be >= 1", num_groups));
+  if (chunks_per_group < 1) {
+    return InvalidArgumentError(fmt::format("chunks_per_group = {}; must be >= 1", chunks_per_group));
+  }
+  if (num_microbatches < 1) {
+    return InvalidArgumentError(fmt::format("num_microbatches = {}; must be >= 1", num_microbatches));
+  }
+  const size_t virtual_stages = static_cast<size_t>(num_groups) * chunks_per_group;
+  if (costs.size() != 1 && costs.size() != virtual_stages) {
+    return InvalidArgumentError(fmt::format(
+        "costs.size() = {}; must be 1 or num_groups × chunks_per_group ({})", costs.size(),
+        virtual_stages));
+  }
+  for (size_t k = 0; k < costs.size(); ++k) {
+    const VirtualStageCost& c = costs[k];
+    if (!(c.forward_s >= 0) || !(c.backward_input_s >= 0) || !(c.backward_weight_s >= 0) ||
+        !std::isfinite(c.forward_s + c.backward_input_s + c.backward_weight_s)) {
+      return InvalidArgumentError(fmt::format("costs[{}]: latencies must be finite and >= 0", k));
+    }
+    if (c.activation_bytes < 0 || c.send_bytes < 0 || c.weight_grad_activation_bytes < 0 ||
+        c.weight_grad_activation_bytes > c.activation_bytes) {
+      return InvalidArgumentError(fmt::format(
+          "costs[{}]: activation_bytes = {}, weight_grad_activation_bytes = {}, send_bytes = {}; "
+          "must be >= 0 with weight_grad_activation_bytes <= activation_bytes",
+          k, c.activation_bytes, c.weight_grad_activation_bytes, c.send_bytes));
+    }
+  }
+  if (gpus_per_group < 1) {
+    return InvalidArgumentError(fmt::format("gpus_per_group = {}; must be >= 1", gpus_per_group));
+  }
+  if (dp < 1) return InvalidArgumentError(fmt::format("dp = {}; must be >= 1", dp));
+  return OkStatus();
+}
+
+StatusOr<StageGraph> BuildPipelineGraph(const PipelineShape& shape) {
+  WEFT_RETURN_IF_ERROR(shape.Validate().WithPrefix("pipeline shape"));
+  const int p = shape.num_groups;
+  const int num_virtual = p * shape.chunks_per_group;
+  const int m = shape.num_microbatches;
+  const int per_mb = num_virtual * (shape.split_backward ? 3 : 2);
+  StageGraph graph;
+  graph.Reserve(m * per_mb, m * (per_mb + num_virtual));
+  for (int g = 0; g < p; ++g) {
+    graph.AddGroup(graph::DeviceGroup{.first_gpu = g * shape.gpus_per_group,
+                                      .num_gpus = shape.gpus_per_group,
+                                      .dp = shape.dp,
+                                      .dp_stride_gpus = p * shape.gpus_per_group,
+                                      .static_bytes = shape.static_bytes_per_group,
+                                      .grad_sync_bytes = shape.grad_sync_bytes_per_group,
+                                      .optimizer_bytes = shape.optimizer_bytes_per_group,
+                                      .label = fmt::format("pp{}", g)});
+  }
+  auto cost = [&](int k) -> const VirtualStageCost& {
+    return shape.costs.size() == 1 ? shape.costs[0] : shape.costs[k];
+  };
+  std::vector<StageId> fwd(num_virtual), bwd(num_virtual);
+  for (int mb = 0; mb < m; ++mb) {
+    for (int k = 0; k < num_virtual; ++k) {
+      const VirtualStageCost& c = cost(k);
+      fwd[k] = graph.AddStage(graph::Stage{.group = k % p,
+                                           .chunk = k / p,
+                                           .microbatch = mb,
+                                           .pass = Pass::kForward,
+                                           .latency_s = c.forward_s,
+                                           .flops = c.forward_flops,
+                                           .activation_alloc_bytes = c.activation_bytes});
+      if (k > 0) graph.AddEdge(fwd[k - 1], fwd[k], cost(k - 1).send_bytes);
+    }
+    for (int k = num_virtual - 1; k >= 0; --k) {
+      const VirtualStageCost& c = cost(k);
+      graph::Stage b{.group = k % p, .chunk = k / p, .microbatch = mb};
+      if (shape.split_backward) {
+        b.pass = Pass::kBackwardInput;
+        b.latency_s = c.backward_input_s;
+        b.flops = c.forward_flops;
+        b.activation_free_bytes = c.activation_bytes - c.weight_grad_activation_bytes;
+      } else {
+        b.pass = Pass::kBackward;
+        b.latency_s = c.backward_input_s + c.backward_weight_s;
+        b.flops = 2 * c.forward_flops;
+        b.activation_free_bytes = c.activation_bytes;
+      }
+      bwd[k] = graph.AddStage(b);
+      graph.AddEdge(fwd[k], bwd[k], 0);
+      if (k + 1 < num_virtual) graph.AddEdge(bwd[k + 1], bwd[k], c.send_bytes);
+      if (shape.split_backward) {
+        graph::Stage w = b;
+        w.pass = Pass::kBackwardWeight;
+        w.latency_s = c.backward_weight_s;
+        w.flops = c.forward_flops;
+        w.activation_free_bytes = c.weight_grad_activation_bytes;
+        const StageId wid = graph.AddStage(w);
+        graph.AddEdge(bwd[k], wid, 0);
+      }
+    }
+  }
+  WEFT_RETURN_IF_ERROR(graph.Finalize());
+  return graph;
+}
+
+}  // namespace weft::sched
