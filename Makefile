@@ -9,7 +9,8 @@ VENV ?= .venv
 PYTHON ?= python3
 JOBS ?= $(shell nproc)
 DEB_PACKAGES := cmake ninja-build g++ pkg-config nlohmann-json3-dev libyaml-cpp-dev libcli11-dev \
-  libfmt-dev coinor-libcbc-dev libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev
+  libfmt-dev coinor-libcbc-dev libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev \
+  chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test deps venv configure build asan bench clean format
