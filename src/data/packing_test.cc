@@ -1,0 +1,163 @@
+#include "weft/data/packing.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "test_models.h"
+
+namespace weft::data {
+namespace {
+
+using testing::DipVlm;
+
+spec::Sample Doc(int64_t id, int text_tokens, int images) {
+  spec::Sample s;
+  s.id = id;
+  s.text_tokens = text_tokens;
+  s.images.assign(images, spec::ImageMeta{.width_px = 728, .height_px = 728});
+  return s;
+}
+
+std::string Describe(const std::vector<spec::Sample>& samples) {
+  std::string out;
+  for (const auto& s : samples) {
+    out += "(" + std::to_string(s.text_tokens) + "," + std::to_string(s.images.size()) + ") ";
+  }
+  return out;
+}
+
+// Checks the invariants every packing must hold; returns the LLM tokens per sample.
+void ExpectValidPacking(const PackResult& r, const PackingOptions& o, const spec::ModelSpec& model) {
+  std::set<int> seen;
+  for (const auto& seq : r.batch.sequences) {
+    int64_t tokens = 0;
+    int images = 0;
+    ASSERT_FALSE(seq.sample_indices.empty());
+    for (int i : seq.sample_indices) {
+      ASSERT_TRUE(seen.insert(i).second) << "sample " << i << " packed twice";
+      tokens += *SampleLlmTokens(model, r.batch.samples[i]);
+      images += static_cast<int>(r.batch.samples[i].images.size());
+    }
+    EXPECT_EQ(tokens, seq.llm_tokens);
+    EXPECT_LE(seq.llm_tokens, o.context_tokens);
+    if (o.max_images_per_sequence > 0) {
+      EXPECT_LE(images, o.max_images_per_sequence);
+    }
+  }
+  EXPECT_EQ(seen.size(), r.batch.samples.size());
+}
+
+TEST(PackSamples, NextFitKeepsOrderAndClosesASequenceOnlyWhenTheNextSampleDoesNotFit) {
+  const auto model = DipVlm();
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<spec::Sample> samples;
+    for (int i = 0; i < 40; ++i) {
+      samples.push_back(Doc(i, static_cast<int>(rng() % 3000), static_cast<int>(rng() % 12)));
+    }
+    PackingOptions o{.context_tokens = 8192, .max_images_per_sequence = 16};
+    auto r = PackSamples(model, samples, o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    SCOPED_TRACE(Describe(samples));
+    ExpectValidPacking(*r, o, model);
+    const auto& seqs = r->batch.sequences;
+    int expected_next = 0;
+    for (size_t k = 0; k < seqs.size(); ++k) {
+      for (int i : seqs[k].sample_indices) EXPECT_EQ(i, expected_next++);
+      if (k + 1 < seqs.size()) {  // greedy: the first sample of k+1 did not fit into k
+        const auto& first = r->batch.samples[seqs[k + 1].sample_indices[0]];
+        int images = 0;
+        for (int i : seqs[k].sample_indices) images += static_cast<int>(r->batch.samples[i].images.size());
+        const bool token_full = seqs[k].llm_tokens + *SampleLlmTokens(model, first) > o.context_tokens;
+        const bool image_full = images + static_cast<int>(first.images.size()) > o.max_images_per_sequence;
+        EXPECT_TRUE(token_full || image_full);
+      }
+    }
+  }
+}
+
+TEST(PackSamples, FirstFitNeverUsesMoreSequencesThanNextFit) {
+  const auto model = DipVlm();
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<spec::Sample> samples;
+    for (int i = 0; i < 60; ++i) samples.push_back(Doc(i, static_cast<int>(rng() % 5000), static_cast<int>(rng() % 4)));
+    PackingOptions next{.context_tokens = 8192};
+    PackingOptions first = next;
+    first.order = PackingOrder::kFirstFit;
+    auto a = PackSamples(model, samples, next);
+    auto b = PackSamples(model, samples, first);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ExpectValidPacking(*b, first, model);
+    EXPECT_LE(b->report.sequences, a->report.sequences) << Describe(samples);
+    // Lower bound: ⌈Σ tokens / context⌉ sequences.
+    EXPECT_GE(b->report.sequences, (b->report.packed_llm_tokens + 8191) / 8192);
+  }
+}
+
+TEST(PackSamples, DipCapOf48ImagesPerSequence) {
+  std::vector<spec::Sample> samples;
+  for (int i = 0; i < 100; ++i) samples.push_back(Doc(i, 0, 1));  // 169 tokens each
+  auto r = PackSamples(DipVlm(), samples, PackingOptions{.context_tokens = 8192, .max_images_per_sequence = 48});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->report.sequences, 3);
+  EXPECT_EQ(r->batch.sequences[0].sample_indices.size(), 48u);
+  EXPECT_EQ(r->batch.sequences[0].llm_tokens, 48 * 169);
+}
+
+TEST(PackSamples, OversizeTextIsTruncatedButOversizeImagesAreRejected) {
+  std::vector<spec::Sample> samples = {Doc(1, 10000, 2), Doc(2, 10, 60), Doc(3, 100, 0)};
+  auto r = PackSamples(DipVlm(), samples, PackingOptions{.context_tokens = 8192});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->report.truncated_samples, 1);
+  EXPECT_EQ(r->report.truncated_text_tokens, 10000 + 2 * 169 - 8192);
+  EXPECT_EQ(r->batch.samples[0].text_tokens, 8192 - 2 * 169);
+  EXPECT_THAT(r->report.rejected_ids, ::testing::ElementsAre(2));  // 60·169 > 8192
+  EXPECT_EQ(r->report.samples_packed, 2);
+  EXPECT_EQ(r->report.sequences, 2);
+
+  auto strict = PackSamples(DipVlm(), samples,
+                            PackingOptions{.context_tokens = 8192, .oversize = OversizePolicy::kReject});
+  ASSERT_TRUE(strict.ok());
+  EXPECT_THAT(strict->report.rejected_ids, ::testing::ElementsAre(1, 2));
+  EXPECT_THAT(strict->report.BriefReport(), ::testing::HasSubstr("rejected 2"));
+}
+
+TEST(PackSamples, InvalidOptionsAndModelsWithoutAnLlmAreErrors) {
+  std::vector<spec::Sample> samples = {Doc(1, 1, 0)};
+  auto r = PackSamples(DipVlm(), samples, PackingOptions{.context_tokens = 0});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("packing.context_tokens = 0"));
+  spec::ModelSpec no_llm = DipVlm();
+  no_llm.modules.pop_back();
+  EXPECT_EQ(PackSamples(no_llm, samples).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(MakeBatches, CutsTheSequenceStreamIntoBatchesOfNSequences) {
+  std::vector<spec::Sample> samples;
+  for (int i = 0; i < 50; ++i) samples.push_back(Doc(i, 4000, 0));  // 2 per 8192 sequence
+  BatchingOptions o{.packing = {.context_tokens = 8192}, .sequences_per_batch = 4, .first_iteration = 10};
+  auto batches = MakeBatches(DipVlm(), samples, o);
+  ASSERT_TRUE(batches.ok());
+  ASSERT_EQ(batches->size(), 7u);  // 25 sequences -> 6 full batches + 1 sequence
+  for (size_t b = 0; b < batches->size(); ++b) {
+    const auto& batch = (*batches)[b];
+    EXPECT_EQ(batch.iteration, 10 + static_cast<int64_t>(b));
+    EXPECT_EQ(batch.sequences.size(), b + 1 < batches->size() ? 4u : 1u);
+    for (const auto& seq : batch.sequences) {
+      EXPECT_EQ(seq.llm_tokens, 8000);
+      for (int i : seq.sample_indices) ASSERT_LT(i, static_cast<int>(batch.samples.size()));
+    }
+  }
+  EXPECT_EQ((*batches)[1].samples[0].id, 8);  // data order preserved across batches
+  o.drop_last = true;
+  EXPECT_EQ(MakeBatches(DipVlm(), samples, o)->size(), 6u);
+  o.sequences_per_batch = 0;
+  EXPECT_FALSE(MakeBatches(DipVlm(), samples, o).ok());
+}
+
+}  // namespace
+}  // namespace weft::data
