@@ -156,20 +156,30 @@ std::vector<StageId> OneFOneBOrder(const SlotTable& t, GroupId g, int rank, int 
   return order;
 }
 
-// ZB-H1: 1F1B on F and B (input gradient); W right after its B in the steady phase, deferred
-// to after the last B in the cool-down, where the group would otherwise wait for gradients.
+// ZB-H1: 1F1B on F and B (input gradient); the weight gradient W(i) is deferred by r
+// microbatches on rank r (it runs after B(i + r)), the remaining W's after the last B. Later
+// ranks, whose 1F1B memory is lowest, hold the deferred W's, so the critical chain of B's reaches
+// rank 0 early and no rank exceeds rank 0's 1F1B peak (p microbatches in flight).
 std::vector<StageId> ZeroBubbleH1Order(const SlotTable& t, GroupId g, int rank, int p) {
   const int m = t.num_microbatches();
   const int warmup = std::min(p - rank - 1, m);
+  const int defer = rank;
   std::vector<StageId> order;
+  int next_w = 0;
+  auto after_b = [&](int i) {
+    if (i - defer >= 0) t.AppendUnit(g, next_w++, kWgt, order);
+  };
   for (int i = 0; i < warmup; ++i) t.AppendUnit(g, i, kFwd, order);
   for (int i = 0; i < m - warmup; ++i) {
     t.AppendUnit(g, warmup + i, kFwd, order);
     t.AppendUnit(g, i, kBwd, order);
-    t.AppendUnit(g, i, kWgt, order);
+    after_b(i);
   }
-  for (int i = m - warmup; i < m; ++i) t.AppendUnit(g, i, kBwd, order);
-  for (int i = m - warmup; i < m; ++i) t.AppendUnit(g, i, kWgt, order);
+  for (int i = m - warmup; i < m; ++i) {
+    t.AppendUnit(g, i, kBwd, order);
+    after_b(i);
+  }
+  while (next_w < m) t.AppendUnit(g, next_w++, kWgt, order);
   return order;
 }
 
@@ -267,6 +277,10 @@ StatusOr<Schedule> MakeSchedule(ScheduleKind kind, const StageGraph& graph) {
         break;
     }
   }
+  WEFT_RETURN_IF_ERROR(schedule.CheckDeadlockFree(graph).WithPrefix(fmt::format(
+      "{} cannot order this graph ({} chunks per group; a chunk that revisits groups needs "
+      "interleaved-1f1b)",
+      ScheduleKindName(kind), v)));
   return schedule;
 }
 

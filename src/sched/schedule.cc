@@ -57,4 +57,58 @@ Status Schedule::Validate(const graph::StageGraph& graph) const {
   return OkStatus();
 }
 
+Status Schedule::CheckDeadlockFree(const graph::StageGraph& graph) const {
+  const int n = graph.num_stages();
+  const int num_groups = static_cast<int>(order.size());
+  std::vector<int32_t> pending(n);
+  for (int s = 0; s < n; ++s) pending[s] = static_cast<int32_t>(graph.in_edges(s).size());
+  std::vector<int32_t> cursor(num_groups, 0);
+  std::vector<uint8_t> done(n, 0);
+  std::vector<int32_t> worklist;
+  worklist.reserve(num_groups);
+  for (int g = 0; g < num_groups; ++g) worklist.push_back(g);
+  int completed = 0;
+  while (!worklist.empty()) {
+    const int g = worklist.back();
+    worklist.pop_back();
+    // Run group g as far as it can go.
+    while (cursor[g] < static_cast<int>(order[g].size()) && pending[order[g][cursor[g]]] == 0) {
+      const graph::StageId s = order[g][cursor[g]++];
+      done[s] = 1;
+      ++completed;
+      for (graph::EdgeId e : graph.out_edges(s)) {
+        const graph::StageId to = graph.edge(e).to;
+        if (--pending[to] == 0) {
+          const int h = graph.stage(to).group;
+          if (h != g && cursor[h] < static_cast<int>(order[h].size()) &&
+              order[h][cursor[h]] == to) {
+            worklist.push_back(h);
+          }
+        }
+      }
+    }
+  }
+  if (completed == n) return OkStatus();
+  std::string message = "deadlock: the orders contradict cross-group dependencies;";
+  int listed = 0;
+  for (int g = 0; g < num_groups && listed < 4; ++g) {
+    if (cursor[g] >= static_cast<int>(order[g].size())) continue;
+    const graph::StageId s = order[g][cursor[g]];
+    message += fmt::format(" group {} waits at order[{}][{}] = stage {} ({})", g, g, cursor[g], s,
+                           graph.StageName(s));
+    for (graph::EdgeId e : graph.in_edges(s)) {
+      const graph::StageId from = graph.edge(e).from;
+      if (!done[from]) {
+        message += fmt::format(" for stage {} ({}) of group {}", from, graph.StageName(from),
+                               graph.stage(from).group);
+        break;
+      }
+    }
+    message += ";";
+    ++listed;
+  }
+  message.pop_back();
+  return FailedPreconditionError(std::move(message));
+}
+
 }  // namespace weft::sched

@@ -46,5 +46,25 @@ TEST(Schedule, RejectsSameGroupOrderAgainstDependencies) {
               HasSubstr("runs before its input"));
 }
 
+TEST(Schedule, CheckDeadlockFreeNamesWhereEachGroupWaits) {
+  graph::StageGraph g;
+  g.AddGroup({});
+  g.AddGroup({.first_gpu = 1});
+  g.AddStage({.group = 0});                   // 0
+  g.AddStage({.group = 0, .microbatch = 1});  // 1
+  g.AddStage({.group = 1});                   // 2
+  g.AddStage({.group = 1, .microbatch = 1});  // 3
+  g.AddEdge(0, 3);
+  g.AddEdge(2, 1);
+  ASSERT_TRUE(g.Finalize().ok());
+  EXPECT_TRUE((Schedule{.order = {{0, 1}, {2, 3}}}).CheckDeadlockFree(g).ok());
+  EXPECT_TRUE((Schedule{.order = {{0, 1}, {3, 2}}}).CheckDeadlockFree(g).ok());
+  const Status status = (Schedule{.order = {{1, 0}, {3, 2}}}).CheckDeadlockFree(g);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(),
+              HasSubstr("group 0 waits at order[0][0] = stage 1 (g0 F mb1.0 c0 m0) for stage 2"));
+  EXPECT_THAT(status.message(), HasSubstr("group 1 waits at order[1][0] = stage 3"));
+}
+
 }  // namespace
 }  // namespace weft::sched

@@ -19,6 +19,12 @@ struct Schedule {
   // inconsistencies — a deadlock — are reported by sim::Simulate.)
   // Messages name the field: "order[2][5] = stage 17 (g1 F mb3.0 c0 llm); belongs to group 1".
   Status Validate(const graph::StageGraph& graph) const;
+
+  // Checks, in O(stages + edges) without timing, that running the orders can never deadlock
+  // (every group eventually reaches the end of its list). Assumes Validate() passed.
+  // FailedPrecondition "deadlock: group 1 waits at order[1][4] = stage 9 (...) for stage 7 (...)
+  // of group 2; ...".
+  Status CheckDeadlockFree(const graph::StageGraph& graph) const;
 };
 
 }  // namespace weft::sched

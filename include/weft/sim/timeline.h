@@ -55,7 +55,7 @@ struct OutOfMemory {
 
 struct Timeline {
   std::vector<StageTiming> stages;     // indexed by StageId
-  std::vector<Transfer> transfers;     // in start order; empty if not recorded
+  std::vector<Transfer> transfers;     // in issue order (source finish time); empty if not recorded
   std::vector<GroupTimeline> groups;   // indexed by GroupId
 
   double iteration_time_s = 0;  // max over groups of end_s

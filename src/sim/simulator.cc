@@ -1,0 +1,346 @@
+#include "weft/sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace weft::sim {
+namespace {
+
+using graph::EdgeId;
+using graph::GroupId;
+using graph::StageGraph;
+using graph::StageId;
+
+Status CheckCluster(const spec::ClusterSpec& cluster) {
+  if (cluster.gpus_per_node <= 0) {
+    return InvalidArgumentError(
+        fmt::format("cluster.gpus_per_node = {}; must be > 0", cluster.gpus_per_node));
+  }
+  if (!(cluster.intra_node.bandwidth_bytes_per_s > 0)) {
+    return InvalidArgumentError(fmt::format("cluster.intra_node.bandwidth_bytes_per_s = {}; must be > 0",
+                                            cluster.intra_node.bandwidth_bytes_per_s));
+  }
+  if (!(cluster.inter_node.bandwidth_bytes_per_s > 0)) {
+    return InvalidArgumentError(fmt::format("cluster.inter_node.bandwidth_bytes_per_s = {}; must be > 0",
+                                            cluster.inter_node.bandwidth_bytes_per_s));
+  }
+  if (!(cluster.efficiency.network > 0) || !(cluster.efficiency.memory > 0)) {
+    return InvalidArgumentError(fmt::format(
+        "cluster.efficiency.network = {}, memory = {}; must be > 0", cluster.efficiency.network,
+        cluster.efficiency.memory));
+  }
+  return OkStatus();
+}
+
+// Node of a GPU id.
+int NodeOf(int gpu, const spec::ClusterSpec& cluster) { return gpu / cluster.gpus_per_node; }
+
+// True if GPUs [first, first + count) all lie in one node.
+bool OneNode(int first, int count, const spec::ClusterSpec& cluster) {
+  return NodeOf(first, cluster) == NodeOf(first + count - 1, cluster);
+}
+
+// Deadlock report: every group that still has work names where it waits and for what.
+Status DeadlockError(const StageGraph& graph,
+                     const sched::Schedule& schedule,
+                     const std::vector<int32_t>& cursor,
+                     const std::vector<uint8_t>& done) {
+  std::string message = "deadlock: the schedule's orders contradict cross-group dependencies;";
+  int listed = 0;
+  for (int g = 0; g < graph.num_groups() && listed < 4; ++g) {
+    if (cursor[g] >= static_cast<int>(schedule.order[g].size())) continue;
+    StageId s = schedule.order[g][cursor[g]];
+    StageId waits_for = -1;
+    for (EdgeId e : graph.in_edges(s)) {
+      if (!done[graph.edge(e).from]) {
+        waits_for = graph.edge(e).from;
+        break;
+      }
+    }
+    message += fmt::format(" group {} waits at order[{}][{}] = stage {} ({})", g, g, cursor[g], s,
+                           graph.StageName(s));
+    if (waits_for >= 0) {
+      message += fmt::format(" for stage {} ({}) of group {}", waits_for,
+                             graph.StageName(waits_for), graph.stage(waits_for).group);
+    }
+    message += ";";
+    ++listed;
+  }
+  message.pop_back();
+  return FailedPreconditionError(std::move(message));
+}
+
+}  // namespace
+
+std::string_view LinkKindName(LinkKind kind) {
+  switch (kind) {
+    case LinkKind::kSameGroup:
+      return "same-group";
+    case LinkKind::kIntraNode:
+      return "intra-node";
+    case LinkKind::kInterNode:
+      return "inter-node";
+  }
+  return "?";
+}
+
+LinkKind LinkBetween(const graph::DeviceGroup& a,
+                     const graph::DeviceGroup& b,
+                     const spec::ClusterSpec& cluster) {
+  if (&a == &b) return LinkKind::kSameGroup;
+  if (cluster.gpus_per_node <= 0) return LinkKind::kInterNode;
+  const int lo = std::min(a.first_gpu, b.first_gpu);
+  const int hi = std::max(a.first_gpu + a.num_gpus, b.first_gpu + b.num_gpus);
+  return OneNode(lo, hi - lo, cluster) ? LinkKind::kIntraNode : LinkKind::kInterNode;
+}
+
+double TransferTimeS(int64_t bytes, LinkKind link, const spec::ClusterSpec& cluster) {
+  if (link == LinkKind::kSameGroup) return 0.0;
+  const spec::LinkSpec& spec = link == LinkKind::kIntraNode ? cluster.intra_node : cluster.inter_node;
+  return spec.latency_s +
+         static_cast<double>(bytes) / (spec.bandwidth_bytes_per_s * cluster.efficiency.network);
+}
+
+double GradSyncTimeS(const graph::DeviceGroup& group, const spec::ClusterSpec& cluster) {
+  if (group.dp <= 1 || group.grad_sync_bytes <= 0) return 0.0;
+  const int d = group.dp;
+  const int span = (d - 1) * group.DpStrideGpus() + group.num_gpus;
+  const bool intra = cluster.gpus_per_node > 0 && OneNode(group.first_gpu, span, cluster);
+  const spec::LinkSpec& spec = intra ? cluster.intra_node : cluster.inter_node;
+  // Ring all-reduce: reduce-scatter + all-gather, each (d−1) steps of bytes/d.
+  return 2.0 * (d - 1) * spec.latency_s +
+         2.0 * (d - 1) / d * static_cast<double>(group.grad_sync_bytes) /
+             (spec.bandwidth_bytes_per_s * cluster.efficiency.network);
+}
+
+double OptimizerStepTimeS(const graph::DeviceGroup& group, const spec::ClusterSpec& cluster) {
+  if (group.optimizer_bytes <= 0) return 0.0;
+  const double bw = cluster.gpu.hbm_bandwidth_bytes_per_s * cluster.efficiency.memory;
+  if (!(bw > 0)) return 0.0;
+  return static_cast<double>(group.optimizer_bytes) / bw;
+}
+
+StatusOr<Timeline> Simulate(const StageGraph& graph,
+                            const sched::Schedule& schedule,
+                            const spec::ClusterSpec& cluster,
+                            const SimOptions& options) {
+  if (!graph.finalized()) {
+    return InvalidArgumentError("Simulate needs a finalized stage graph (call Finalize())");
+  }
+  WEFT_RETURN_IF_ERROR(CheckCluster(cluster));
+  if (options.validate_schedule) {
+    WEFT_RETURN_IF_ERROR(schedule.Validate(graph).WithPrefix("schedule"));
+  } else if (static_cast<int>(schedule.order.size()) != graph.num_groups()) {
+    return InvalidArgumentError(fmt::format("schedule.order.size() = {}; must equal the number of groups ({})",
+                                            schedule.order.size(), graph.num_groups()));
+  }
+  const int n = graph.num_stages();
+  const int num_groups = graph.num_groups();
+  const auto stages = graph.stages();
+  const auto edges = graph.edges();
+  const auto groups = graph.groups();
+
+  // Per-edge link and unloaded transfer time; per directed group pair a link slot.
+  std::vector<double> edge_time_s(edges.size(), 0.0);
+  std::vector<int32_t> edge_link(edges.size(), -1);
+  std::vector<LinkKind> edge_kind(edges.size(), LinkKind::kSameGroup);
+  int num_links = 0;
+  {
+    const bool dense = num_groups <= 128;
+    std::vector<int32_t> dense_slot(dense ? num_groups * num_groups : 0, -1);
+    std::unordered_map<int64_t, int32_t> sparse_slot;
+    std::vector<LinkKind> pair_kind;
+    for (size_t e = 0; e < edges.size(); ++e) {
+      const GroupId a = stages[edges[e].from].group;
+      const GroupId b = stages[edges[e].to].group;
+      if (a == b) continue;
+      int32_t* slot;
+      if (dense) {
+        slot = &dense_slot[a * num_groups + b];
+      } else {
+        auto [it, inserted] = sparse_slot.try_emplace(int64_t{a} * num_groups + b, -1);
+        slot = &it->second;
+      }
+      if (*slot < 0) {
+        *slot = num_links++;
+        pair_kind.push_back(LinkBetween(groups[a], groups[b], cluster));
+      }
+      edge_link[e] = *slot;
+      edge_kind[e] = pair_kind[*slot];
+      edge_time_s[e] = TransferTimeS(edges[e].bytes, edge_kind[e], cluster);
+    }
+  }
+
+  Timeline timeline;
+  timeline.stages.resize(n);
+  timeline.groups.resize(num_groups);
+  if (options.record_transfers) timeline.transfers.reserve(num_links > 0 ? edges.size() : 0);
+
+  // --- event simulation ---------------------------------------------------------------------
+  std::vector<int32_t> pending(n);
+  std::vector<double> ready_s(n, 0.0);
+  std::vector<uint8_t> done(n, 0);
+  for (int s = 0; s < n; ++s) pending[s] = static_cast<int32_t>(graph.in_edges(s).size());
+  std::vector<int32_t> cursor(num_groups, 0);
+  std::vector<uint8_t> running(num_groups, 0);
+  std::vector<double> group_free_s(num_groups, 0.0);
+  std::vector<double> link_free_s(num_links, 0.0);
+
+  using Event = std::pair<double, StageId>;  // (end time, stage); ties by stage id
+  std::vector<Event> heap_storage;
+  heap_storage.reserve(num_groups + 1);
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events(std::greater<>{},
+                                                                        std::move(heap_storage));
+
+  auto try_start = [&](GroupId g) {
+    if (running[g]) return;
+    const auto& order = schedule.order[g];
+    if (cursor[g] >= static_cast<int>(order.size())) return;
+    const StageId s = order[cursor[g]];
+    if (pending[s] > 0) return;
+    const double start_s = std::max(group_free_s[g], ready_s[s]);
+    const double end_s = start_s + stages[s].latency_s;
+    timeline.stages[s] = StageTiming{start_s, end_s};
+    running[g] = 1;
+    events.push({end_s, s});
+  };
+
+  for (GroupId g = 0; g < num_groups; ++g) try_start(g);
+  int completed = 0;
+  while (!events.empty()) {
+    const auto [t, s] = events.top();
+    events.pop();
+    const GroupId g = stages[s].group;
+    done[s] = 1;
+    ++completed;
+    running[g] = 0;
+    group_free_s[g] = t;
+    ++cursor[g];
+    for (EdgeId e : graph.out_edges(s)) {
+      const StageId to = edges[e].to;
+      double arrival_s = t;
+      const int32_t link = edge_link[e];
+      if (link >= 0) {
+        const double start_s = std::max(t, link_free_s[link]);
+        arrival_s = start_s + edge_time_s[e];
+        link_free_s[link] = arrival_s;
+        if (options.record_transfers) {
+          timeline.transfers.push_back(Transfer{e, s, to, g, stages[to].group, start_s, arrival_s,
+                                                edges[e].bytes, edge_kind[e]});
+        }
+      }
+      if (arrival_s > ready_s[to]) ready_s[to] = arrival_s;
+      if (--pending[to] == 0) try_start(stages[to].group);
+    }
+    try_start(g);
+  }
+  if (completed != n) return DeadlockError(graph, schedule, cursor, done);
+
+  // --- per group: busy time, tail, memory -------------------------------------------------
+  const int64_t capacity_bytes =
+      options.capacity_bytes > 0 ? options.capacity_bytes : cluster.gpu.memory_capacity_bytes;
+  timeline.capacity_bytes = capacity_bytes;
+  double weighted_busy = 0, weighted_gpus = 0;
+  std::vector<double> tail_s(num_groups, 0.0);
+  for (GroupId g = 0; g < num_groups; ++g) {
+    GroupTimeline& gt = timeline.groups[g];
+    const graph::DeviceGroup& group = groups[g];
+    const auto& order = schedule.order[g];
+    gt.static_bytes = group.static_bytes;
+    int64_t live = group.static_bytes;
+    gt.peak_bytes = live;
+    if (options.record_memory_curves) {
+      gt.memory.reserve(2 * order.size() + 1);
+      gt.memory.push_back({0.0, live});
+    }
+    for (StageId s : order) {
+      const graph::Stage& st = stages[s];
+      gt.busy_s += st.latency_s;
+      if (st.activation_alloc_bytes != 0) {
+        live += st.activation_alloc_bytes;
+        gt.peak_bytes = std::max(gt.peak_bytes, live);
+        if (options.record_memory_curves) gt.memory.push_back({timeline.stages[s].start_s, live});
+      }
+      if (st.activation_free_bytes != 0) {
+        live -= st.activation_free_bytes;
+        if (options.record_memory_curves) gt.memory.push_back({timeline.stages[s].end_s, live});
+      }
+    }
+    if (!order.empty()) {
+      gt.first_start_s = timeline.stages[order.front()].start_s;
+      gt.last_end_s = timeline.stages[order.back()].end_s;
+    }
+    gt.grad_sync_s = options.include_grad_sync ? GradSyncTimeS(group, cluster) : 0.0;
+    gt.optimizer_s = options.include_optimizer_step ? OptimizerStepTimeS(group, cluster) : 0.0;
+    tail_s[g] = gt.grad_sync_s + gt.optimizer_s;
+    gt.end_s = gt.last_end_s + tail_s[g];
+    timeline.iteration_time_s = std::max(timeline.iteration_time_s, gt.end_s);
+    timeline.pipeline_span_s = std::max(timeline.pipeline_span_s, gt.last_end_s);
+    timeline.busiest_group_work_s = std::max(timeline.busiest_group_work_s, gt.busy_s + tail_s[g]);
+    const double gpus = group.TotalGpus();
+    weighted_busy += gpus * gt.busy_s;
+    weighted_gpus += gpus;
+    if (capacity_bytes > 0 && gt.peak_bytes > capacity_bytes) {
+      timeline.oom.push_back(OutOfMemory{g, gt.peak_bytes, capacity_bytes});
+    }
+  }
+  if (options.fail_on_oom && !timeline.oom.empty()) {
+    const OutOfMemory& o = timeline.oom.front();
+    return ResourceExhaustedError(fmt::format(
+        "group {} ({}) peaks at {:.2f} GiB per GPU; capacity is {:.2f} GiB ({} group(s) out of "
+        "memory)",
+        o.group, groups[o.group].label, o.peak_bytes / 1073741824.0,
+        o.capacity_bytes / 1073741824.0, timeline.oom.size()));
+  }
+  timeline.bubble_ratio =
+      timeline.pipeline_span_s > 0 && weighted_gpus > 0
+          ? 1.0 - weighted_busy / (weighted_gpus * timeline.pipeline_span_s)
+          : 0.0;
+
+  // --- critical path (unloaded transfers, no resource conflicts) ----------------------------
+  {
+    std::vector<double> finish_s(n, 0.0);
+    double critical = 0;
+    for (StageId s : graph.topological_order()) {
+      double begin_s = 0;
+      for (EdgeId e : graph.in_edges(s)) {
+        begin_s = std::max(begin_s, finish_s[edges[e].from] + edge_time_s[e]);
+      }
+      finish_s[s] = begin_s + stages[s].latency_s;
+      critical = std::max(critical, finish_s[s] + tail_s[stages[s].group]);
+    }
+    for (GroupId g = 0; g < num_groups; ++g) critical = std::max(critical, tail_s[g]);
+    timeline.critical_path_s = critical;
+  }
+  timeline.lower_bound_s = std::max(timeline.busiest_group_work_s, timeline.critical_path_s);
+
+  // --- throughput and MFU -------------------------------------------------------------------
+  if (options.model_flops > 0) {
+    timeline.model_flops = options.model_flops;
+  } else {
+    for (const graph::Stage& st : stages) timeline.model_flops += st.flops * groups[st.group].dp;
+  }
+  if (options.num_gpus > 0) {
+    timeline.num_gpus = options.num_gpus;
+  } else {
+    for (const graph::DeviceGroup& group : groups) timeline.num_gpus += group.TotalGpus();
+  }
+  timeline.peak_flops_per_s = cluster.gpu.peak_bf16_flops_per_s;
+  const double denom =
+      timeline.num_gpus * timeline.peak_flops_per_s * timeline.iteration_time_s;
+  timeline.mfu = denom > 0 ? timeline.model_flops / denom : 0.0;
+  timeline.samples_per_iteration = options.samples_per_iteration;
+  timeline.tokens_per_iteration = options.tokens_per_iteration;
+  if (timeline.iteration_time_s > 0) {
+    timeline.samples_per_s = options.samples_per_iteration / timeline.iteration_time_s;
+    timeline.tokens_per_s = options.tokens_per_iteration / timeline.iteration_time_s;
+  }
+  return timeline;
+}
+
+}  // namespace weft::sim
