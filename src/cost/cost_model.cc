@@ -1,0 +1,257 @@
+#include "weft/cost/cost_model.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace weft::cost {
+
+std::string_view RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+    case Recompute::kOffload: return "offload";
+  }
+  return "?";
+}
+
+StatusOr<Recompute> ParseRecompute(std::string_view name) {
+  for (Recompute r : kAllRecompute) {
+    if (RecomputeName(r) == name) return r;
+  }
+  return InvalidArgumentError(
+      fmt::format("recompute = '{}'; must be one of none, selective, full, offload", name));
+}
+
+void CostTotals::Accumulate(const CostTotals& o, int times) {
+  const double t = times;
+  forward_s += t * o.forward_s;
+  backward_input_s += t * o.backward_input_s;
+  backward_weight_s += t * o.backward_weight_s;
+  forward_flops += t * o.forward_flops;
+  backward_input_flops += t * o.backward_input_flops;
+  backward_weight_flops += t * o.backward_weight_flops;
+  for (int i = 0; i < kNumRecompute; ++i) {
+    activation_bytes[i] += t * o.activation_bytes[i];
+    recompute_s[i] += t * o.recompute_s[i];
+  }
+  offload_transfer_s += t * o.offload_transfer_s;
+  parameters += static_cast<int64_t>(times) * o.parameters;
+  parameter_bytes += t * o.parameter_bytes;
+  gradient_bytes += t * o.gradient_bytes;
+  optimizer_bytes += t * o.optimizer_bytes;
+}
+
+double OutputActivationBytes(const spec::ModuleSpec& module, const TokenShape& shape,
+                             const spec::ModuleParallel& parallel) {
+  const double width =
+      module.kind == spec::ModuleKind::kMlpProjector ? module.output_size : module.hidden_size;
+  double bytes = 2.0 * static_cast<double>(shape.tokens) * width / std::max(1, parallel.cp);
+  if (parallel.sequence_parallel && parallel.tp > 1) bytes /= parallel.tp;
+  return bytes;
+}
+
+CostModel::CostModel(spec::ClusterSpec cluster, CostOptions options, MeasuredOpTable measured)
+    : cluster_(std::move(cluster)), options_(std::move(options)), measured_(std::move(measured)) {}
+
+namespace internal {
+namespace {
+
+// Everything a layer's cost depends on, as a string (the cache key). Modules are keyed by their
+// architecture, not their name, so identical layers of different models share entries.
+std::string CacheKey(const spec::ModuleSpec& m, int layer, const TokenShape& s,
+                     const spec::ModuleParallel& p, BackwardMode backward) {
+  const int position = (layer == 0 ? 1 : 0) | (layer == m.num_layers - 1 ? 2 : 0);
+  return fmt::format(
+      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{:.17g}|"
+      "{}|{}|{}|{}|{}|{}",
+      static_cast<int>(m.kind), m.frozen, m.num_layers, m.hidden_size, m.ffn_hidden_size,
+      m.num_attention_heads, m.num_kv_groups, m.gated_mlp, m.causal_attention, m.qkv_bias,
+      m.rms_norm, m.vocab_size, m.tied_embeddings, m.patch_size, m.image_size_px, m.in_channels,
+      m.temporal_patch, m.text_condition_hidden, m.mel_bins, m.conv_downsample,
+      m.max_source_positions, m.input_size, m.output_size, position, static_cast<int>(backward),
+      s.tokens, s.instances, s.context_tokens, p.tp, s.sum_squared_tokens, p.cp,
+      p.sequence_parallel, p.dp, layer == 0 || layer == m.num_layers - 1 ? layer : -1,
+      static_cast<int>(m.activation), m.spatial_merge);
+}
+
+}  // namespace
+}  // namespace internal
+
+StatusOr<LayerCost> CostModel::ComputeLayer(const spec::ModuleSpec& module, int layer,
+                                            const TokenShape& shape,
+                                            const spec::ModuleParallel& parallel,
+                                            BackwardMode backward) const {
+  WEFT_RETURN_IF_ERROR(options_.Validate());
+  OpBuildContext ctx{.shape = shape,
+                     .parallel = parallel,
+                     .backward = backward,
+                     .gpus_per_node = std::max(1, cluster_.gpus_per_node)};
+  WEFT_ASSIGN_OR_RETURN(std::vector<Op> ops, BuildLayerOps(module, layer, ctx));
+  LayerCost cost;
+  cost.layer = layer;
+  cost.backward = backward;
+  const int tp = std::max(1, parallel.tp);
+  const double tokens_per_rank = static_cast<double>(shape.tokens) / std::max(1, parallel.cp);
+  // Measured forward latencies first, so backward ops of the same name can reuse the ratio.
+  std::vector<std::pair<std::string, double>> measured_ratio;
+  auto ratio_of = [&](const std::string& name) -> std::optional<double> {
+    for (const auto& [n, r] : measured_ratio) {
+      if (n == name) return r;
+    }
+    return std::nullopt;
+  };
+  for (Op& op : ops) {
+    if (op.kind == OpKind::kAttention && op.pass != Pass::kForward) {
+      op.hardware_flops_factor = options_.attention_backward_hardware_factor;
+    }
+    const double analytical_s = OpLatency(op, cluster_, options_);
+    op.latency_s = analytical_s;
+    if (measured_.empty() || op.kind == OpKind::kCollective) continue;
+    if (op.pass == Pass::kForward) {
+      if (auto m = measured_.Lookup(op.name, tp, tokens_per_rank); m.has_value()) {
+        op.latency_s = *m;
+        op.measured = true;
+        if (!ratio_of(op.name) && analytical_s > 0) measured_ratio.emplace_back(op.name, *m / analytical_s);
+      }
+    }
+  }
+  if (!measured_ratio.empty()) {
+    for (Op& op : ops) {
+      if (op.pass == Pass::kForward || op.kind == OpKind::kCollective) continue;
+      if (auto r = ratio_of(op.name); r.has_value()) {
+        op.latency_s *= *r;
+        op.measured = true;
+      }
+    }
+  }
+  double selective_s = 0, full_s = 0;
+  for (const Op& op : ops) {
+    switch (op.pass) {
+      case Pass::kForward:
+        cost.forward_s += op.latency_s;
+        cost.forward_flops += op.flops;
+        if (op.recomputed_by_selective) selective_s += op.latency_s;
+        if (op.recomputed_by_full) full_s += op.latency_s;
+        break;
+      case Pass::kBackwardInput:
+        cost.backward_input_s += op.latency_s;
+        cost.backward_input_flops += op.flops;
+        break;
+      case Pass::kBackwardWeight:
+        cost.backward_weight_s += op.latency_s;
+        cost.backward_weight_flops += op.flops;
+        break;
+    }
+  }
+  WEFT_ASSIGN_OR_RETURN(
+      ActivationFootprint act,
+      LayerActivationBytes(module, layer, ctx, options_.flash_attention, options_.dropout_masks));
+  cost.activation_bytes = {act.none_bytes, act.selective_bytes, act.full_bytes, 0.0};
+  if (backward != BackwardMode::kNone) {
+    cost.recompute_s = {0.0, selective_s, full_s, 0.0};
+    if (cluster_.host_link_bandwidth_bytes_per_s > 0) {
+      cost.offload_transfer_s = act.none_bytes / cluster_.host_link_bandwidth_bytes_per_s;
+    } else {
+      // No host link: offloading is impossible; keep the activations on the GPU.
+      cost.activation_bytes[static_cast<int>(Recompute::kOffload)] = act.none_bytes;
+    }
+  }
+  WEFT_ASSIGN_OR_RETURN(cost.parameters, LayerParametersPerRank(module, layer, parallel));
+  const double params = static_cast<double>(cost.parameters);
+  cost.parameter_bytes = 2.0 * params;
+  if (!module.frozen) {
+    cost.gradient_bytes = options_.gradient_bytes_per_param * params;
+    const double shards = options_.zero1 ? std::max(1, parallel.dp) : 1;
+    cost.optimizer_bytes = options_.optimizer_bytes_per_param * params / shards;
+  }
+  cost.ops = std::move(ops);
+  return cost;
+}
+
+StatusOr<LayerCost> CostModel::ModuleLayer(const spec::ModuleSpec& module, int layer,
+                                           const TokenShape& shape,
+                                           const spec::ModuleParallel& parallel,
+                                           BackwardMode backward) const {
+  const std::string key = internal::CacheKey(module, layer, shape, parallel, backward);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      ++hits_;
+      LayerCost hit = *it->second;
+      hit.layer = layer;
+      return hit;
+    }
+  }
+  // Computed outside the lock: other threads keep looking up while this one works.
+  WEFT_ASSIGN_OR_RETURN(LayerCost cost, ComputeLayer(module, layer, shape, parallel, backward));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cache_.emplace(key, std::make_shared<const LayerCost>(cost));
+  }
+  return cost;
+}
+
+StatusOr<LayerCost> CostModel::Layer(const spec::ModelSpec& model, int module, int layer,
+                                     const TokenShape& shape,
+                                     const spec::ModuleParallel& parallel) const {
+  WEFT_ASSIGN_OR_RETURN(BackwardMode backward, BackwardModeOf(model, module));
+  WEFT_ASSIGN_OR_RETURN(LayerCost cost,
+                        ModuleLayer(model.modules[module], layer, shape, parallel, backward));
+  cost.module = module;
+  return cost;
+}
+
+StatusOr<ChunkCost> CostModel::Chunk(const spec::ModelSpec& model, int module, int first_layer,
+                                     int num_layers, const TokenShape& shape,
+                                     const spec::ModuleParallel& parallel,
+                                     Recompute recompute) const {
+  WEFT_ASSIGN_OR_RETURN(BackwardMode backward, BackwardModeOf(model, module));
+  const spec::ModuleSpec& m = model.modules[module];
+  if (num_layers < 1 || first_layer < 0 || first_layer + num_layers > m.num_layers) {
+    return InvalidArgumentError(fmt::format(
+        "chunk layers [{}, {}) of module '{}'; must be a non-empty range within [0, {})",
+        first_layer, first_layer + num_layers, m.name, m.num_layers));
+  }
+  ChunkCost chunk;
+  chunk.module = module;
+  chunk.first_layer = first_layer;
+  chunk.num_layers = num_layers;
+  chunk.backward = backward;
+  chunk.recompute = recompute;
+  // At most three distinct layers: the first, a middle one (repeated) and the last.
+  const int last_layer = first_layer + num_layers - 1;
+  int middle_count = num_layers;
+  std::set<int> ends;  // the module's first and last layers carry extras
+  if (first_layer == 0) ends.insert(0);
+  if (last_layer == m.num_layers - 1) ends.insert(last_layer);
+  for (int layer : ends) {
+    WEFT_ASSIGN_OR_RETURN(LayerCost cost, ModuleLayer(m, layer, shape, parallel, backward));
+    chunk.Accumulate(cost);
+    --middle_count;
+  }
+  if (middle_count > 0) {
+    // Any layer that is neither the module's first nor its last (all identical).
+    const int middle = first_layer == 0 ? 1 : first_layer;
+    WEFT_ASSIGN_OR_RETURN(LayerCost cost, ModuleLayer(m, middle, shape, parallel, backward));
+    chunk.Accumulate(cost, middle_count);
+  }
+  chunk.output_activation_bytes = OutputActivationBytes(m, shape, parallel);
+  return chunk;
+}
+
+int64_t CostModel::cache_hits() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return hits_;
+}
+
+int64_t CostModel::cache_size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int64_t>(cache_.size());
+}
+
+}  // namespace weft::cost
