@@ -1,0 +1,144 @@
+#pragma once
+// ExecutionPlan: the deployable form of one training iteration. For each pipeline rank (device
+// group) an ordered list of actions that a worker executes one after the other: compute a stage
+// (forward / backward / backward_input / backward_weight), post an asynchronous point-to-point
+// send or receive (isend / irecv), block until one completes (wait_send / wait_recv), or release
+// a buffer (free). It follows the action sets of DynaPipe, PipeWeaver (Table 2) and DIP (§6.3).
+//
+// Buffers are the tensors that cross stage boundaries (one per data edge of the stage graph):
+// the producer's output, and on the consumer's rank the receive buffer. They are declared per
+// rank with their shape and dtype. Activations stashed inside a stage for its backward are not
+// buffers; compute actions carry their bytes (activation_alloc_bytes / activation_free_bytes) so
+// memory can be checked. All byte counts are per GPU of the rank's device group.
+//
+// Thread-safety: plain value types, no shared state.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/common/status.h"
+#include "weft/graph/stage_graph.h"
+
+namespace weft::plan {
+
+// The schema identifier written to and required from JSON plans (docs/plan_schema.md).
+inline constexpr std::string_view kPlanSchemaVersion = "weft.plan/v1";
+
+using BufferId = int64_t;
+
+enum class ActionKind : uint8_t {
+  kForward,         // compute the forward pass of `stage`
+  kBackward,        // compute the full backward (input + weight gradients) of `stage`
+  kBackwardInput,   // compute the input gradient only (zero-bubble "B")
+  kBackwardWeight,  // compute the weight gradient only (zero-bubble "W")
+  kIsend,           // post an asynchronous send of `buffer` to `peer` (returns at once)
+  kIrecv,           // post an asynchronous receive into `buffer` from `peer` (returns at once)
+  kWaitSend,        // block until the isend of `buffer` completed; the buffer may then be freed
+  kWaitRecv,        // block until the irecv into `buffer` completed; the buffer is then readable
+  kFree,            // release `buffer` (its bytes leave the rank's live memory)
+};
+// "forward", "backward", "backward_input", "backward_weight", "isend", "irecv", "wait_send",
+// "wait_recv", "free" (the JSON "op" names).
+std::string_view ActionKindName(ActionKind kind);
+StatusOr<ActionKind> ParseActionKind(std::string_view name);
+bool IsCompute(ActionKind kind);
+bool IsP2pPost(ActionKind kind);  // kIsend or kIrecv
+// The compute action kind of a pass (kForward for Pass::kForward, ...), and back.
+ActionKind ComputeKindOf(graph::Pass pass);
+graph::Pass PassOf(ActionKind compute_kind);
+
+enum class DType : uint8_t { kBf16, kFp32 };
+std::string_view DTypeName(DType dtype);  // "bf16", "fp32"
+StatusOr<DType> ParseDType(std::string_view name);
+int64_t DTypeBytes(DType dtype);  // 2, 4
+
+struct TensorSpec {
+  std::vector<int64_t> shape;  // e.g. {tokens, hidden}; {} is a scalar, {0} is empty
+  DType dtype = DType::kBf16;
+
+  int64_t NumElements() const;
+  int64_t Bytes() const { return NumElements() * DTypeBytes(dtype); }
+  // "[4096,4096] bf16"
+  std::string ToString() const;
+  friend bool operator==(const TensorSpec&, const TensorSpec&) = default;
+};
+
+// The stage an action belongs to. For compute actions the stage computed; for isend the local
+// stage that produced the data; for irecv / wait_recv the local stage that consumes it; for
+// wait_send / free the stage that produced (or consumed) the buffer.
+struct StageRef {
+  int module = 0;          // index into ExecutionPlan::module_names
+  int chunk = 0;           // local chunk index on the rank (0 = earliest in the model)
+  int microbatch = 0;
+  int sub_microbatch = 0;  // 0 if the strategy has no sub-microbatches
+  graph::Pass pass = graph::Pass::kForward;  // for compute actions it equals the action's pass
+  friend bool operator==(const StageRef&, const StageRef&) = default;
+};
+
+struct Action {
+  ActionKind kind = ActionKind::kForward;
+  StageRef stage;
+  // Compute actions only.
+  std::vector<BufferId> inputs;   // buffers read; must be ready (produced here or waited for)
+  std::vector<BufferId> outputs;  // buffers written; allocated by this action
+  graph::Recompute recompute = graph::Recompute::kNone;
+  int64_t activation_alloc_bytes = 0;  // stashed activation bytes allocated by this stage
+  int64_t activation_free_bytes = 0;   // stashed activation bytes released by this stage
+  double latency_s = 0;                // expected compute time (from the timeline); informative
+  // P2P, wait and free actions.
+  BufferId buffer = -1;
+  int peer = -1;   // isend / irecv / wait_send / wait_recv: the other rank
+  int group = -1;  // isend / irecv: consecutive posts with the same id are issued as one batch
+                   // (batch_isend_irecv); -1 = not batched
+  friend bool operator==(const Action&, const Action&) = default;
+};
+
+struct Buffer {
+  BufferId id = 0;
+  TensorSpec tensor;
+  std::string name;  // optional, e.g. "g0 F mb3.0 c0 llm -> g1 F mb3.0 c0 llm"; for humans
+  friend bool operator==(const Buffer&, const Buffer&) = default;
+};
+
+// One pipeline rank = one device group (its TP×CP GPUs act together, replicated DP times).
+struct RankPlan {
+  std::string label;                  // e.g. "pp0"
+  int64_t memory_capacity_bytes = 0;  // per GPU; 0 = unknown (memory is not checked)
+  int64_t static_bytes = 0;           // per GPU: parameters, gradients, optimizer state
+  std::vector<Buffer> buffers;        // every buffer the actions name, each id once
+  std::vector<Action> actions;        // executed in order
+  friend bool operator==(const RankPlan&, const RankPlan&) = default;
+};
+
+struct ExecutionPlan {
+  std::string version = std::string(kPlanSchemaVersion);
+  std::string model;     // model name, e.g. "vlm-s"
+  std::string strategy;  // e.g. "1f1b"
+  int64_t iteration = 0;
+  std::vector<std::string> module_names;
+  std::vector<RankPlan> ranks;  // index = rank
+
+  int num_ranks() const { return static_cast<int>(ranks.size()); }
+  // The buffer `id` on `rank`, or nullptr.
+  const Buffer* FindBuffer(int rank, BufferId id) const;
+  friend bool operator==(const ExecutionPlan&, const ExecutionPlan&) = default;
+};
+
+// "forward m0 c1 mb3", "forward m0 c1 mb3.2" (with a sub-microbatch), "isend buf 4 to rank 1",
+// "irecv buf 7 from rank 0", "wait_send buf 4 to rank 1", "free buf 4".
+std::string DescribeAction(const Action& action);
+// "rank 2 action 17 (wait_recv buf 41 from rank 1)": the prefix of every plan error.
+std::string ActionLocation(const ExecutionPlan& plan, int rank, int index);
+
+// Counts for reports.
+struct PlanStats {
+  int num_actions = 0;
+  int num_compute = 0;
+  int num_transfers = 0;  // isend actions
+  int64_t p2p_bytes = 0;  // bytes of all isend buffers
+  int num_buffers = 0;
+};
+PlanStats ComputePlanStats(const ExecutionPlan& plan);
+
+}  // namespace weft::plan

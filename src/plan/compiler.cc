@@ -1,0 +1,255 @@
+#include "weft/plan/compiler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+
+namespace weft::plan {
+
+namespace {
+
+constexpr double kTimeEpsS = 1e-12;
+
+struct PendingRecv {
+  BufferId buffer = 0;
+  int src = 0;            // sending group
+  double t_post_s = 0;    // when the sender posts the isend (end of the producer)
+  double t_key_s = 0;     // t_post made non-decreasing along the channel
+  std::pair<int, int> seq;  // (producer position on src, edge id): the sender's isend order
+  int slot = 0;
+  graph::StageId consumer = 0;
+};
+
+struct Slot {
+  std::vector<PendingRecv> irecvs;
+  std::vector<std::pair<BufferId, graph::StageId>> frees;  // buffer, stage it belongs to
+  std::vector<std::tuple<BufferId, int, graph::StageId>> wait_sends;  // buffer, peer, producer
+  std::vector<std::tuple<BufferId, int, graph::StageId>> wait_recvs;  // buffer, peer, consumer
+};
+
+struct StageIo {
+  std::vector<BufferId> inputs, outputs;
+  std::vector<std::pair<BufferId, int>> isends;  // buffer, peer
+};
+
+StageRef RefOf(const graph::Stage& s) {
+  return StageRef{.module = s.module,
+                  .chunk = s.chunk,
+                  .microbatch = s.microbatch,
+                  .sub_microbatch = s.sub_microbatch,
+                  .pass = s.pass};
+}
+
+TensorSpec ShapeFor(int64_t bytes, int module, const CompileOptions& options) {
+  TensorSpec t;
+  t.dtype = options.dtype;
+  const int64_t size = DTypeBytes(options.dtype);
+  const int64_t elements = (bytes + size - 1) / size;
+  int64_t hidden = 0;
+  if (module >= 0 && module < static_cast<int>(options.hidden_size_by_module.size())) {
+    hidden = options.hidden_size_by_module[module];
+  }
+  if (hidden > 0 && elements > 0 && elements % hidden == 0) {
+    t.shape = {elements / hidden, hidden};
+  } else {
+    t.shape = {elements};
+  }
+  return t;
+}
+
+// Index of the first element of `sorted_times` (non-decreasing) in [begin, end) that satisfies
+// `pred` (monotone false→true), or `end`.
+template <typename Pred>
+int FirstSlot(const std::vector<double>& sorted_times, int begin, int end, Pred pred) {
+  auto it = std::partition_point(sorted_times.begin() + begin, sorted_times.begin() + end,
+                                 [&](double t) { return !pred(t); });
+  return static_cast<int>(it - sorted_times.begin());
+}
+
+}  // namespace
+
+StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
+                                    const sched::Schedule& schedule,
+                                    const sim::Timeline& timeline,
+                                    const CompileOptions& options) {
+  if (!graph.finalized()) return FailedPreconditionError("CompilePlan: graph is not finalized");
+  WEFT_RETURN_IF_ERROR(schedule.Validate(graph).WithPrefix("CompilePlan: schedule"));
+  if (static_cast<int>(timeline.stages.size()) != graph.num_stages()) {
+    return FailedPreconditionError(fmt::format(
+        "CompilePlan: timeline.stages has {} entries; the graph has {} stages (simulate this "
+        "graph and schedule first)",
+        timeline.stages.size(), graph.num_stages()));
+  }
+  for (size_t m = 0; m < options.hidden_size_by_module.size(); ++m) {
+    if (options.hidden_size_by_module[m] < 0) {
+      return InvalidArgumentError(fmt::format("options.hidden_size_by_module[{}] = {}; must be >= 0",
+                                              m, options.hidden_size_by_module[m]));
+    }
+  }
+
+  const int num_groups = graph.num_groups();
+  // Position of every stage in its group's order, and per group the (monotone) start/end times.
+  std::vector<int> pos(graph.num_stages(), -1);
+  std::vector<std::vector<double>> starts(num_groups), ends(num_groups);
+  for (int g = 0; g < num_groups; ++g) {
+    const auto& order = schedule.order[g];
+    double run_start = 0, run_end = 0;
+    for (int j = 0; j < static_cast<int>(order.size()); ++j) {
+      pos[order[j]] = j;
+      run_start = std::max(run_start, timeline.stages[order[j]].start_s);
+      run_end = std::max(run_end, timeline.stages[order[j]].end_s);
+      starts[g].push_back(run_start);
+      ends[g].push_back(run_end);
+    }
+  }
+  std::map<graph::EdgeId, const sim::Transfer*> transfer_of;
+  for (const sim::Transfer& t : timeline.transfers) transfer_of[t.edge] = &t;
+
+  ExecutionPlan plan;
+  plan.model = options.model;
+  plan.strategy = options.strategy.empty() ? schedule.name : options.strategy;
+  plan.iteration = options.iteration;
+  plan.module_names = graph.module_names();
+  plan.ranks.resize(num_groups);
+  const int64_t capacity =
+      options.memory_capacity_bytes > 0 ? options.memory_capacity_bytes : timeline.capacity_bytes;
+  for (int g = 0; g < num_groups; ++g) {
+    RankPlan& rank = plan.ranks[g];
+    rank.label = graph.group(g).label.empty() ? fmt::format("g{}", g) : graph.group(g).label;
+    rank.memory_capacity_bytes = capacity;
+    rank.static_bytes = graph.group(g).static_bytes;
+  }
+
+  std::vector<std::vector<Slot>> slots(num_groups);
+  for (int g = 0; g < num_groups; ++g) slots[g].resize(schedule.order[g].size() + 1);
+  std::vector<StageIo> io(graph.num_stages());
+  std::map<std::pair<int, int>, std::vector<PendingRecv>> channels;  // (src, dst) -> receives
+  BufferId next_buffer = 0;
+  auto new_buffer = [&](int group, TensorSpec tensor, std::string name) {
+    const BufferId id = next_buffer++;
+    plan.ranks[group].buffers.push_back(Buffer{id, std::move(tensor), std::move(name)});
+    return id;
+  };
+
+  for (graph::EdgeId e = 0; e < graph.num_edges(); ++e) {
+    const graph::Edge& edge = graph.edge(e);
+    const graph::Stage& from = graph.stage(edge.from);
+    const graph::Stage& to = graph.stage(edge.to);
+    const int gu = from.group, gv = to.group;
+    const std::string name = graph.StageName(edge.from) + " -> " + graph.StageName(edge.to);
+    const TensorSpec tensor = ShapeFor(edge.bytes, from.module, options);
+    if (gu == gv) {
+      if (edge.bytes == 0) continue;  // ordering only; the schedule order implies it
+      const BufferId b = new_buffer(gu, tensor, name);
+      io[edge.from].outputs.push_back(b);
+      io[edge.to].inputs.push_back(b);
+      slots[gv][pos[edge.to] + 1].frees.push_back({b, edge.to});
+      continue;
+    }
+    const BufferId send = new_buffer(gu, tensor, name);
+    const BufferId recv = new_buffer(gv, tensor, name);
+    io[edge.from].outputs.push_back(send);
+    io[edge.from].isends.push_back({send, gv});
+    io[edge.to].inputs.push_back(recv);
+    slots[gv][pos[edge.to]].wait_recvs.push_back({recv, gu, edge.to});
+    slots[gv][pos[edge.to] + 1].frees.push_back({recv, edge.to});
+
+    const double t_post = timeline.stages[edge.from].end_s;
+    auto it = transfer_of.find(e);
+    const double t_arrive =
+        it != transfer_of.end() ? it->second->end_s : timeline.stages[edge.to].start_s;
+    // wait_send: first later compute starting at/after the arrival, else the end of the list.
+    const int n_u = static_cast<int>(schedule.order[gu].size());
+    const int ws_slot = FirstSlot(starts[gu], pos[edge.from] + 1, n_u,
+                                  [&](double start) { return start >= t_arrive - kTimeEpsS; });
+    slots[gu][ws_slot].wait_sends.push_back({send, gv, edge.from});
+    // irecv: the first compute on the receiver that ends after the sender posts.
+    const int slot = std::min(
+        pos[edge.to], FirstSlot(ends[gv], 0, pos[edge.to],
+                                [&](double end) { return end > t_post + kTimeEpsS; }));
+    channels[{gu, gv}].push_back(PendingRecv{.buffer = recv,
+                                             .src = gu,
+                                             .t_post_s = t_post,
+                                             .t_key_s = t_post,
+                                             .seq = {pos[edge.from], e},
+                                             .slot = slot,
+                                             .consumer = edge.to});
+  }
+
+  // Keep each channel's receives in the sender's order: t_key non-decreasing, slots suffix-min.
+  for (auto& [channel, recvs] : channels) {
+    std::sort(recvs.begin(), recvs.end(),
+              [](const PendingRecv& a, const PendingRecv& b) { return a.seq < b.seq; });
+    for (size_t k = 1; k < recvs.size(); ++k) {
+      recvs[k].t_key_s = std::max(recvs[k].t_key_s, recvs[k - 1].t_key_s);
+    }
+    for (size_t k = recvs.size(); k-- > 1;) {
+      recvs[k - 1].slot = std::min(recvs[k - 1].slot, recvs[k].slot);
+    }
+    for (const PendingRecv& r : recvs) slots[channel.second][r.slot].irecvs.push_back(r);
+  }
+
+  for (int g = 0; g < num_groups; ++g) {
+    RankPlan& rank = plan.ranks[g];
+    const auto& order = schedule.order[g];
+    auto buffer_action = [&](ActionKind kind, BufferId b, int peer, graph::StageId s) {
+      Action a;
+      a.kind = kind;
+      a.stage = RefOf(graph.stage(s));
+      a.buffer = b;
+      a.peer = peer;
+      rank.actions.push_back(std::move(a));
+    };
+    for (int j = 0; j <= static_cast<int>(order.size()); ++j) {
+      Slot& slot = slots[g][j];
+      std::sort(slot.irecvs.begin(), slot.irecvs.end(),
+                [](const PendingRecv& a, const PendingRecv& b) {
+                  return std::tie(a.t_key_s, a.src, a.seq) < std::tie(b.t_key_s, b.src, b.seq);
+                });
+      for (const PendingRecv& r : slot.irecvs) {
+        buffer_action(ActionKind::kIrecv, r.buffer, r.src, r.consumer);
+      }
+      for (const auto& [b, s] : slot.frees) buffer_action(ActionKind::kFree, b, -1, s);
+      for (const auto& [b, peer, s] : slot.wait_sends) {
+        buffer_action(ActionKind::kWaitSend, b, peer, s);
+        buffer_action(ActionKind::kFree, b, -1, s);
+      }
+      for (const auto& [b, peer, s] : slot.wait_recvs) {
+        buffer_action(ActionKind::kWaitRecv, b, peer, s);
+      }
+      if (j == static_cast<int>(order.size())) break;
+      const graph::StageId s = order[j];
+      const graph::Stage& stage = graph.stage(s);
+      Action compute;
+      compute.kind = ComputeKindOf(stage.pass);
+      compute.stage = RefOf(stage);
+      compute.inputs = io[s].inputs;
+      compute.outputs = io[s].outputs;
+      compute.recompute = stage.recompute;
+      compute.activation_alloc_bytes = stage.activation_alloc_bytes;
+      compute.activation_free_bytes = stage.activation_free_bytes;
+      compute.latency_s = stage.latency_s;
+      rank.actions.push_back(std::move(compute));
+      for (const auto& [b, peer] : io[s].isends) buffer_action(ActionKind::kIsend, b, peer, s);
+    }
+    if (options.batch_p2p) {
+      int next_group = 0;
+      const int n = static_cast<int>(rank.actions.size());
+      for (int i = 0; i < n;) {
+        int k = i;
+        while (k < n && IsP2pPost(rank.actions[k].kind)) ++k;
+        if (k - i >= 2) {
+          for (int t = i; t < k; ++t) rank.actions[t].group = next_group;
+          ++next_group;
+        }
+        i = std::max(k, i + 1);
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace weft::plan

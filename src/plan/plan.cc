@@ -1,0 +1,141 @@
+#include "weft/plan/plan.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+
+namespace weft::plan {
+
+namespace {
+
+constexpr std::array<std::string_view, 9> kActionKindNames = {
+    "forward", "backward", "backward_input", "backward_weight", "isend",
+    "irecv",   "wait_send", "wait_recv",     "free"};
+
+}  // namespace
+
+std::string_view ActionKindName(ActionKind kind) {
+  return kActionKindNames[static_cast<size_t>(kind)];
+}
+
+StatusOr<ActionKind> ParseActionKind(std::string_view name) {
+  for (size_t i = 0; i < kActionKindNames.size(); ++i) {
+    if (kActionKindNames[i] == name) return static_cast<ActionKind>(i);
+  }
+  return InvalidArgumentError(fmt::format(
+      "\"{}\"; must be one of forward, backward, backward_input, backward_weight, isend, irecv, "
+      "wait_send, wait_recv, free",
+      name));
+}
+
+bool IsCompute(ActionKind kind) {
+  return kind == ActionKind::kForward || kind == ActionKind::kBackward ||
+         kind == ActionKind::kBackwardInput || kind == ActionKind::kBackwardWeight;
+}
+
+bool IsP2pPost(ActionKind kind) { return kind == ActionKind::kIsend || kind == ActionKind::kIrecv; }
+
+ActionKind ComputeKindOf(graph::Pass pass) {
+  switch (pass) {
+    case graph::Pass::kForward: return ActionKind::kForward;
+    case graph::Pass::kBackward: return ActionKind::kBackward;
+    case graph::Pass::kBackwardInput: return ActionKind::kBackwardInput;
+    case graph::Pass::kBackwardWeight: return ActionKind::kBackwardWeight;
+  }
+  return ActionKind::kForward;
+}
+
+graph::Pass PassOf(ActionKind compute_kind) {
+  switch (compute_kind) {
+    case ActionKind::kBackward: return graph::Pass::kBackward;
+    case ActionKind::kBackwardInput: return graph::Pass::kBackwardInput;
+    case ActionKind::kBackwardWeight: return graph::Pass::kBackwardWeight;
+    default: return graph::Pass::kForward;
+  }
+}
+
+std::string_view DTypeName(DType dtype) { return dtype == DType::kBf16 ? "bf16" : "fp32"; }
+
+StatusOr<DType> ParseDType(std::string_view name) {
+  if (name == "bf16") return DType::kBf16;
+  if (name == "fp32") return DType::kFp32;
+  return InvalidArgumentError(fmt::format("\"{}\"; must be bf16 or fp32", name));
+}
+
+int64_t DTypeBytes(DType dtype) { return dtype == DType::kBf16 ? 2 : 4; }
+
+int64_t TensorSpec::NumElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string TensorSpec::ToString() const {
+  return fmt::format("[{}] {}", fmt::join(shape, ","), DTypeName(dtype));
+}
+
+const Buffer* ExecutionPlan::FindBuffer(int rank, BufferId id) const {
+  if (rank < 0 || rank >= num_ranks()) return nullptr;
+  for (const Buffer& buffer : ranks[rank].buffers) {
+    if (buffer.id == id) return &buffer;
+  }
+  return nullptr;
+}
+
+std::string DescribeAction(const Action& action) {
+  const StageRef& s = action.stage;
+  switch (action.kind) {
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+      if (s.sub_microbatch != 0) {
+        return fmt::format("{} m{} c{} mb{}.{}", ActionKindName(action.kind), s.module, s.chunk,
+                           s.microbatch, s.sub_microbatch);
+      }
+      return fmt::format("{} m{} c{} mb{}", ActionKindName(action.kind), s.module, s.chunk,
+                         s.microbatch);
+    case ActionKind::kIsend:
+    case ActionKind::kWaitSend:
+      return fmt::format("{} buf {} to rank {}", ActionKindName(action.kind), action.buffer,
+                         action.peer);
+    case ActionKind::kIrecv:
+    case ActionKind::kWaitRecv:
+      return fmt::format("{} buf {} from rank {}", ActionKindName(action.kind), action.buffer,
+                         action.peer);
+    case ActionKind::kFree:
+      return fmt::format("free buf {}", action.buffer);
+  }
+  return "?";
+}
+
+std::string ActionLocation(const ExecutionPlan& plan, int rank, int index) {
+  if (rank < 0 || rank >= plan.num_ranks() || index < 0 ||
+      index >= static_cast<int>(plan.ranks[rank].actions.size())) {
+    return fmt::format("rank {} action {}", rank, index);
+  }
+  return fmt::format("rank {} action {} ({})", rank, index,
+                     DescribeAction(plan.ranks[rank].actions[index]));
+}
+
+PlanStats ComputePlanStats(const ExecutionPlan& plan) {
+  PlanStats stats;
+  for (int r = 0; r < plan.num_ranks(); ++r) {
+    const RankPlan& rank = plan.ranks[r];
+    stats.num_buffers += static_cast<int>(rank.buffers.size());
+    for (const Action& action : rank.actions) {
+      ++stats.num_actions;
+      if (IsCompute(action.kind)) ++stats.num_compute;
+      if (action.kind == ActionKind::kIsend) {
+        ++stats.num_transfers;
+        if (const Buffer* buffer = plan.FindBuffer(r, action.buffer)) {
+          stats.p2p_bytes += buffer->tensor.Bytes();
+        }
+      }
+    }
+  }
+  return stats;
+}
+
+}  // namespace weft::plan

@@ -1,0 +1,232 @@
+#include "weft/plan/validator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "test_plans.h"
+
+namespace weft::plan {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using testing::TwoRankOneFOneB;
+using enum ActionKind;
+
+TEST(ValidatePlan, AcceptsHandMadeTwoRankOneFOneB) {
+  auto report = ValidatePlan(TwoRankOneFOneB());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->num_transfers, 4);
+  EXPECT_EQ(report->p2p_bytes, 4 * 16 * 8 * 2);
+  ASSERT_EQ(report->ranks.size(), 2u);
+  EXPECT_EQ(report->ranks[0].num_compute, 4);
+  EXPECT_EQ(report->ranks[0].num_isend, 2);
+  EXPECT_EQ(report->ranks[1].num_irecv, 2);
+  // Rank 0 holds both activations plus one gradient at most: 3 buffers of 256 bytes.
+  EXPECT_EQ(report->ranks[0].peak_buffer_bytes, 3 * 256);
+  EXPECT_THAT(report->BriefReport(), StartsWith("valid plan: 2 ranks, 32 actions (8 compute, 4 transfers"));
+}
+
+TEST(ValidatePlan, MissingIrecvIsReportedAsNeverReceived) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  auto& a = plan.ranks[1].actions;
+  a.erase(a.begin() + 6, a.begin() + 8);  // irecv 11 + wait_recv 11
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(report.status().message(),
+            "rank 0 action 3 (isend buf 1 to rank 1): never received (rank 1 posts 1 irecvs from "
+            "rank 0; this is send #2)");
+}
+
+TEST(ValidatePlan, MissingIsendIsReportedAsNeverSent) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  auto& a = plan.ranks[0].actions;
+  a.erase(a.begin() + 14);  // wait_send 1
+  a.erase(a.begin() + 3);   // isend 1
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().message(),
+            "rank 1 action 6 (irecv buf 11 from rank 0): never sent (rank 0 posts 1 isends to "
+            "rank 1; this is receive #2)");
+}
+
+TEST(ValidatePlan, ShapeMismatchNamesBothEnds) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  plan.ranks[1].buffers[1].tensor.shape = {16, 4};  // buffer 11
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().message(),
+            "rank 1 action 6 (irecv buf 11 from rank 0): receives [16,4] bf16 but the matching "
+            "send #2 (rank 0 action 3 (isend buf 1 to rank 1)) is [16,8] bf16");
+}
+
+TEST(ValidatePlan, DtypeMismatchIsAnError) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  plan.ranks[0].buffers[2].tensor.dtype = DType::kFp32;  // buffer 30
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_THAT(report.status().message(),
+              AllOf(StartsWith("rank 0 action 4 (irecv buf 30 from rank 1)"), HasSubstr("fp32")));
+}
+
+TEST(ValidatePlan, WaitingBeforeSendingDeadlocksAndNamesStuckRanks) {
+  // Both ranks wait for the other's data before producing their own.
+  ExecutionPlan plan = TwoRankOneFOneB();
+  constexpr auto F = graph::Pass::kForward;
+  constexpr auto B = graph::Pass::kBackward;
+  plan.ranks[0].buffers = {{0, testing::Act(), ""}, {30, testing::Act(), ""}};
+  plan.ranks[0].actions = {
+      testing::Comm(kIrecv, 30, 1, 0, B),    testing::Comm(kWaitRecv, 30, 1, 0, B),
+      testing::Compute(kForward, 0, {}, {0}), testing::Comm(kIsend, 0, 1, 0, F),
+      testing::Comm(kWaitSend, 0, 1, 0, F),  testing::Free(0, 0, F),
+      testing::Compute(kBackward, 0, {30}, {}), testing::Free(30, 0, B)};
+  plan.ranks[1].buffers = {{10, testing::Act(), ""}, {20, testing::Act(), ""}};
+  plan.ranks[1].actions = {
+      testing::Comm(kIrecv, 10, 0, 0, F),      testing::Comm(kWaitRecv, 10, 0, 0, F),
+      testing::Compute(kForward, 0, {10}, {}), testing::Free(10, 0, F),
+      testing::Compute(kBackward, 0, {}, {20}), testing::Comm(kIsend, 20, 0, 0, B),
+      testing::Comm(kWaitSend, 20, 0, 0, B),   testing::Free(20, 0, B)};
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().message(),
+            "deadlock: 2 of 2 ranks stuck: rank 0 action 1 (wait_recv buf 30 from rank 1) waits "
+            "for rank 1; rank 1 action 1 (wait_recv buf 10 from rank 0) waits for rank 0");
+}
+
+TEST(ValidatePlan, RendezvousDeadlockOnWaitSend) {
+  // rank 0: isend a; wait_send a; irecv g; wait_recv g.   rank 1: isend g; wait_send g; irecv a
+  // ... Both wait_sends block because neither receiver has posted its irecv.
+  constexpr auto F = graph::Pass::kForward;
+  constexpr auto B = graph::Pass::kBackward;
+  ExecutionPlan plan;
+  plan.ranks.resize(2);
+  plan.ranks[0].buffers = {{0, testing::Act(), ""}, {1, testing::Act(), ""}};
+  plan.ranks[0].actions = {testing::Compute(kForward, 0, {}, {0}),
+                           testing::Comm(kIsend, 0, 1, 0, F),
+                           testing::Comm(kWaitSend, 0, 1, 0, F),
+                           testing::Free(0, 0, F),
+                           testing::Comm(kIrecv, 1, 1, 0, B),
+                           testing::Comm(kWaitRecv, 1, 1, 0, B),
+                           testing::Compute(kBackward, 0, {1}, {}),
+                           testing::Free(1, 0, B)};
+  plan.ranks[1].buffers = {{2, testing::Act(), ""}, {3, testing::Act(), ""}};
+  plan.ranks[1].actions = {testing::Compute(kBackward, 0, {}, {2}),
+                           testing::Comm(kIsend, 2, 0, 0, B),
+                           testing::Comm(kWaitSend, 2, 0, 0, B),
+                           testing::Free(2, 0, B),
+                           testing::Comm(kIrecv, 3, 0, 0, F),
+                           testing::Comm(kWaitRecv, 3, 0, 0, F),
+                           testing::Compute(kForward, 0, {3}, {}),
+                           testing::Free(3, 0, F)};
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_THAT(report.status().message(),
+              AllOf(StartsWith("deadlock: 2 of 2 ranks stuck"),
+                    HasSubstr("rank 0 action 2 (wait_send buf 0 to rank 1)"),
+                    HasSubstr("rank 1 action 2 (wait_send buf 2 to rank 0)")));
+}
+
+TEST(ValidatePlan, UseAfterFreeNamesTheFree) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  auto& a = plan.ranks[1].actions;
+  std::swap(a[2], a[3]);  // free 10 before forward mb0 reads it
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().message(),
+            "rank 1 action 3 (forward m0 c0 mb0): input buf 10 is used after free (freed at "
+            "action 2)");
+}
+
+TEST(ValidatePlan, ReadingBeforeWaitRecvIsAnError) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  auto& a = plan.ranks[1].actions;
+  std::swap(a[1], a[2]);  // forward before wait_recv
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().message(),
+            "rank 1 action 1 (forward m0 c0 mb0): input buf 10 is used before its wait_recv "
+            "(irecv at action 0)");
+}
+
+TEST(ValidatePlan, FreeingWhileSendInFlightIsAnError) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  auto& a = plan.ranks[0].actions;
+  std::swap(a[12], a[13]);  // free 0 before wait_send 0
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_THAT(report.status().message(),
+              StartsWith("rank 0 action 12 (free buf 0): buf 0 is freed while an isend"));
+}
+
+TEST(ValidatePlan, MemoryOverCapacityIsResourceExhausted) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  for (RankPlan& rank : plan.ranks) {
+    rank.memory_capacity_bytes = 10'000;
+    rank.static_bytes = 4'000;
+    for (Action& a : rank.actions) {
+      if (a.kind == kForward) a.activation_alloc_bytes = 2'900;
+      if (a.kind == kBackward) a.activation_free_bytes = 2'900;
+    }
+  }
+  // Rank 1 runs F B F B: at most 2900 live. Rank 0 runs F F B B: 5800 + buffers > 10000 - 4000.
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(report.status().message(),
+            "rank 0 action 2 (forward m0 c0 mb1): memory 10.07 KiB > capacity 9.77 KiB (static "
+            "3.91 KiB, activations 5.66 KiB, buffers 512 B)");
+  // The same plan fits once the capacity allows both stashes.
+  for (RankPlan& rank : plan.ranks) rank.memory_capacity_bytes = 11'000;
+  auto ok = ValidatePlan(plan);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  // Peak: both stashes, both activations and the first gradient's receive buffer.
+  EXPECT_EQ(ok->ranks[0].peak_bytes, 4'000 + 2 * 2'900 + 3 * 256);
+  EXPECT_EQ(ok->ranks[0].peak_action, 4);
+  // Memory checking can be turned off.
+  for (RankPlan& rank : plan.ranks) rank.memory_capacity_bytes = 10'000;
+  EXPECT_TRUE(ValidatePlan(plan, {.check_memory = false}).ok());
+}
+
+TEST(ValidatePlan, BuffersNeverFreedAreReported) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  plan.ranks[0].actions.pop_back();  // free 1
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().message(), "rank 0 action 2 (forward m0 c0 mb1): buf 1 is never freed");
+  EXPECT_TRUE(ValidatePlan(plan, {.require_all_freed = false}).ok());
+}
+
+TEST(ValidatePlan, BatchGroupsMustBeContiguousPosts) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  auto& a = plan.ranks[0].actions;
+  a[3].group = 0;  // isend 1
+  a[4].group = 0;  // irecv 30: contiguous, fine
+  EXPECT_TRUE(ValidatePlan(plan).ok());
+  a[8].group = 0;  // irecv 31, far away
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().message(),
+            "rank 0 action 8 (irecv buf 31 from rank 1): batch group 0 is not contiguous (also at "
+            "action 4)");
+}
+
+TEST(ValidatePlan, StructuralErrorsNameTheField) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  plan.ranks[0].actions[1].peer = 5;
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 0 action 1 (isend buf 0 to rank 5): peer 5 is not a rank (plan has 2 ranks)");
+  plan = TwoRankOneFOneB();
+  plan.ranks[0].actions[0].outputs = {99};
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 0 action 0 (forward m0 c0 mb0): output buf 99 is not declared on rank 0");
+  plan = TwoRankOneFOneB();
+  plan.ranks[1].buffers.push_back(plan.ranks[1].buffers[0]);
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "ranks[1].buffers[4].id = 10; declared twice on rank 1");
+  EXPECT_FALSE(ValidatePlan(ExecutionPlan{}).ok());
+}
+
+}  // namespace
+}  // namespace weft::plan
