@@ -1,0 +1,109 @@
+#include "weft/spec/cluster.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace weft::spec {
+namespace {
+
+ClusterSpec Cluster() {
+  ClusterSpec c;
+  c.name = "test";
+  c.num_nodes = 2;
+  c.gpus_per_node = 8;
+  c.gpu = {.name = "X", .peak_bf16_flops_per_s = 1e15, .hbm_bandwidth_bytes_per_s = 3e12,
+           .memory_capacity_bytes = int64_t{80} << 30};
+  c.intra_node = {.bandwidth_bytes_per_s = 4.5e11, .latency_s = 1e-5};
+  c.inter_node = {.bandwidth_bytes_per_s = 5e10, .latency_s = 1e-5};
+  c.planning_cpu_cores = 8;
+  return c;
+}
+
+std::string ErrorOf(const ClusterSpec& c) {
+  Status s = c.Validate();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  return s.message();
+}
+
+TEST(ClusterSpecValidate, AcceptsAWellFormedCluster) { EXPECT_TRUE(Cluster().Validate().ok()); }
+
+TEST(ClusterSpecValidate, RejectsZeroNodesAndGpus) {
+  ClusterSpec c = Cluster();
+  c.num_nodes = 0;
+  EXPECT_EQ(ErrorOf(c), "num_nodes = 0; must be > 0");
+  c = Cluster();
+  c.gpus_per_node = -1;
+  EXPECT_EQ(ErrorOf(c), "gpus_per_node = -1; must be > 0");
+}
+
+TEST(ClusterSpecValidate, RejectsNonPositiveGpuCapabilities) {
+  ClusterSpec c = Cluster();
+  c.gpu.peak_bf16_flops_per_s = 0;
+  EXPECT_EQ(ErrorOf(c), "gpu.peak_bf16_flops_per_s = 0; must be > 0");
+  c = Cluster();
+  c.gpu.hbm_bandwidth_bytes_per_s = -1;
+  EXPECT_EQ(ErrorOf(c), "gpu.hbm_bandwidth_bytes_per_s = -1; must be > 0");
+  c = Cluster();
+  c.gpu.memory_capacity_bytes = 0;
+  EXPECT_EQ(ErrorOf(c), "gpu.memory_capacity_bytes = 0; must be > 0");
+}
+
+TEST(ClusterSpecValidate, RejectsNonPositiveLinkBandwidthAndNegativeLatency) {
+  ClusterSpec c = Cluster();
+  c.intra_node.bandwidth_bytes_per_s = 0;
+  EXPECT_EQ(ErrorOf(c), "intra_node.bandwidth_bytes_per_s = 0; must be > 0");
+  c = Cluster();
+  c.inter_node.bandwidth_bytes_per_s = -5;
+  EXPECT_EQ(ErrorOf(c), "inter_node.bandwidth_bytes_per_s = -5; must be > 0");
+  c = Cluster();
+  c.inter_node.latency_s = -1e-6;
+  EXPECT_EQ(ErrorOf(c), "inter_node.latency_s = -1e-06; must be >= 0");
+}
+
+TEST(ClusterSpecValidate, RejectsEfficiencyOutsideUnitInterval) {
+  ClusterSpec c = Cluster();
+  c.efficiency.compute = 1.2;
+  EXPECT_EQ(ErrorOf(c), "efficiency.compute = 1.2; must be in (0, 1]");
+  c = Cluster();
+  c.efficiency.network = 0;
+  EXPECT_EQ(ErrorOf(c), "efficiency.network = 0; must be in (0, 1]");
+}
+
+TEST(ClusterSpecValidate, RejectsHostMemoryWithoutALink) {
+  ClusterSpec c = Cluster();
+  c.host_memory_bytes_per_gpu = int64_t{32} << 30;
+  EXPECT_THAT(ErrorOf(c), ::testing::HasSubstr("host_link_bandwidth_bytes_per_s = 0; must be > 0 "
+                                               "when host_memory_bytes_per_gpu > 0"));
+  c.host_link_bandwidth_bytes_per_s = 6.4e10;
+  EXPECT_TRUE(c.Validate().ok());
+}
+
+TEST(ClusterSpecValidate, RejectsNegativePlanningCores) {
+  ClusterSpec c = Cluster();
+  c.planning_cpu_cores = -2;
+  EXPECT_EQ(ErrorOf(c), "planning_cpu_cores = -2; must be >= 0");
+}
+
+TEST(ClusterSpecWithTotalGpus, RoundsUpToWholeNodes) {
+  StatusOr<ClusterSpec> c = Cluster().WithTotalGpus(20);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->num_nodes, 3);
+  EXPECT_EQ(c->gpus_per_node, 8);
+  EXPECT_EQ(c->TotalGpus(), 24);
+}
+
+TEST(ClusterSpecWithTotalGpus, LessThanANodeGivesOnePartialNode) {
+  StatusOr<ClusterSpec> c = Cluster().WithTotalGpus(4);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->num_nodes, 1);
+  EXPECT_EQ(c->gpus_per_node, 4);
+}
+
+TEST(ClusterSpecWithTotalGpus, RejectsZero) {
+  StatusOr<ClusterSpec> c = Cluster().WithTotalGpus(0);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "total_gpus = 0; must be > 0");
+}
+
+}  // namespace
+}  // namespace weft::spec

@@ -1,0 +1,1065 @@
+// Presets: YAML/JSON parsing of models (with `use:` combinations and an optional `setup:`) and
+// clusters, YAML emission, and lookup of the embedded presets.
+//
+// Every yaml-cpp exception is caught here: nothing throws across the library boundary.
+#include "weft/spec/preset.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <type_traits>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "weft/spec/embedded_presets.h"
+
+namespace weft::spec {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+
+int EditDistance(std::string_view a, std::string_view b) {
+  std::vector<int> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    int diagonal = row[0];
+    row[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const int above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean 'x'?)" for the closest candidate within a small distance, else "".
+std::string Suggestion(std::string_view word, const std::vector<std::string>& candidates) {
+  int best = 1 << 30;
+  std::string best_name;
+  for (const std::string& c : candidates) {
+    const int d = EditDistance(word, c);
+    if (d < best) {
+      best = d;
+      best_name = c;
+    }
+  }
+  const int limit = std::max<int>(2, static_cast<int>(word.size()) / 3);
+  if (best_name.empty() || best > limit) return "";
+  return fmt::format(" (did you mean '{}'?)", best_name);
+}
+
+std::string NodeText(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "null";
+  if (node.IsScalar()) return node.Scalar();
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  std::string text = out.c_str();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+bool LooksLikePath(std::string_view s) {
+  return s.find('/') != std::string_view::npos || EndsWith(s, ".yaml") ||
+         EndsWith(s, ".yml") || EndsWith(s, ".json");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Quantities with units ("80GiB", "200 GB/s", "200Gbps", "989TFLOPS", "8us"); plain numbers
+// are taken in the field's base unit.
+
+enum class Unit { kNone, kBytes, kBytesPerS, kFlopsPerS, kSeconds };
+
+struct UnitSuffix {
+  std::string_view suffix;
+  int decimal_exponent;  // value = mantissa * 10^exp ...
+  int binary_exponent;   // ... * 2^exp
+  double divisor;        // ... / divisor (bits -> bytes)
+};
+
+const std::vector<UnitSuffix>& SuffixesFor(Unit unit) {
+  static const std::vector<UnitSuffix> kBytes = {
+      {"B", 0, 0, 1},    {"KB", 3, 0, 1},   {"MB", 6, 0, 1},   {"GB", 9, 0, 1},
+      {"TB", 12, 0, 1},  {"KiB", 0, 10, 1}, {"MiB", 0, 20, 1}, {"GiB", 0, 30, 1},
+      {"TiB", 0, 40, 1},
+  };
+  static const std::vector<UnitSuffix> kRate = {
+      {"B/s", 0, 0, 1},   {"KB/s", 3, 0, 1},  {"MB/s", 6, 0, 1},  {"GB/s", 9, 0, 1},
+      {"TB/s", 12, 0, 1}, {"GiB/s", 0, 30, 1}, {"b/s", 0, 0, 8},  {"Mb/s", 6, 0, 8},
+      {"Gb/s", 9, 0, 8},  {"Tb/s", 12, 0, 8}, {"Mbps", 6, 0, 8},  {"Gbps", 9, 0, 8},
+      {"Tbps", 12, 0, 8},
+  };
+  static const std::vector<UnitSuffix> kFlops = {
+      {"FLOPS", 0, 0, 1},   {"GFLOPS", 9, 0, 1},   {"TFLOPS", 12, 0, 1},
+      {"PFLOPS", 15, 0, 1}, {"FLOP/s", 0, 0, 1},   {"GFLOP/s", 9, 0, 1},
+      {"TFLOP/s", 12, 0, 1}, {"PFLOP/s", 15, 0, 1},
+  };
+  static const std::vector<UnitSuffix> kSeconds = {
+      {"s", 0, 0, 1}, {"ms", -3, 0, 1}, {"us", -6, 0, 1}, {"ns", -9, 0, 1},
+  };
+  static const std::vector<UnitSuffix> kNone;
+  switch (unit) {
+    case Unit::kBytes: return kBytes;
+    case Unit::kBytesPerS: return kRate;
+    case Unit::kFlopsPerS: return kFlops;
+    case Unit::kSeconds: return kSeconds;
+    case Unit::kNone: return kNone;
+  }
+  return kNone;
+}
+
+std::string_view UnitRule(Unit unit) {
+  switch (unit) {
+    case Unit::kBytes: return "must be a number of bytes (e.g. 85899345920 or 80GiB or 80GB)";
+    case Unit::kBytesPerS: return "must be a rate in bytes/s (e.g. 2e11 or 200GB/s or 400Gbps)";
+    case Unit::kFlopsPerS: return "must be FLOP/s (e.g. 9.89e14 or 989TFLOPS)";
+    case Unit::kSeconds: return "must be seconds (e.g. 1e-5 or 10us)";
+    case Unit::kNone: return "must be a number";
+  }
+  return "must be a number";
+}
+
+std::optional<double> ParseNumber(std::string_view text) {
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  if (text.empty()) return std::nullopt;
+  const std::string copy(text);
+  char* end = nullptr;
+  const double value = std::strtod(copy.c_str(), &end);
+  if (end != copy.c_str() + copy.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+std::optional<double> ParseQuantity(std::string_view text, Unit unit) {
+  if (auto plain = ParseNumber(text)) return plain;
+  // Longest suffix first so "GB/s" is not read as "B/s".
+  const UnitSuffix* best = nullptr;
+  for (const UnitSuffix& s : SuffixesFor(unit)) {
+    if (EndsWith(text, s.suffix) && (!best || s.suffix.size() > best->suffix.size())) best = &s;
+  }
+  if (!best) return std::nullopt;
+  std::string mantissa(text.substr(0, text.size() - best->suffix.size()));
+  while (!mantissa.empty() && mantissa.back() == ' ') mantissa.pop_back();
+  if (!ParseNumber(mantissa)) return std::nullopt;
+  // Decimal scaling through the exponent keeps "3.35TB/s" == 3.35e12 exactly.
+  std::optional<double> value = ParseNumber(fmt::format("{}e{}", mantissa, best->decimal_exponent));
+  if (!value) return std::nullopt;
+  return std::ldexp(*value, best->binary_exponent) / best->divisor;
+}
+
+// Shortest text for `value` that parses back to exactly `value`, with a readable unit if one
+// round-trips (e.g. "80GiB", "200GB/s", "989TFLOPS").
+std::string FormatQuantity(double value, Unit unit) {
+  struct Candidate {
+    std::string_view suffix;
+    double scale;
+  };
+  std::vector<Candidate> candidates;
+  switch (unit) {
+    case Unit::kBytes: candidates = {{"GiB", std::ldexp(1.0, 30)}, {"MiB", std::ldexp(1.0, 20)}}; break;
+    case Unit::kBytesPerS: candidates = {{"TB/s", 1e12}, {"GB/s", 1e9}, {"MB/s", 1e6}}; break;
+    case Unit::kFlopsPerS: candidates = {{"PFLOPS", 1e15}, {"TFLOPS", 1e12}}; break;
+    case Unit::kSeconds: candidates = {{"us", 1e-6}, {"ms", 1e-3}}; break;
+    case Unit::kNone: break;
+  }
+  for (const Candidate& c : candidates) {
+    const double mantissa = value / c.scale;
+    if (mantissa < 1 || mantissa >= 100000) continue;
+    const std::string text = fmt::format("{}{}", mantissa, c.suffix);
+    if (text.size() > 14) continue;
+    if (auto parsed = ParseQuantity(text, unit); parsed && *parsed == value) return text;
+  }
+  return fmt::format("{}", value);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading scalars; errors are "<source>: <path> = <value>; <rule>".
+
+struct Context {
+  std::string source;    // file path or "preset:<name>"
+  std::string base_dir;  // for relative `use:` paths ("" for embedded presets)
+  int depth = 0;         // `use:` nesting
+};
+
+Context SourceContext(std::string source) {
+  Context ctx;
+  ctx.source = std::move(source);
+  return ctx;
+}
+
+Status Error(const Context& ctx, std::string_view path, std::string_view value,
+             std::string_view rule) {
+  return InvalidArgumentError(fmt::format("{}: {} = {}; {}", ctx.source, path, value, rule));
+}
+
+std::string Join(std::string_view prefix, std::string_view key) {
+  return prefix.empty() ? std::string(key) : fmt::format("{}.{}", prefix, key);
+}
+
+StatusOr<int64_t> ReadInt64(const Context& ctx, const YAML::Node& node, std::string_view path,
+                            Unit unit = Unit::kNone) {
+  if (!node.IsScalar()) return Error(ctx, path, NodeText(node), "must be an integer");
+  const std::string& text = node.Scalar();
+  int64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc() && ptr == text.data() + text.size()) return value;
+  if (unit != Unit::kNone) {
+    if (auto q = ParseQuantity(text, unit)) {
+      if (*q == std::floor(*q) && std::fabs(*q) < 9.2e18) return static_cast<int64_t>(*q);
+      return Error(ctx, path, text, "must be a whole number of bytes");
+    }
+    return Error(ctx, path, text, UnitRule(unit));
+  }
+  return Error(ctx, path, text, "must be an integer");
+}
+
+StatusOr<int> ReadInt(const Context& ctx, const YAML::Node& node, std::string_view path) {
+  WEFT_ASSIGN_OR_RETURN(int64_t value, ReadInt64(ctx, node, path));
+  if (value < -2147483647 || value > 2147483647) {
+    return Error(ctx, path, NodeText(node), "must fit in a 32-bit integer");
+  }
+  return static_cast<int>(value);
+}
+
+StatusOr<double> ReadDouble(const Context& ctx, const YAML::Node& node, std::string_view path,
+                            Unit unit) {
+  if (!node.IsScalar()) return Error(ctx, path, NodeText(node), UnitRule(unit));
+  if (auto q = ParseQuantity(node.Scalar(), unit)) return *q;
+  return Error(ctx, path, node.Scalar(), UnitRule(unit));
+}
+
+StatusOr<bool> ReadBool(const Context& ctx, const YAML::Node& node, std::string_view path) {
+  if (node.IsScalar()) {
+    const std::string& t = node.Scalar();
+    if (t == "true" || t == "True" || t == "yes") return true;
+    if (t == "false" || t == "False" || t == "no") return false;
+  }
+  return Error(ctx, path, NodeText(node), "must be true or false");
+}
+
+StatusOr<std::string> ReadString(const Context& ctx, const YAML::Node& node,
+                                 std::string_view path) {
+  if (!node.IsScalar()) return Error(ctx, path, NodeText(node), "must be a string");
+  return node.Scalar();
+}
+
+Status RequireMap(const Context& ctx, const YAML::Node& node, std::string_view path) {
+  if (node.IsMap()) return OkStatus();
+  return Error(ctx, path.empty() ? "(document)" : path, NodeText(node), "must be a mapping");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Table-driven struct fields: key <-> member (+ unit for quantities).
+
+template <typename T>
+struct Field {
+  std::string_view key;
+  std::variant<int T::*, int64_t T::*, bool T::*, double T::*, std::string T::*> member;
+  Unit unit = Unit::kNone;
+};
+
+template <typename T>
+Status ReadField(const Context& ctx, const Field<T>& field, const YAML::Node& node,
+                 const std::string& path, T& out) {
+  return std::visit(
+      [&](auto member) -> Status {
+        using M = std::remove_reference_t<decltype(out.*member)>;
+        if constexpr (std::is_same_v<M, int>) {
+          WEFT_ASSIGN_OR_RETURN(out.*member, ReadInt(ctx, node, path));
+        } else if constexpr (std::is_same_v<M, int64_t>) {
+          WEFT_ASSIGN_OR_RETURN(out.*member, ReadInt64(ctx, node, path, field.unit));
+        } else if constexpr (std::is_same_v<M, bool>) {
+          WEFT_ASSIGN_OR_RETURN(out.*member, ReadBool(ctx, node, path));
+        } else if constexpr (std::is_same_v<M, double>) {
+          WEFT_ASSIGN_OR_RETURN(out.*member, ReadDouble(ctx, node, path, field.unit));
+        } else {
+          WEFT_ASSIGN_OR_RETURN(out.*member, ReadString(ctx, node, path));
+        }
+        return OkStatus();
+      },
+      field.member);
+}
+
+template <typename T>
+void EmitField(YAML::Emitter& out, const Field<T>& field, const T& value) {
+  out << YAML::Key << std::string(field.key) << YAML::Value;
+  std::visit(
+      [&](auto member) {
+        using M = std::remove_cv_t<std::remove_reference_t<decltype(value.*member)>>;
+        if constexpr (std::is_same_v<M, int64_t>) {
+          if (field.unit == Unit::kBytes) {
+            out << FormatQuantity(static_cast<double>(value.*member), field.unit);
+          } else {
+            out << value.*member;
+          }
+        } else if constexpr (std::is_same_v<M, double>) {
+          out << FormatQuantity(value.*member, field.unit);
+        } else if constexpr (std::is_same_v<M, std::string>) {
+          out << YAML::DoubleQuoted << value.*member;
+        } else {
+          out << value.*member;
+        }
+      },
+      field.member);
+}
+
+template <typename T>
+bool FieldEquals(const Field<T>& field, const T& a, const T& b) {
+  return std::visit([&](auto member) { return a.*member == b.*member; }, field.member);
+}
+
+template <typename T>
+std::vector<std::string> Keys(const std::vector<Field<T>>& fields,
+                              const std::vector<std::string_view>& extra = {}) {
+  std::vector<std::string> keys;
+  for (const auto& f : fields) keys.emplace_back(f.key);
+  for (auto k : extra) keys.emplace_back(k);
+  return keys;
+}
+
+Status UnknownKey(const Context& ctx, std::string_view path, const YAML::Node& value,
+                  std::string_view key, const std::vector<std::string>& known) {
+  return Error(ctx, path, NodeText(value),
+               fmt::format("unknown key '{}'{}", key, Suggestion(key, known)));
+}
+
+// Reads every key of `node` into `out` through `fields`; keys in `handled` are skipped
+// (the caller reads them); any other key is an error.
+template <typename T>
+Status ReadFields(const Context& ctx, const YAML::Node& node, std::string_view prefix,
+                  const std::vector<Field<T>>& fields,
+                  const std::vector<std::string_view>& handled, T& out) {
+  WEFT_RETURN_IF_ERROR(RequireMap(ctx, node, prefix));
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    if (std::find(handled.begin(), handled.end(), key) != handled.end()) continue;
+    const std::string path = Join(prefix, key);
+    auto it = std::find_if(fields.begin(), fields.end(),
+                           [&](const Field<T>& f) { return f.key == key; });
+    if (it == fields.end()) return UnknownKey(ctx, path, kv.second, key, Keys(fields, handled));
+    WEFT_RETURN_IF_ERROR(ReadField(ctx, *it, kv.second, path, out));
+  }
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Module schema
+
+const std::vector<Field<ModuleSpec>>& ModuleFields() {
+  using M = ModuleSpec;
+  static const std::vector<Field<M>> kFields = {
+      {"name", &M::name},
+      {"frozen", &M::frozen},
+      {"num_layers", &M::num_layers},
+      {"hidden_size", &M::hidden_size},
+      {"ffn_hidden_size", &M::ffn_hidden_size},
+      {"num_attention_heads", &M::num_attention_heads},
+      {"num_kv_groups", &M::num_kv_groups},
+      {"head_dim", &M::head_dim},
+      {"gated_mlp", &M::gated_mlp},
+      {"causal_attention", &M::causal_attention},
+      {"qkv_bias", &M::qkv_bias},
+      {"linear_bias", &M::linear_bias},
+      {"qk_norm", &M::qk_norm},
+      {"rms_norm", &M::rms_norm},
+      {"learned_position_embeddings", &M::learned_position_embeddings},
+      {"vocab_size", &M::vocab_size},
+      {"tied_embeddings", &M::tied_embeddings},
+      {"patch_size", &M::patch_size},
+      {"spatial_merge", &M::spatial_merge},
+      {"image_size_px", &M::image_size_px},
+      {"max_pixels", &M::max_pixels},
+      {"in_channels", &M::in_channels},
+      {"temporal_patch", &M::temporal_patch},
+      {"vae_spatial_downsample", &M::vae_spatial_downsample},
+      {"vae_temporal_downsample", &M::vae_temporal_downsample},
+      {"text_condition_hidden", &M::text_condition_hidden},
+      {"shared_adaln", &M::shared_adaln},
+      {"mel_bins", &M::mel_bins},
+      {"frames_per_second", &M::frames_per_second},
+      {"conv_downsample", &M::conv_downsample},
+      {"max_source_positions", &M::max_source_positions},
+      {"input_size", &M::input_size},
+      {"output_size", &M::output_size},
+  };
+  return kFields;
+}
+
+// Keys of a module entry that are not plain fields.
+const std::vector<std::string_view> kModuleSpecialKeys = {"use",        "module",
+                                                          "kind",       "modality",
+                                                          "activation", "resize_rule"};
+
+std::string_view ResizeRuleName(ResizeRule rule) {
+  return rule == ResizeRule::kNative ? "native" : "fixed";
+}
+
+// The defaults a module of `kind` starts from when it is written out in full (no `use:`).
+ModuleSpec KindDefaults(ModuleKind kind) {
+  ModuleSpec m;
+  m.kind = kind;
+  switch (kind) {
+    case ModuleKind::kLlm:
+      m.modality = Modality::kText;
+      m.causal_attention = true;
+      m.gated_mlp = true;
+      m.activation = Activation::kSilu;
+      m.rms_norm = true;
+      break;
+    case ModuleKind::kVit: m.modality = Modality::kImage; break;
+    case ModuleKind::kDit: m.modality = Modality::kVideo; break;
+    case ModuleKind::kAudioEncoder: m.modality = Modality::kAudio; break;
+    case ModuleKind::kMlpProjector: m.num_layers = 1; break;
+  }
+  return m;
+}
+
+// The "<rule>" part of a "<field> = <value>; <rule>" message.
+std::string RuleOf(const Status& status) {
+  const std::string& m = status.message();
+  const size_t cut = m.find("; ");
+  return cut == std::string::npos ? m : m.substr(cut + 2);
+}
+
+// Forward declaration: `use:` loads other model presets.
+StatusOr<ModelPreset> LoadModelWithContext(std::string_view name_or_path, const Context& parent);
+
+StatusOr<ModuleSpec> ReadModule(const Context& ctx, const YAML::Node& node,
+                                const std::string& prefix) {
+  WEFT_RETURN_IF_ERROR(RequireMap(ctx, node, prefix));
+  ModuleSpec module;
+  if (const YAML::Node use = node["use"]) {
+    WEFT_ASSIGN_OR_RETURN(std::string ref, ReadString(ctx, use, prefix + ".use"));
+    if (ctx.depth >= 8) {
+      return Error(ctx, prefix + ".use", ref, "`use:` references nest too deeply (a cycle?)");
+    }
+    StatusOr<ModelPreset> base = LoadModelWithContext(ref, ctx);
+    if (!base.ok()) {
+      if (base.status().code() == StatusCode::kNotFound) {
+        return Error(ctx, prefix + ".use", ref, base.status().message());
+      }
+      return base.status();
+    }
+    const std::vector<ModuleSpec>& candidates = base->model.modules;
+    if (const YAML::Node which = node["module"]) {
+      WEFT_ASSIGN_OR_RETURN(std::string wanted, ReadString(ctx, which, prefix + ".module"));
+      auto index = base->model.FindModule(wanted);
+      if (!index) {
+        std::vector<std::string> names;
+        for (const auto& m : candidates) names.push_back(m.name);
+        return Error(ctx, prefix + ".module", wanted,
+                     fmt::format("must name a module of '{}'{}", ref, Suggestion(wanted, names)));
+      }
+      module = candidates[*index];
+    } else if (candidates.size() == 1) {
+      module = candidates[0];
+    } else {
+      return Error(ctx, prefix + ".use", ref,
+                   fmt::format("has {} modules; add `module: <name>` to pick one",
+                               candidates.size()));
+    }
+  } else if (node["module"]) {
+    return Error(ctx, prefix + ".module", NodeText(node["module"]), "is only valid with `use:`");
+  } else {
+    const YAML::Node kind = node["kind"];
+    if (!kind) return Error(ctx, prefix + ".kind", "null", "is required (or `use: <preset>`)");
+    WEFT_ASSIGN_OR_RETURN(std::string kind_name, ReadString(ctx, kind, prefix + ".kind"));
+    StatusOr<ModuleKind> parsed = ParseModuleKind(kind_name);
+    if (!parsed.ok()) return Error(ctx, prefix + ".kind", kind_name, RuleOf(parsed.status()));
+    module = KindDefaults(*parsed);
+  }
+  if (const YAML::Node kind = node["kind"]; kind && node["use"]) {
+    WEFT_ASSIGN_OR_RETURN(std::string kind_name, ReadString(ctx, kind, prefix + ".kind"));
+    StatusOr<ModuleKind> parsed = ParseModuleKind(kind_name);
+    if (!parsed.ok() || *parsed != module.kind) {
+      return Error(ctx, prefix + ".kind", kind_name,
+                   fmt::format("must match the kind of the used module ({})",
+                               ModuleKindName(module.kind)));
+    }
+  }
+  if (const YAML::Node n = node["modality"]) {
+    WEFT_ASSIGN_OR_RETURN(std::string text, ReadString(ctx, n, prefix + ".modality"));
+    StatusOr<Modality> parsed = ParseModality(text);
+    if (!parsed.ok()) return Error(ctx, prefix + ".modality", text, RuleOf(parsed.status()));
+    module.modality = *parsed;
+  }
+  if (const YAML::Node n = node["activation"]) {
+    WEFT_ASSIGN_OR_RETURN(std::string text, ReadString(ctx, n, prefix + ".activation"));
+    StatusOr<Activation> parsed = ParseActivation(text);
+    if (!parsed.ok()) return Error(ctx, prefix + ".activation", text, RuleOf(parsed.status()));
+    module.activation = *parsed;
+  }
+  if (const YAML::Node n = node["resize_rule"]) {
+    WEFT_ASSIGN_OR_RETURN(std::string text, ReadString(ctx, n, prefix + ".resize_rule"));
+    if (text == "fixed") {
+      module.resize_rule = ResizeRule::kFixed;
+    } else if (text == "native") {
+      module.resize_rule = ResizeRule::kNative;
+    } else {
+      return Error(ctx, prefix + ".resize_rule", text, "must be one of fixed, native");
+    }
+  }
+  WEFT_RETURN_IF_ERROR(ReadFields(ctx, node, prefix, ModuleFields(), kModuleSpecialKeys, module));
+  // Shorthands: MHA when num_kv_groups is omitted; a projector's hidden_size is its output.
+  if (module.IsTransformer() && module.num_kv_groups == 0) {
+    module.num_kv_groups = module.num_attention_heads;
+  }
+  if (module.kind == ModuleKind::kMlpProjector && !node["hidden_size"]) {
+    module.hidden_size = module.output_size;
+  }
+  return module;
+}
+
+void EmitModule(YAML::Emitter& out, const ModuleSpec& m) {
+  const ModuleSpec defaults = KindDefaults(m.kind);
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << m.name;
+  out << YAML::Key << "kind" << YAML::Value << std::string(ModuleKindName(m.kind));
+  if (m.modality != defaults.modality) {
+    out << YAML::Key << "modality" << YAML::Value << std::string(ModalityName(m.modality));
+  }
+  if (m.activation != defaults.activation) {
+    out << YAML::Key << "activation" << YAML::Value << std::string(ActivationName(m.activation));
+  }
+  if (m.resize_rule != defaults.resize_rule) {
+    out << YAML::Key << "resize_rule" << YAML::Value << std::string(ResizeRuleName(m.resize_rule));
+  }
+  for (const Field<ModuleSpec>& field : ModuleFields()) {
+    if (field.key == "name" || FieldEquals(field, m, defaults)) continue;
+    EmitField(out, field, m);
+  }
+  out << YAML::EndMap;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Setup schema
+
+const std::vector<Field<ModuleParallel>>& ModuleParallelFields() {
+  using P = ModuleParallel;
+  static const std::vector<Field<P>> kFields = {
+      {"module", &P::module}, {"tp", &P::tp}, {"pp", &P::pp},
+      {"dp", &P::dp},         {"cp", &P::cp}, {"sequence_parallel", &P::sequence_parallel},
+  };
+  return kFields;
+}
+
+const std::vector<Field<TrainingSetup>>& SetupFields() {
+  using S = TrainingSetup;
+  static const std::vector<Field<S>> kFields = {
+      {"cluster", &S::cluster},
+      {"gpus", &S::gpus},
+      {"context_tokens", &S::context_tokens},
+      {"global_batch_sequences", &S::global_batch_sequences},
+      {"data_profile", &S::data_profile},
+  };
+  return kFields;
+}
+
+StatusOr<ParallelConfig> ReadParallel(const Context& ctx, const YAML::Node& node,
+                                      const ModelSpec& model) {
+  const std::string prefix = "setup.parallel";
+  WEFT_RETURN_IF_ERROR(RequireMap(ctx, node, prefix));
+  ParallelConfig parallel;
+  ModuleParallel all;
+  bool expand = false;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    const std::string path = Join(prefix, key);
+    if (key == "num_microbatches") {
+      WEFT_ASSIGN_OR_RETURN(parallel.num_microbatches, ReadInt(ctx, kv.second, path));
+    } else if (key == "global_batch_size") {
+      WEFT_ASSIGN_OR_RETURN(parallel.global_batch_size, ReadInt(ctx, kv.second, path));
+    } else if (key == "all") {
+      if (kv.second["module"]) {
+        return Error(ctx, path + ".module", NodeText(kv.second["module"]),
+                     "is not allowed under `all:` (it applies to every module)");
+      }
+      WEFT_RETURN_IF_ERROR(ReadFields(ctx, kv.second, path, ModuleParallelFields(), {}, all));
+      expand = true;
+    } else if (key != "modules") {
+      return UnknownKey(ctx, path, kv.second, key,
+                        {"num_microbatches", "global_batch_size", "all", "modules"});
+    }
+  }
+  std::vector<ModuleParallel> entries;
+  if (const YAML::Node list = node["modules"]) {
+    if (!list.IsSequence()) {
+      return Error(ctx, prefix + ".modules", NodeText(list), "must be a list");
+    }
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string path = fmt::format("{}.modules[{}]", prefix, i);
+      ModuleParallel entry = all;
+      WEFT_RETURN_IF_ERROR(ReadFields(ctx, list[i], path, ModuleParallelFields(), {}, entry));
+      if (!list[i]["module"]) return Error(ctx, path + ".module", "null", "is required");
+      if (!model.FindModule(entry.module)) {
+        std::vector<std::string> names;
+        for (const auto& m : model.modules) names.push_back(m.name);
+        return Error(ctx, path + ".module", entry.module,
+                     fmt::format("must name a module of the model{}",
+                                 Suggestion(entry.module, names)));
+      }
+      entries.push_back(entry);
+    }
+    expand = true;
+  }
+  if (expand) {
+    // One complete entry per module, in model order.
+    for (const ModuleSpec& m : model.modules) {
+      auto it = std::find_if(entries.begin(), entries.end(),
+                             [&](const ModuleParallel& e) { return e.module == m.name; });
+      ModuleParallel entry = it != entries.end() ? *it : all;
+      entry.module = m.name;
+      parallel.modules.push_back(entry);
+    }
+    // Duplicates would be silently merged above: reject them.
+    for (size_t i = 0; i < entries.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (entries[i].module == entries[j].module) {
+          return Error(ctx, fmt::format("{}.modules[{}].module", prefix, i), entries[i].module,
+                       fmt::format("must be unique (also {}.modules[{}])", prefix, j));
+        }
+      }
+    }
+  }
+  return parallel;
+}
+
+StatusOr<TrainingSetup> ReadSetup(const Context& ctx, const YAML::Node& node,
+                                  const ModelSpec& model) {
+  TrainingSetup setup;
+  WEFT_RETURN_IF_ERROR(ReadFields(ctx, node, "setup", SetupFields(), {"parallel"}, setup));
+  if (const YAML::Node parallel = node["parallel"]) {
+    WEFT_ASSIGN_OR_RETURN(setup.parallel, ReadParallel(ctx, parallel, model));
+  }
+  return setup;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Model documents
+
+std::string DefaultName(std::string_view source) {
+  if (source.rfind("preset:", 0) == 0) return std::string(source.substr(7));
+  return std::filesystem::path(std::string(source)).stem().string();
+}
+
+StatusOr<ModelPreset> ParseModelDocument(std::string_view text, const Context& ctx) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(fmt::format("{}:{}:{}: malformed YAML: {}", ctx.source,
+                                            e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  try {
+    WEFT_RETURN_IF_ERROR(RequireMap(ctx, root, ""));
+    ModelPreset preset;
+    ModelSpec& model = preset.model;
+    model.name = DefaultName(ctx.source);
+    for (const auto& kv : root) {
+      const std::string key = kv.first.Scalar();
+      if (key == "name") {
+        WEFT_ASSIGN_OR_RETURN(model.name, ReadString(ctx, kv.second, key));
+      } else if (key == "description") {
+        WEFT_ASSIGN_OR_RETURN(model.description, ReadString(ctx, kv.second, key));
+      } else if (key != "modules" && key != "edges" && key != "setup") {
+        return UnknownKey(ctx, key, kv.second, key,
+                          {"name", "description", "modules", "edges", "setup"});
+      }
+    }
+    const YAML::Node modules = root["modules"];
+    if (!modules || !modules.IsSequence()) {
+      return Error(ctx, "modules", NodeText(modules), "must be a list of modules");
+    }
+    for (size_t i = 0; i < modules.size(); ++i) {
+      WEFT_ASSIGN_OR_RETURN(ModuleSpec module,
+                            ReadModule(ctx, modules[i], fmt::format("modules[{}]", i)));
+      model.modules.push_back(std::move(module));
+    }
+    if (const YAML::Node edges = root["edges"]) {
+      if (!edges.IsSequence()) return Error(ctx, "edges", NodeText(edges), "must be a list");
+      for (size_t i = 0; i < edges.size(); ++i) {
+        const std::string path = fmt::format("edges[{}]", i);
+        const YAML::Node e = edges[i];
+        ModuleEdge edge;
+        if (e.IsScalar()) {  // "vision -> projector"
+          const std::string& t = e.Scalar();
+          const size_t arrow = t.find("->");
+          if (arrow == std::string::npos) {
+            return Error(ctx, path, t, "must be `from -> to` or {from: a, to: b}");
+          }
+          auto trim = [](std::string s) {
+            s.erase(0, s.find_first_not_of(' '));
+            s.erase(s.find_last_not_of(' ') + 1);
+            return s;
+          };
+          edge.from = trim(t.substr(0, arrow));
+          edge.to = trim(t.substr(arrow + 2));
+        } else {
+          const std::vector<Field<ModuleEdge>> fields = {{"from", &ModuleEdge::from},
+                                                         {"to", &ModuleEdge::to}};
+          WEFT_RETURN_IF_ERROR(ReadFields(ctx, e, path, fields, {}, edge));
+          if (!e["from"] || !e["to"]) {
+            return Error(ctx, path, NodeText(e), "must have both `from` and `to`");
+          }
+        }
+        model.edges.push_back(std::move(edge));
+      }
+    }
+    Status valid = model.Validate();
+    if (!valid.ok()) return valid.WithPrefix(ctx.source);
+    if (const YAML::Node setup = root["setup"]) {
+      WEFT_ASSIGN_OR_RETURN(TrainingSetup parsed, ReadSetup(ctx, setup, model));
+      Status setup_valid = parsed.Validate(model);
+      if (!setup_valid.ok()) {
+        return Status(setup_valid.code(),
+                      fmt::format("{}: setup.{}", ctx.source, setup_valid.message()));
+      }
+      preset.setup = std::move(parsed);
+    }
+    return preset;
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(fmt::format("{}:{}:{}: invalid YAML: {}", ctx.source,
+                                            e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cluster documents
+
+const std::vector<Field<ClusterSpec>>& ClusterFields() {
+  using C = ClusterSpec;
+  static const std::vector<Field<C>> kFields = {
+      {"name", &C::name},
+      {"description", &C::description},
+      {"num_nodes", &C::num_nodes},
+      {"gpus_per_node", &C::gpus_per_node},
+      {"planning_cpu_cores", &C::planning_cpu_cores},
+      {"host_memory_bytes_per_gpu", &C::host_memory_bytes_per_gpu, Unit::kBytes},
+      {"host_link_bandwidth_bytes_per_s", &C::host_link_bandwidth_bytes_per_s, Unit::kBytesPerS},
+  };
+  return kFields;
+}
+
+const std::vector<Field<GpuSpec>>& GpuFields() {
+  using G = GpuSpec;
+  static const std::vector<Field<G>> kFields = {
+      {"name", &G::name},
+      {"peak_bf16_flops_per_s", &G::peak_bf16_flops_per_s, Unit::kFlopsPerS},
+      {"hbm_bandwidth_bytes_per_s", &G::hbm_bandwidth_bytes_per_s, Unit::kBytesPerS},
+      {"memory_capacity_bytes", &G::memory_capacity_bytes, Unit::kBytes},
+  };
+  return kFields;
+}
+
+const std::vector<Field<LinkSpec>>& LinkFields() {
+  using L = LinkSpec;
+  static const std::vector<Field<L>> kFields = {
+      {"bandwidth_bytes_per_s", &L::bandwidth_bytes_per_s, Unit::kBytesPerS},
+      {"latency_s", &L::latency_s, Unit::kSeconds},
+  };
+  return kFields;
+}
+
+const std::vector<Field<EfficiencyFactors>>& EfficiencyFields() {
+  using E = EfficiencyFactors;
+  static const std::vector<Field<E>> kFields = {
+      {"compute", &E::compute}, {"memory", &E::memory}, {"network", &E::network}};
+  return kFields;
+}
+
+const std::vector<std::string_view> kClusterSections = {"gpu", "intra_node", "inter_node",
+                                                        "efficiency"};
+
+StatusOr<ClusterSpec> ParseClusterDocument(std::string_view text, const Context& ctx) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(fmt::format("{}:{}:{}: malformed YAML: {}", ctx.source,
+                                            e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  try {
+    ClusterSpec cluster;
+    cluster.name = DefaultName(ctx.source);
+    WEFT_RETURN_IF_ERROR(ReadFields(ctx, root, "", ClusterFields(), kClusterSections, cluster));
+    if (const YAML::Node n = root["gpu"]) {
+      WEFT_RETURN_IF_ERROR(ReadFields(ctx, n, "gpu", GpuFields(), {}, cluster.gpu));
+    }
+    if (const YAML::Node n = root["intra_node"]) {
+      WEFT_RETURN_IF_ERROR(ReadFields(ctx, n, "intra_node", LinkFields(), {}, cluster.intra_node));
+    }
+    if (const YAML::Node n = root["inter_node"]) {
+      WEFT_RETURN_IF_ERROR(ReadFields(ctx, n, "inter_node", LinkFields(), {}, cluster.inter_node));
+    }
+    if (const YAML::Node n = root["efficiency"]) {
+      WEFT_RETURN_IF_ERROR(
+          ReadFields(ctx, n, "efficiency", EfficiencyFields(), {}, cluster.efficiency));
+    }
+    Status valid = cluster.Validate();
+    if (!valid.ok()) return valid.WithPrefix(ctx.source);
+    return cluster;
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(fmt::format("{}:{}:{}: invalid YAML: {}", ctx.source,
+                                            e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lookup
+
+std::string_view KindFolder(PresetKind kind) {
+  return kind == PresetKind::kModel ? "models" : "clusters";
+}
+
+// The preset's name: a top-level `name:` line if the file has one, else the embedded file
+// name. (Preset names may contain dots, "qwen2.5-7b"; a file-name stem cut at the first dot
+// would lose them, so such files state their name.)
+std::string_view EmbeddedName(const internal::EmbeddedPreset& p) {
+  std::string_view text = p.yaml;
+  while (!text.empty()) {
+    const size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    if (line.rfind("name:", 0) == 0) {
+      line.remove_prefix(5);
+      while (!line.empty() && (line.front() == ' ' || line.front() == '"')) line.remove_prefix(1);
+      while (!line.empty() && (line.back() == ' ' || line.back() == '"' || line.back() == '\r')) {
+        line.remove_suffix(1);
+      }
+      if (!line.empty()) return line;
+    }
+    if (eol == std::string_view::npos) break;
+    text.remove_prefix(eol + 1);
+  }
+  return p.name;
+}
+
+const internal::EmbeddedPreset* FindEmbedded(PresetKind kind, std::string_view name) {
+  for (const auto& p : internal::EmbeddedPresets()) {
+    if (p.kind == KindFolder(kind) && EmbeddedName(p) == name) return &p;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> AllPresetNames() {
+  std::vector<std::string> names;
+  for (const auto& p : internal::EmbeddedPresets()) names.emplace_back(EmbeddedName(p));
+  return names;
+}
+
+StatusOr<std::string> ReadTextFile(const std::string& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError(fmt::format("cannot open {} file '{}'", what, path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string UnknownPresetMessage(PresetKind kind, std::string_view name) {
+  return fmt::format("unknown {} preset '{}'{}; `weft presets` lists them",
+                     PresetKindName(kind), name, Suggestion(name, PresetNames(kind)));
+}
+
+StatusOr<ModelPreset> LoadModelWithContext(std::string_view name_or_path, const Context& parent) {
+  Context ctx;
+  ctx.depth = parent.depth + 1;
+  if (!LooksLikePath(name_or_path)) {
+    if (const auto* p = FindEmbedded(PresetKind::kModel, name_or_path)) {
+      ctx.source = fmt::format("preset:{}", EmbeddedName(*p));
+      return ParseModelDocument(p->yaml, ctx);
+    }
+    if (!std::filesystem::exists(std::string(name_or_path))) {
+      return NotFoundError(UnknownPresetMessage(PresetKind::kModel, name_or_path));
+    }
+  }
+  std::filesystem::path path{std::string(name_or_path)};
+  if (path.is_relative() && !parent.base_dir.empty()) {
+    std::filesystem::path candidate = std::filesystem::path(parent.base_dir) / path;
+    if (std::filesystem::exists(candidate)) path = candidate;
+  }
+  WEFT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path.string(), "model"));
+  ctx.source = path.string();
+  ctx.base_dir = path.parent_path().string();
+  return ParseModelDocument(text, ctx);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Public API
+
+std::string_view PresetKindName(PresetKind kind) {
+  return kind == PresetKind::kModel ? "model" : "cluster";
+}
+
+Status TrainingSetup::Validate(const ModelSpec& model) const {
+  if (gpus <= 0) return InvalidArgumentError(fmt::format("gpus = {}; must be > 0", gpus));
+  if (context_tokens < 0) {
+    return InvalidArgumentError(
+        fmt::format("context_tokens = {}; must be >= 0 (0 = unpacked)", context_tokens));
+  }
+  if (global_batch_sequences < 0) {
+    return InvalidArgumentError(fmt::format(
+        "global_batch_sequences = {}; must be >= 0 (0 = from data)", global_batch_sequences));
+  }
+  StatusOr<ClusterSpec> cluster_spec = LoadCluster(cluster);
+  if (!cluster_spec.ok()) {
+    return InvalidArgumentError(fmt::format("cluster = \"{}\"; must name a cluster preset or file ({})",
+                                            cluster, cluster_spec.status().message()));
+  }
+  WEFT_ASSIGN_OR_RETURN(ClusterSpec sized, cluster_spec->WithTotalGpus(gpus));
+  return parallel.Validate(model, sized);
+}
+
+std::vector<std::string> PresetNames(PresetKind kind) {
+  std::vector<std::string> names;
+  for (const auto& p : internal::EmbeddedPresets()) {
+    if (p.kind == KindFolder(kind)) names.emplace_back(EmbeddedName(p));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<PresetInfo> ListPresets() {
+  std::vector<PresetInfo> out;
+  for (PresetKind kind : {PresetKind::kModel, PresetKind::kCluster}) {
+    for (const std::string& name : PresetNames(kind)) {
+      PresetInfo info{.kind = kind, .name = name, .description = ""};
+      if (kind == PresetKind::kModel) {
+        if (StatusOr<ModelPreset> m = LoadModel(name); m.ok()) {
+          info.description = m->model.description;
+          info.parameter_count = m->model.ParameterCount();
+        } else {
+          info.description = "invalid preset: " + m.status().message();
+        }
+      } else {
+        if (StatusOr<ClusterSpec> c = LoadCluster(name); c.ok()) {
+          info.description = c->description;
+          info.total_gpus = c->TotalGpus();
+        } else {
+          info.description = "invalid preset: " + c.status().message();
+        }
+      }
+      out.push_back(std::move(info));
+    }
+  }
+  return out;
+}
+
+StatusOr<std::string> PresetYaml(std::string_view name) {
+  for (PresetKind kind : {PresetKind::kModel, PresetKind::kCluster}) {
+    if (const auto* p = FindEmbedded(kind, name)) return std::string(p->yaml);
+  }
+  return NotFoundError(fmt::format("unknown preset '{}'{}; `weft presets` lists them", name,
+                                   Suggestion(name, AllPresetNames())));
+}
+
+StatusOr<ModelPreset> LoadModel(std::string_view name_or_path) {
+  Context root;
+  root.depth = -1;
+  return LoadModelWithContext(name_or_path, root);
+}
+
+StatusOr<ClusterSpec> LoadCluster(std::string_view name_or_path) {
+  if (!LooksLikePath(name_or_path)) {
+    if (const auto* p = FindEmbedded(PresetKind::kCluster, name_or_path)) {
+      return ParseClusterDocument(p->yaml,
+                                  SourceContext(fmt::format("preset:{}", EmbeddedName(*p))));
+    }
+    if (!std::filesystem::exists(std::string(name_or_path))) {
+      return NotFoundError(UnknownPresetMessage(PresetKind::kCluster, name_or_path));
+    }
+  }
+  const std::string path(name_or_path);
+  WEFT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, "cluster"));
+  return ParseClusterDocument(text, SourceContext(path));
+}
+
+StatusOr<ModelPreset> ParseModelYaml(std::string_view text, std::string_view source) {
+  Context ctx = SourceContext(std::string(source));
+  if (source.rfind("preset:", 0) != 0) {
+    ctx.base_dir = std::filesystem::path(std::string(source)).parent_path().string();
+  }
+  return ParseModelDocument(text, ctx);
+}
+
+StatusOr<ClusterSpec> ParseClusterYaml(std::string_view text, std::string_view source) {
+  return ParseClusterDocument(text, SourceContext(std::string(source)));
+}
+
+std::string ModelToYaml(const ModelPreset& preset) {
+  const ModelSpec& model = preset.model;
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << model.name;
+  out << YAML::Key << "description" << YAML::Value << YAML::DoubleQuoted << model.description;
+  out << YAML::Key << "modules" << YAML::Value << YAML::BeginSeq;
+  for (const ModuleSpec& m : model.modules) EmitModule(out, m);
+  out << YAML::EndSeq;
+  if (!model.edges.empty()) {
+    out << YAML::Key << "edges" << YAML::Value << YAML::BeginSeq;
+    for (const ModuleEdge& e : model.edges) {
+      out << YAML::Flow << YAML::BeginMap << YAML::Key << "from" << YAML::Value << e.from
+          << YAML::Key << "to" << YAML::Value << e.to << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+  if (preset.setup) {
+    const TrainingSetup& s = *preset.setup;
+    out << YAML::Key << "setup" << YAML::Value << YAML::BeginMap;
+    for (const auto& field : SetupFields()) EmitField(out, field, s);
+    out << YAML::Key << "parallel" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "num_microbatches" << YAML::Value << s.parallel.num_microbatches;
+    out << YAML::Key << "global_batch_size" << YAML::Value << s.parallel.global_batch_size;
+    if (!s.parallel.modules.empty()) {
+      out << YAML::Key << "modules" << YAML::Value << YAML::BeginSeq;
+      for (const ModuleParallel& p : s.parallel.modules) {
+        out << YAML::Flow << YAML::BeginMap;
+        for (const auto& field : ModuleParallelFields()) EmitField(out, field, p);
+        out << YAML::EndMap;
+      }
+      out << YAML::EndSeq;
+    }
+    out << YAML::EndMap;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string ClusterToYaml(const ClusterSpec& cluster) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  for (const auto& field : ClusterFields()) {
+    EmitField(out, field, cluster);
+    if (field.key == "gpus_per_node") {
+      out << YAML::Key << "gpu" << YAML::Value << YAML::BeginMap;
+      for (const auto& f : GpuFields()) EmitField(out, f, cluster.gpu);
+      out << YAML::EndMap;
+      out << YAML::Key << "intra_node" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      for (const auto& f : LinkFields()) EmitField(out, f, cluster.intra_node);
+      out << YAML::EndMap;
+      out << YAML::Key << "inter_node" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      for (const auto& f : LinkFields()) EmitField(out, f, cluster.inter_node);
+      out << YAML::EndMap;
+      out << YAML::Key << "efficiency" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      for (const auto& f : EfficiencyFields()) EmitField(out, f, cluster.efficiency);
+      out << YAML::EndMap;
+    }
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace weft::spec
