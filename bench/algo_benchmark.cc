@@ -1,0 +1,86 @@
+// Benchmarks of weft::algo. The segment-tree best fit (FlowTrain §3.4) is measured against the
+// linear-scan best fit on the same streams (both return identical packings).
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "weft/algo/balance.h"
+#include "weft/algo/packing.h"
+#include "weft/algo/partition.h"
+
+namespace {
+
+constexpr int64_t kCapacityTokens = 8192;
+
+// Sequence lengths with a long tail: most short, some near the capacity (LLaVA-like).
+std::vector<int64_t> SequenceLengths(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::lognormal_distribution<double> length(6.5, 1.0);
+  std::vector<int64_t> sizes(n);
+  for (auto& s : sizes) {
+    s = std::clamp<int64_t>(static_cast<int64_t>(length(rng)), 16, kCapacityTokens);
+  }
+  return sizes;
+}
+
+void BM_BestFitSegmentTree(benchmark::State& state) {
+  const auto sizes = SequenceLengths(static_cast<int>(state.range(0)), 1);
+  int bins = 0;
+  for (auto _ : state) {
+    auto p = weft::algo::BestFit(sizes, kCapacityTokens, {.close_below_residual = 16});
+    bins = p->num_bins();
+    benchmark::DoNotOptimize(bins);
+  }
+  state.counters["bins"] = bins;
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_BestFitSegmentTree)->RangeMultiplier(4)->Range(1 << 10, 1 << 16);
+
+void BM_BestFitLinearScan(benchmark::State& state) {
+  const auto sizes = SequenceLengths(static_cast<int>(state.range(0)), 1);
+  int bins = 0;
+  for (auto _ : state) {
+    auto p = weft::algo::BestFitLinearScan(sizes, kCapacityTokens, {.close_below_residual = 16});
+    bins = p->num_bins();
+    benchmark::DoNotOptimize(bins);
+  }
+  state.counters["bins"] = bins;
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_BestFitLinearScan)->RangeMultiplier(4)->Range(1 << 10, 1 << 16);
+
+void BM_FirstFitDecreasing(benchmark::State& state) {
+  const auto sizes = SequenceLengths(static_cast<int>(state.range(0)), 1);
+  for (auto _ : state) {
+    auto p = weft::algo::FirstFitDecreasing(sizes, kCapacityTokens);
+    benchmark::DoNotOptimize(p->num_bins());
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_FirstFitDecreasing)->RangeMultiplier(4)->Range(1 << 10, 1 << 16);
+
+// Layers x 16 stages, random per-layer latencies.
+void BM_MinMaxContiguousPartition(benchmark::State& state) {
+  std::mt19937_64 rng(2);
+  std::vector<double> latency_s(state.range(0));
+  for (double& x : latency_s) x = std::uniform_real_distribution<double>(0.005, 0.011)(rng);
+  for (auto _ : state) {
+    auto r = weft::algo::MinMaxContiguousPartition(latency_s, 16);
+    benchmark::DoNotOptimize(r->max_part_sum);
+  }
+}
+BENCHMARK(BM_MinMaxContiguousPartition)->RangeMultiplier(4)->Range(64, 4096);
+
+void BM_KarmarkarKarp(benchmark::State& state) {
+  std::mt19937_64 rng(3);
+  std::vector<double> sizes(state.range(0));
+  for (double& x : sizes) x = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  for (auto _ : state) {
+    auto r = weft::algo::KarmarkarKarp(sizes, 8);
+    benchmark::DoNotOptimize(r->makespan);
+  }
+}
+BENCHMARK(BM_KarmarkarKarp)->RangeMultiplier(8)->Range(64, 1 << 15);
+
+}  // namespace
