@@ -48,7 +48,7 @@ StatusOr<Timeline> Simulate(const graph::StageGraph& graph,
                             const SimOptions& options = {});
 
 // Link and time of one transfer of `bytes` between two groups (exposed for cost estimates and
-// tests). Same group → (kSameGroup, 0).
+// tests). The same DeviceGroup object → (kSameGroup, 0).
 LinkKind LinkBetween(const graph::DeviceGroup& a,
                      const graph::DeviceGroup& b,
                      const spec::ClusterSpec& cluster);
