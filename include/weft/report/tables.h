@@ -1,0 +1,34 @@
+#pragma once
+// A Comparison as a text table, CSV and JSON (formats: docs/report.md).
+// Thread-safety: pure functions.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/report/comparison.h"
+
+namespace weft::report {
+
+// Aligned columns, one row per strategy: strategy, iteration time mean/p50/p90 (s), samples/s,
+// MFU %, bubble %, peak memory GiB, gap to lower bound %, OOM, speedup vs baseline. A header line
+// (model, cluster, GPUs, data, iterations) comes first; failed strategies print "-" cells and
+// their error messages are listed under the table.
+std::string TextTable(const Comparison& comparison);
+
+// RFC 4180 CSV, one row per strategy with the aggregates (header row first; an `error` column).
+std::string SummaryCsv(const Comparison& comparison);
+// RFC 4180 CSV, one row per (strategy, iteration) with every IterationResult field.
+std::string IterationsCsv(const Comparison& comparison);
+
+// {"model", "cluster", "num_gpus", "data_profile", "num_iterations", "baseline",
+//  "strategies": [{"name", "description", "error" (string or null), "iteration_time_s" (mean),
+//  "iteration_time_p50_s", "iteration_time_p90_s", "throughput_samples_per_s",
+//  "throughput_tokens_per_s", "mfu", "bubble_ratio", "peak_memory_bytes", "lower_bound_s" (mean),
+//  "gap_to_lower_bound", "oom", "plan_time_s" (mean), "speedup_vs_baseline" (number or null),
+//  "iterations": {"iteration": [...], "iteration_time_s": [...], ... one array per field}}]}.
+// Numbers that do not apply (a failed strategy) are null.
+nlohmann::json ComparisonJson(const Comparison& comparison);
+// ComparisonJson(...) dumped with 2-space indentation; invalid UTF-8 is replaced, never thrown.
+std::string ComparisonJsonString(const Comparison& comparison);
+
+}  // namespace weft::report
