@@ -75,7 +75,9 @@ std::string CacheKey(const spec::ModuleSpec& m, int layer, const TokenShape& s,
       m.max_source_positions, m.input_size, m.output_size, position, static_cast<int>(backward),
       s.tokens, s.instances, s.context_tokens, p.tp, s.sum_squared_tokens, p.cp,
       p.sequence_parallel, p.dp, layer == 0 || layer == m.num_layers - 1 ? layer : -1,
-      static_cast<int>(m.activation), m.spatial_merge);
+      static_cast<int>(m.activation), m.spatial_merge) +
+         fmt::format("|{}|{}|{}|{}|{}", m.head_dim, m.linear_bias, m.qk_norm,
+                     m.learned_position_embeddings, m.shared_adaln);
 }
 
 }  // namespace

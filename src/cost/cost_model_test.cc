@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "weft/cost/validation.h"
+#include "weft/spec/preset.h"
 
 namespace weft::cost {
 namespace {
@@ -117,6 +118,7 @@ TEST(CostModelBackward, FrozenModulesFollowCornstarchRule) {
   proj.kind = spec::ModuleKind::kMlpProjector;
   proj.num_layers = 2;
   proj.input_size = 1024;
+  proj.ffn_hidden_size = 2048;
   proj.hidden_size = 2048;
   proj.output_size = 2048;
   spec::ModuleSpec llm = Gpt(4, 2048, 16, 1000, true);
@@ -337,8 +339,10 @@ TEST(CostModelModules, DitHasAdaLnAndCrossAttentionProjectorHasTpLinears) {
   proj.kind = spec::ModuleKind::kMlpProjector;
   proj.num_layers = 2;
   proj.input_size = 4096;
+  proj.ffn_hidden_size = 3584;
   proj.hidden_size = 3584;
   proj.output_size = 3584;
+  proj.linear_bias = true;
   OpBuildContext pctx{.shape = TokenShape::Uniform(256, 4), .parallel = Par(2)};
   auto first = BuildLayerOps(proj, 0, pctx);
   auto last = BuildLayerOps(proj, 1, pctx);
@@ -361,6 +365,32 @@ TEST(CostModelErrors, RejectBadShapesAndLayers) {
   auto tp = cost.ModuleLayer(m, 1, TokenShape::Uniform(8), Par(3), BackwardMode::kFull);
   ASSERT_FALSE(tp.ok());
   EXPECT_THAT(tp.status().message(), ::testing::HasSubstr("tp = 3; must divide"));
+}
+
+}  // namespace
+}  // namespace weft::cost
+
+namespace weft::cost {
+namespace {
+
+// Cross-check with spec's own parameter count on every built-in model preset (tp = 1).
+TEST(StateMemory, LayerParametersAddUpToSpecParameterCountOnPresets) {
+  for (const spec::PresetInfo& info : spec::ListPresets()) {
+    if (info.kind != spec::PresetKind::kModel) continue;
+    auto preset = spec::LoadModel(info.name);
+    ASSERT_TRUE(preset.ok()) << preset.status().ToString();
+    for (const spec::ModuleSpec& m : preset->model.modules) {
+      int64_t ours = 0;
+      for (int layer = 0; layer < m.num_layers; ++layer) {
+        auto p = LayerParametersPerRank(m, layer, {.module = m.name});
+        ASSERT_TRUE(p.ok()) << info.name << "/" << m.name << ": " << p.status().ToString();
+        ours += *p;
+      }
+      const double theirs = static_cast<double>(m.ParameterCount());
+      EXPECT_NEAR(ours / theirs, 1.0, 0.01) << info.name << "/" << m.name << " ours " << ours
+                                            << " spec " << theirs;
+    }
+  }
 }
 
 }  // namespace

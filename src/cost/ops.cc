@@ -162,10 +162,10 @@ Status CheckLayer(const spec::ModuleSpec& m, int layer, const spec::ModuleParall
         fmt::format("module '{}'.hidden_size = {}; must be > 0", m.name, m.hidden_size));
   }
   if (IsTransformer(m.kind)) {
-    if (m.num_attention_heads <= 0 || m.hidden_size % m.num_attention_heads != 0) {
+    if (m.num_attention_heads <= 0 || m.HeadDim() <= 0) {
       return InvalidArgumentError(fmt::format(
-          "module '{}'.num_attention_heads = {}; must be > 0 and divide hidden_size ({})", m.name,
-          m.num_attention_heads, m.hidden_size));
+          "module '{}'.num_attention_heads = {}, head_dim = {}; both must be > 0", m.name,
+          m.num_attention_heads, m.HeadDim()));
     }
     if (m.num_attention_heads % par.tp != 0) {
       return InvalidArgumentError(
@@ -204,7 +204,7 @@ RankDims Dims(const spec::ModuleSpec& m, const OpBuildContext& ctx) {
   if (IsTransformer(m.kind)) {
     const int heads = m.num_attention_heads;
     const int kv = m.num_kv_groups > 0 ? m.num_kv_groups : heads;
-    d.head_dim = static_cast<double>(m.hidden_size) / heads;
+    d.head_dim = m.HeadDim();
     d.q_width = (static_cast<double>(heads) / d.tp) * d.head_dim;
     // KV heads are split over TP; with fewer KV groups than ranks each rank holds one replica.
     d.kv_width = std::ceil(static_cast<double>(kv) / d.tp) * d.head_dim;
@@ -374,6 +374,9 @@ void AddSelfAttentionBlock(const spec::ModuleSpec& m, const RankDims& d, const O
   b.Memory("input_norm", MemoryClass::kNorm, 2 * kBf16Bytes * d.norm_tokens * h);
   b.TpEnter("tp_attn_enter", h);
   b.Gemm("qkv_proj", d.tokens, d.q_width + 2 * d.kv_width, h);
+  if (m.qk_norm) {
+    b.Memory("qk_norm", MemoryClass::kNorm, 2 * kBf16Bytes * d.tokens * (d.q_width + d.kv_width));
+  }
   if (m.kind == spec::ModuleKind::kLlm) {
     b.Memory("rope", MemoryClass::kRope, 2 * kBf16Bytes * d.tokens * (d.q_width + d.kv_width));
   }
@@ -418,7 +421,8 @@ void AddDitExtras(const spec::ModuleSpec& m, const RankDims& d, const OpBuildCon
   const double h = d.hidden;
   // adaLN: the conditioning vector of each instance -> shift/scale/gate ×2 (replicated over TP),
   // then modulation of both norm outputs and the gated residuals.
-  b.Gemm("adaln_modulation", ctx.shape.instances, 6 * h, h);
+  // adaLN-single shares one modulation MLP (costed in the first layer) and adds a 6h table.
+  if (!m.shared_adaln) b.Gemm("adaln_modulation", ctx.shape.instances, 6 * h, h);
   b.Memory("adaln_modulate", MemoryClass::kOther, 2 * 2 * kBf16Bytes * d.norm_tokens * h);
   if (m.text_condition_hidden > 0) {
     const double context = static_cast<double>(ctx.shape.context_tokens);
@@ -469,6 +473,7 @@ void AddFirstLayerExtras(const spec::ModuleSpec& m, const RankDims& d, const OpB
       b.Gemm("patch_embed", d.tokens, h, PatchFeatures(m), true, false);
       b.Gemm("timestep_mlp", ctx.shape.instances, h, 256, true, false);
       b.Gemm("timestep_mlp", ctx.shape.instances, h, h, true, false);
+      if (m.shared_adaln) b.Gemm("adaln_modulation", ctx.shape.instances, 6 * h, h, true, false);
       break;
     case spec::ModuleKind::kMlpProjector:
       break;
@@ -511,8 +516,10 @@ struct ProjectorLinear {
 ProjectorLinear ProjectorLayer(const spec::ModuleSpec& m, int layer, int tp) {
   ProjectorLinear p;
   const int last = m.num_layers - 1;
-  p.in = layer == 0 ? m.input_size : m.hidden_size;
-  p.out = layer == last ? m.output_size : m.hidden_size;
+  // input_size -> ffn_hidden_size -> ... -> output_size (spec: hidden_size is the output width).
+  const double mid = m.ffn_hidden_size > 0 ? m.ffn_hidden_size : m.output_size;
+  p.in = layer == 0 ? m.input_size : mid;
+  p.out = layer == last ? m.output_size : mid;
   p.in_rank = p.in;
   p.out_rank = p.out;
   p.activation = layer != last;
@@ -640,14 +647,14 @@ StatusOr<int64_t> LayerParametersPerRank(const spec::ModuleSpec& m, int layer,
   WEFT_RETURN_IF_ERROR(CheckLayer(m, layer, parallel));
   const int64_t tp = parallel.tp;
   const int64_t h = m.hidden_size;
-  const bool bias = !m.rms_norm;  // LayerNorm models (CLIP, Whisper, DiT) use linear biases
+  const bool bias = m.linear_bias;
   if (m.kind == spec::ModuleKind::kMlpProjector) {
     const ProjectorLinear p = ProjectorLayer(m, layer, parallel.tp);
-    return static_cast<int64_t>(p.in_rank * p.out_rank + p.out_rank);
+    return static_cast<int64_t>(p.in_rank * p.out_rank + (bias ? p.out_rank : 0));
   }
   const int64_t heads = m.num_attention_heads;
   const int64_t kv = m.num_kv_groups > 0 ? m.num_kv_groups : heads;
-  const int64_t d = h / heads;
+  const int64_t d = m.HeadDim();
   const int64_t q = heads / tp * d;
   const int64_t kv_rank = (kv + tp - 1) / tp * d;
   const int64_t ffn = m.ffn_hidden_size / tp;
@@ -658,30 +665,30 @@ StatusOr<int64_t> LayerParametersPerRank(const spec::ModuleSpec& m, int layer,
   p += h * ffn * (m.gated_mlp ? 2 : 1) + (bias ? ffn * (m.gated_mlp ? 2 : 1) : 0);
   p += ffn * h + (bias ? h : 0);
   p += 2 * norm;
+  if (m.qk_norm) p += (m.rms_norm ? 1 : 2) * 2 * d;
   if (m.kind == spec::ModuleKind::kDit) {
-    p += h * 6 * h + 6 * h;  // adaLN modulation (replicated)
+    p += m.shared_adaln ? 6 * h : h * 6 * h + 6 * h;  // adaLN modulation (replicated)
     if (m.text_condition_hidden > 0) {
-      p += h * q + q + static_cast<int64_t>(m.text_condition_hidden) * 2 * q + 2 * q + q * h + h +
-           norm;
+      p += h * q + static_cast<int64_t>(m.text_condition_hidden) * 2 * q + q * h + norm +
+           (bias ? 3 * q + h : 0);
     }
   }
   const int64_t patch = static_cast<int64_t>(PatchFeatures(m));
   if (layer == 0) {
+    p += static_cast<int64_t>(m.learned_position_embeddings) * h;
     switch (m.kind) {
       case spec::ModuleKind::kLlm:
         p += static_cast<int64_t>(m.vocab_size) / tp * h;
         break;
-      case spec::ModuleKind::kVit: {
+      case spec::ModuleKind::kVit:
         p += patch * h + h;
-        const int64_t side = m.patch_size > 0 ? m.image_size_px / m.patch_size : 0;
-        p += side * side * h;  // learned position table (fixed-resolution ViTs)
         break;
-      }
       case spec::ModuleKind::kAudioEncoder:
-        p += 3LL * m.mel_bins * h + h + 3 * h * h + h + static_cast<int64_t>(m.max_source_positions) * h;
+        p += 3LL * m.mel_bins * h + h + 3 * h * h + h;
         break;
       case spec::ModuleKind::kDit:
         p += patch * h + h + 256 * h + h + h * h + h;
+        if (m.shared_adaln) p += h * 6 * h + 6 * h;
         break;
       case spec::ModuleKind::kMlpProjector:
         break;

@@ -1,0 +1,210 @@
+// `weft cost`: per-layer latency and memory of every module of a model on a cluster (thin over
+// weft::cost), and `weft cost --validate DIR`: the model's error against measured GPU timings.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "weft/cost/cost_model.h"
+#include "weft/cost/validation.h"
+#include "weft/spec/preset.h"
+
+namespace weft::cli {
+namespace {
+
+struct CostArgs {
+  std::string model;
+  std::string cluster;
+  int tp = 1;
+  bool sequence_parallel = false;
+  int64_t tokens = 0;
+  int images = -1;
+  bool json = false;
+  std::string validate_dir;
+  double min_tokens = 512;
+};
+
+// Tokens through each module: --images N sends N fixed-resolution images through every ViT and
+// N × (LLM tokens per image) + --tokens text through projectors / the LLM; other modules get
+// --tokens as one sequence (audio encoders: one 30 s window).
+StatusOr<cost::TokenShape> ShapeFor(const spec::ModelSpec& model, const spec::ModuleSpec& m,
+                                    const CostArgs& args) {
+  const int images = std::max(0, args.images);
+  int64_t image_llm_tokens = 0;
+  for (const spec::ModuleSpec& other : model.modules) {
+    if (other.kind == spec::ModuleKind::kVit) {
+      image_llm_tokens += static_cast<int64_t>(images) * other.FixedImageTokens();
+    }
+  }
+  switch (m.kind) {
+    case spec::ModuleKind::kVit: {
+      if (images == 0) return cost::TokenShape{};
+      const int side = m.patch_size > 0 ? m.image_size_px / m.patch_size : 0;
+      return cost::TokenShape::Uniform(static_cast<int64_t>(side) * side, images);
+    }
+    case spec::ModuleKind::kMlpProjector:
+      return image_llm_tokens > 0 ? cost::TokenShape::Uniform(image_llm_tokens / std::max(1, images), images)
+                                  : cost::TokenShape{};
+    case spec::ModuleKind::kLlm:
+      return cost::TokenShape::Uniform(args.tokens + image_llm_tokens);
+    case spec::ModuleKind::kAudioEncoder:
+      return cost::TokenShape::Uniform(m.max_source_positions);
+    case spec::ModuleKind::kDit:
+      return cost::TokenShape::Uniform(args.tokens);
+  }
+  return cost::TokenShape{};
+}
+
+int RunValidate(const CostArgs& args) {
+  auto points = cost::ValidateAll(args.validate_dir, {}, args.min_tokens);
+  if (!points.ok()) return ReportError(points.status());
+  const auto summary = cost::Summarize(*points);
+  if (args.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& s : summary) {
+      out.push_back({{"source", s.source}, {"gpu", s.gpu}, {"op", s.op}, {"points", s.count},
+                     {"median_error", s.median_error}, {"max_error", s.max_error}});
+    }
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("Model error vs measured timings (compute ops: tokens >= {}):\n\n",
+                             args.min_tokens)
+              << cost::SummaryMarkdown(summary);
+  }
+  return 0;
+}
+
+int Run(const CostArgs& args) {
+  if (!args.validate_dir.empty()) return RunValidate(args);
+  if (args.model.empty() || args.cluster.empty()) {
+    return ReportError(InvalidArgumentError("--model and --cluster are required (or --validate DIR)"));
+  }
+  if (args.tp < 1) return ReportError(InvalidArgumentError(fmt::format("--tp = {}; must be >= 1", args.tp)));
+  auto preset = spec::LoadModel(args.model);
+  if (!preset.ok()) return ReportError(preset.status());
+  auto cluster = spec::LoadCluster(args.cluster);
+  if (!cluster.ok()) return ReportError(cluster.status());
+  const spec::ModelSpec& model = preset->model;
+  CostArgs a = args;
+  if (a.tokens == 0) {
+    a.tokens = preset->setup && preset->setup->context_tokens > 0 ? preset->setup->context_tokens : 4096;
+  }
+  if (a.images < 0) a.images = 0;
+  cost::CostModel cost_model(*cluster);
+  nlohmann::json out = {{"model", model.name}, {"cluster", cluster->name}, {"tp", a.tp},
+                        {"sequence_parallel", a.sequence_parallel}, {"modules", nlohmann::json::array()}};
+  double total_fwd = 0, total_bwd = 0, total_state = 0, total_act = 0;
+  std::string text;
+  for (int mi = 0; mi < static_cast<int>(model.modules.size()); ++mi) {
+    const spec::ModuleSpec& m = model.modules[mi];
+    auto shape = ShapeFor(model, m, a);
+    if (!shape.ok()) return ReportError(shape.status());
+    if (shape->tokens == 0) {
+      text += fmt::format("\n{} ({}): no tokens for this workload\n", m.name, spec::ModuleKindName(m.kind));
+      continue;
+    }
+    spec::ModuleParallel par{.module = m.name, .tp = a.tp, .sequence_parallel = a.sequence_parallel};
+    // A TP size the module cannot use (heads not divisible) falls back to TP 1 for that module.
+    if (m.IsTransformer() && m.num_attention_heads % a.tp != 0) par.tp = 1;
+    auto mode = cost::BackwardModeOf(model, mi);
+    if (!mode.ok()) return ReportError(mode.status());
+    text += fmt::format("\n{} ({}, {} layers, tp {}, {} tokens, backward {})\n", m.name,
+                        spec::ModuleKindName(m.kind), m.num_layers, par.tp, shape->tokens,
+                        cost::BackwardModeName(*mode));
+    text += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>11} {:>11} {:>11} {:>11}\n", "layer",
+                        "fwd_ms", "bwd_in_ms", "bwd_w_ms", "act_MiB", "act_sel_MiB",
+                        "act_full_MiB", "state_MiB");
+    nlohmann::json layers = nlohmann::json::array();
+    cost::CostTotals module_total;
+    for (int layer = 0; layer < m.num_layers; ++layer) {
+      auto lc = cost_model.Layer(model, mi, layer, *shape, par);
+      if (!lc.ok()) return ReportError(lc.status().WithPrefix(fmt::format("module {}", m.name)));
+      module_total.Accumulate(*lc);
+      const bool print = layer < 2 || layer == m.num_layers - 1;
+      if (print || a.json) {
+        nlohmann::json row = {{"layer", layer}, {"forward_s", lc->forward_s},
+                              {"backward_input_s", lc->backward_input_s},
+                              {"backward_weight_s", lc->backward_weight_s},
+                              {"forward_flops", lc->forward_flops},
+                              {"activation_bytes", {{"none", lc->activation_bytes[0]},
+                                                    {"selective", lc->activation_bytes[1]},
+                                                    {"full", lc->activation_bytes[2]},
+                                                    {"offload", lc->activation_bytes[3]}}},
+                              {"state_bytes", lc->StateBytes()}, {"parameters", lc->parameters}};
+        layers.push_back(row);
+      }
+      if (print) {
+        text += fmt::format("{:>6} {:>10.3f} {:>10.3f} {:>10.3f} {:>11.1f} {:>11.1f} {:>11.1f} {:>11.1f}\n",
+                            layer, lc->forward_s * 1e3, lc->backward_input_s * 1e3,
+                            lc->backward_weight_s * 1e3, lc->activation_bytes[0] / 1048576.0,
+                            lc->activation_bytes[1] / 1048576.0, lc->activation_bytes[2] / 1048576.0,
+                            lc->StateBytes() / 1048576.0);
+      } else if (layer == 2 && m.num_layers > 3) {
+        text += fmt::format("{:>6}\n", "...");
+      }
+    }
+    text += fmt::format("{:>6} {:>10.3f} {:>10.3f} {:>10.3f} {:>11.1f} {:>11.1f} {:>11.1f} {:>11.1f}\n",
+                        "total", module_total.forward_s * 1e3, module_total.backward_input_s * 1e3,
+                        module_total.backward_weight_s * 1e3,
+                        module_total.activation_bytes[0] / 1048576.0,
+                        module_total.activation_bytes[1] / 1048576.0,
+                        module_total.activation_bytes[2] / 1048576.0,
+                        module_total.StateBytes() / 1048576.0);
+    total_fwd += module_total.forward_s;
+    total_bwd += module_total.BackwardS(cost::Recompute::kNone);
+    total_state += module_total.StateBytes();
+    total_act += module_total.activation_bytes[0];
+    out["modules"].push_back({{"name", m.name}, {"kind", spec::ModuleKindName(m.kind)},
+                              {"tp", par.tp}, {"tokens", shape->tokens},
+                              {"backward", cost::BackwardModeName(*mode)}, {"layers", layers},
+                              {"total", {{"forward_s", module_total.forward_s},
+                                         {"backward_s", module_total.BackwardS(cost::Recompute::kNone)},
+                                         {"forward_flops", module_total.forward_flops},
+                                         {"activation_bytes", module_total.activation_bytes[0]},
+                                         {"state_bytes", module_total.StateBytes()}}}});
+  }
+  out["total"] = {{"forward_s", total_fwd}, {"backward_s", total_bwd},
+                  {"state_bytes", total_state}, {"activation_bytes", total_act}};
+  if (a.json) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{} on {} (one TP rank, all layers on one device, no recompute)\n",
+                             model.name, cluster->name)
+              << text
+              << fmt::format("\nTOTAL fwd {:.3f} ms, bwd {:.3f} ms, state {:.2f} GiB, activations {:.2f} GiB\n",
+                             total_fwd * 1e3, total_bwd * 1e3, total_state / 1073741824.0,
+                             total_act / 1073741824.0);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterCostCommand(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<CostArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "cost",
+      "Per-layer latency (fwd, bwd-input, bwd-weight) and memory (activations per recompute "
+      "strategy, parameter+gradient+optimizer state) of every module on one TP rank.\n\n"
+      "Examples:\n  weft cost --model vlm-s --cluster h800 --tp 2 --images 4 --tokens 1024\n"
+      "  weft cost --model llama3-8b --cluster h100 --tokens 8192 --json\n"
+      "  weft cost --validate ../shared/data/gpu_timings   # error table vs measured timings");
+  cmd->add_option("--model", args->model, "model preset name or YAML/JSON file");
+  cmd->add_option("--cluster", args->cluster, "cluster preset name or YAML/JSON file");
+  cmd->add_option("--tp", args->tp, "tensor-parallel size (modules whose heads it does not divide use 1)");
+  cmd->add_flag("--sp", args->sequence_parallel, "Megatron sequence parallelism");
+  cmd->add_option("--tokens", args->tokens,
+                  "text tokens for the LLM (default: the preset's context, else 4096); DiT tokens");
+  cmd->add_option("--images", args->images,
+                  "images at the model's fixed resolution through the vision encoder");
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->add_option("--validate", args->validate_dir,
+                  "print the model's error vs the gpu_timings directory instead");
+  cmd->add_option("--min-tokens", args->min_tokens, "--validate: smallest token count compared");
+  cmd->callback([args, &exit_code] { exit_code = Run(*args); });
+}
+
+}  // namespace weft::cli
