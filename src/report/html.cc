@@ -153,7 +153,8 @@ StatusOr<std::string> HtmlReport(const Comparison& comparison,
       LineChartSvg(series, {.width_px = options.figure_width_px,
                             .height_px = 320 + 16 * static_cast<int>(series.size() / 4),
                             .x_label = "iteration",
-                            .y_label = in_ms ? "iteration time (ms)" : "iteration time (s)"}));
+                            .y_label = in_ms ? "iteration time (ms)" : "iteration time (s)",
+                            .x_integer_ticks = true}));
   html += chart + "</figure>\n";
 
   // Per strategy: timeline and memory curve.

@@ -38,9 +38,9 @@ std::string SvgOpen(int width_px, int height_px) {
 }
 
 // Ticks from `lo` to `hi` (inclusive, within rounding) at a nice step.
-std::vector<double> Ticks(double lo, double hi, int target) {
+std::vector<double> Ticks(double lo, double hi, int target, double min_step = 0) {
   std::vector<double> ticks;
-  const double step = internal::NiceStep(hi - lo, target);
+  const double step = std::max(min_step, internal::NiceStep(hi - lo, target));
   const double first = std::ceil(lo / step - 1e-9) * step;
   for (int i = 0; i < 1000; ++i) {
     const double t = first + i * step;
@@ -260,7 +260,8 @@ StatusOr<std::string> LineChartSvg(std::span<const ChartSeries> series,
     if (!options.y_from_zero) y_lo -= pad;
   }
   const std::vector<double> y_ticks = Ticks(y_lo, y_hi, 5);
-  const std::vector<double> x_ticks = Ticks(x_lo, x_hi, 8);
+  // Nice steps >= 1 are whole numbers (1, 2, 5, 10, ...), so integer ticks need only a floor.
+  const std::vector<double> x_ticks = Ticks(x_lo, x_hi, 8, options.x_integer_ticks ? 1.0 : 0.0);
 
   const double left = 64, right = 16;
   const double top = options.title.empty() ? 12 : 30;
@@ -385,9 +386,14 @@ StatusOr<std::string> MemoryCurveSvg(const graph::StageGraph& graph,
   if (o.x_label.empty()) o.x_label = fmt::format("time ({})", unit.name);
   if (o.y_label.empty()) o.y_label = "memory per GPU (GiB)";
   if (o.reference_y <= 0 && timeline.capacity_bytes > 0) {
-    o.reference_y = timeline.capacity_bytes / internal::kBytesPerGiB;
-    if (o.reference_label.empty()) {
-      o.reference_label = fmt::format("capacity {} GiB", FormatNumber(o.reference_y, 3));
+    const double capacity_gib = timeline.capacity_bytes / internal::kBytesPerGiB;
+    const std::string label = fmt::format("capacity {} GiB", FormatNumber(capacity_gib, 3));
+    if (2 * gt.peak_bytes >= timeline.capacity_bytes) {
+      o.reference_y = capacity_gib;
+      if (o.reference_label.empty()) o.reference_label = label;
+    } else {
+      s.name += " (peak " + FormatNumber(gt.peak_bytes / internal::kBytesPerGiB, 3) + " GiB, " +
+                label + ")";
     }
   }
   return LineChartSvg(std::span<const ChartSeries>(&s, 1), o);

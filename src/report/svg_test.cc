@@ -105,6 +105,12 @@ TEST(LineChartSvg, DrawsOnePolylinePerSeriesAndRejectsBadInput) {
   EXPECT_EQ(XmlProblem(*svg), "");
   EXPECT_EQ(CountOccurrences(*svg, "class=\"series\""), 2);
   EXPECT_EQ(CountOccurrences(*svg, "<circle"), 6);
+  // Integer ticks only when asked.
+  EXPECT_THAT(*svg, HasSubstr(">0.2</text>"));
+  auto integer = LineChartSvg(series, {.x_integer_ticks = true});
+  ASSERT_TRUE(integer.ok());
+  EXPECT_THAT(*integer, Not(HasSubstr(">0.2</text>")));
+  EXPECT_THAT(*integer, HasSubstr(">1</text>"));
   EXPECT_EQ(CountOccurrences(*svg, "class=\"reference\""), 1);
   EXPECT_THAT(*svg, HasSubstr("b&lt;&amp;&gt;"));
 
@@ -119,13 +125,22 @@ TEST(LineChartSvg, DrawsOnePolylinePerSeriesAndRejectsBadInput) {
   EXPECT_EQ(XmlProblem(*empty), "");
 }
 
-TEST(MemoryCurveSvg, StepChartWithCapacityLine) {
-  const testing::SmallCase c = testing::MakeSmallCase();
+TEST(MemoryCurveSvg, StepChartWithCapacityLineWhenThePeakComesClose) {
+  testing::SmallCase c = testing::MakeSmallCase();
+  // Peak 5 GiB of 80: the capacity is only named, the axis fits the curve.
+  auto far = MemoryCurveSvg(c.graph, c.timeline, 1);
+  ASSERT_TRUE(far.ok()) << far.status().ToString();
+  EXPECT_EQ(XmlProblem(*far), "");
+  EXPECT_THAT(*far, HasSubstr("llm/pp1 memory (peak 5 GiB, capacity 80 GiB)"));
+  EXPECT_EQ(CountOccurrences(*far, "class=\"reference\""), 0);
+  // Peak 5 GiB of 8: a dashed capacity line.
+  c.timeline.capacity_bytes = 8 * testing::kGiB;
   auto svg = MemoryCurveSvg(c.graph, c.timeline, 1);
   ASSERT_TRUE(svg.ok()) << svg.status().ToString();
   EXPECT_EQ(XmlProblem(*svg), "");
   EXPECT_EQ(CountOccurrences(*svg, "class=\"series\""), 1);
-  EXPECT_THAT(*svg, HasSubstr("capacity 80 GiB"));
+  EXPECT_EQ(CountOccurrences(*svg, "class=\"reference\""), 1);
+  EXPECT_THAT(*svg, HasSubstr("capacity 8 GiB"));
   EXPECT_THAT(*svg, HasSubstr("llm/pp1 memory"));
   // Staircase: 4 points + hold to the end, each after the first doubled.
   const size_t points = svg->find("points=\"");

@@ -46,6 +46,7 @@ struct LineChartOptions {
   bool step = false;            // staircase (a value holds until the next point), e.g. memory
   bool y_from_zero = true;      // y axis starts at 0; false = fit to the data with a margin
   bool markers = true;          // a dot per point (dropped above 60 points per series)
+  bool x_integer_ticks = false; // x ticks on whole numbers only (e.g. iteration indices)
   double reference_y = 0;       // horizontal dashed line when > 0 (e.g. GPU capacity)
   std::string reference_label = {};
 };
@@ -55,9 +56,10 @@ struct LineChartOptions {
 StatusOr<std::string> LineChartSvg(std::span<const ChartSeries> series,
                                    const LineChartOptions& options = {});
 
-// The memory curve (GiB per GPU over time in ms) of one group as a step chart, with the GPU
-// capacity as a reference line when the timeline knows it. Fails when the group does not exist
-// or has no recorded curve.
+// The memory curve (GiB per GPU over time) of one group as a step chart from 0 GiB. The GPU
+// capacity (when the timeline knows it and options.reference_y is 0) is drawn as a reference
+// line if the peak reaches half of it; below that it is only named in the legend, so the
+// curve's shape stays visible. Fails when the group does not exist or has no recorded curve.
 StatusOr<std::string> MemoryCurveSvg(const graph::StageGraph& graph,
                                      const sim::Timeline& timeline,
                                      graph::GroupId group,
