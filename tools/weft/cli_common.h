@@ -18,6 +18,7 @@ Status WriteFileAtomically(const std::string& path, const std::string& content);
 
 // Each subcommand file defines one Register function; the callback stores its exit code.
 // (one Register<Name>Command(CLI::App& app, int& exit_code) per subcommand file; main.cc calls each)
+void RegisterCostCommand(CLI::App& app, int& exit_code);
 void RegisterDataCommand(CLI::App& app, int& exit_code);
 void RegisterPresetsCommand(CLI::App& app, int& exit_code);
 

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "weft 0.1.0");
   int exit_code = 0;
+  weft::cli::RegisterCostCommand(app, exit_code);
   weft::cli::RegisterDataCommand(app, exit_code);
   weft::cli::RegisterPresetsCommand(app, exit_code);
   try {
