@@ -79,7 +79,8 @@ StatusOr<json> ChromeTrace(const graph::StageGraph& graph,
                                 group.first_gpu + group.num_gpus - 1, group.dp)}}));
     events.push_back(Metadata("thread_name", pid, kComputeTid, {{"name", "compute"}}));
     events.push_back(Metadata("thread_sort_index", pid, kComputeTid, {{"sort_index", 0}}));
-    if (options.include_group_tail) {
+    const sim::GroupTimeline& tail = timeline.groups[g];
+    if (options.include_group_tail && (tail.grad_sync_s > 0 || tail.optimizer_s > 0)) {
       events.push_back(Metadata("thread_name", pid, kTailTid, {{"name", "dp-sync/optimizer"}}));
       events.push_back(Metadata("thread_sort_index", pid, kTailTid, {{"sort_index", 1}}));
     }
