@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "weft/plan/plan_json.h"
 #include "weft/plan/torch_export.h"
@@ -356,6 +360,62 @@ TEST(CompilePlan, ShapesFallBackToOneDimensionWhenHiddenDoesNotDivide) {
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->ranks[0].buffers[0].tensor, (TensorSpec{{250}, DType::kFp32}));
   EXPECT_TRUE(ValidatePlan(*plan).ok());
+}
+
+}  // namespace
+}  // namespace weft::plan
+
+namespace weft::plan {
+namespace {
+
+// The CSV files that python/tests/test_torch_csv.py loads with torch's own loader and checks
+// with torch's validator and simulator. They must equal what the exporter writes today;
+// regenerate with WEFT_REGENERATE_GOLDEN=1 build/<dir>/weft_plan_test.
+TEST(TorchCsvGolden, FixturesForTorchsLoaderMatchTheExporter) {
+  struct Golden {
+    const char* file;
+    ScheduleKind kind;
+    int v;
+    bool split;
+    TorchCsvFormat format;
+  };
+  const Golden cases[] = {
+      {"1f1b_p4_m8.csv", ScheduleKind::kOneFOneB, 1, false, TorchCsvFormat::kComputeComms},
+      {"1f1b_p4_m8_compute_only.csv", ScheduleKind::kOneFOneB, 1, false,
+       TorchCsvFormat::kComputeOnly},
+      {"gpipe_p4_m8.csv", ScheduleKind::kGPipe, 1, false, TorchCsvFormat::kComputeComms},
+      {"interleaved_p4_v2_m8.csv", ScheduleKind::kInterleavedOneFOneB, 2, false,
+       TorchCsvFormat::kComputeComms},
+      {"zbh1_p4_m8.csv", ScheduleKind::kZeroBubbleH1, 1, true, TorchCsvFormat::kComputeComms},
+  };
+  const bool regenerate = std::getenv("WEFT_REGENERATE_GOLDEN") != nullptr;
+  for (const Golden& g : cases) {
+    Compiled c = CompileRule(4, g.v, 8, g.kind, g.split);
+    auto csv = ExportTorchCsv(c.plan, {.format = g.format});
+    ASSERT_TRUE(csv.ok()) << g.file << ": " << csv.status().ToString();
+    const std::string path = std::string(WEFT_SOURCE_DIR) + "/python/tests/data/" + g.file;
+    if (regenerate) {
+      std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+      std::ofstream(path) << *csv;
+      continue;
+    }
+    std::ifstream in(path);
+    ASSERT_TRUE(in) << path << " missing; run with WEFT_REGENERATE_GOLDEN=1";
+    std::stringstream want;
+    want << in.rdbuf();
+    EXPECT_EQ(*csv, want.str()) << path;
+  }
+  // A small compiled plan for the CLI checks (weft validate / weft export).
+  Compiled small = CompileRule(2, 1, 4, ScheduleKind::kOneFOneB, false);
+  const std::string json_path =
+      std::string(WEFT_SOURCE_DIR) + "/python/tests/data/1f1b_p2_m4.plan.json";
+  if (regenerate) {
+    std::ofstream(json_path) << PlanToJson(small.plan);
+  } else {
+    auto stored = ReadPlanFile(json_path);
+    ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+    EXPECT_EQ(*stored, small.plan);
+  }
 }
 
 }  // namespace

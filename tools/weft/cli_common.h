@@ -21,5 +21,7 @@ Status WriteFileAtomically(const std::string& path, const std::string& content);
 void RegisterCostCommand(CLI::App& app, int& exit_code);
 void RegisterDataCommand(CLI::App& app, int& exit_code);
 void RegisterPresetsCommand(CLI::App& app, int& exit_code);
+void RegisterValidateCommand(CLI::App& app, int& exit_code);
+void RegisterExportCommand(CLI::App& app, int& exit_code);
 
 }  // namespace weft::cli

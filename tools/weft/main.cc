@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   weft::cli::RegisterCostCommand(app, exit_code);
   weft::cli::RegisterDataCommand(app, exit_code);
   weft::cli::RegisterPresetsCommand(app, exit_code);
+  weft::cli::RegisterValidateCommand(app, exit_code);
+  weft::cli::RegisterExportCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
