@@ -137,7 +137,9 @@ TEST(ChromeTrace, RealSimulatedPipelineCountsMatchTheTimeline) {
   // Every complete event lies inside the iteration; no tail track where there is no tail (dp 1,
   // no optimizer bytes).
   for (const json& e : (*trace)["traceEvents"]) {
-    if (e["ph"] == "M" && e["name"] == "thread_name") EXPECT_NE(e["args"]["name"], "dp-sync/optimizer");
+    if (e["ph"] == "M" && e["name"] == "thread_name") {
+      EXPECT_NE(e["args"]["name"], "dp-sync/optimizer");
+    }
     if (e["ph"] != "X") continue;
     EXPECT_GE(e["ts"].get<double>(), 0);
     EXPECT_GE(e["dur"].get<double>(), 0);
