@@ -1,0 +1,73 @@
+#pragma once
+// Pieces shared by the rule-based strategies: layer-chain placements and per-replica planning.
+// Thread-safety: pure functions.
+#include <functional>
+#include <vector>
+
+#include "weft/common/status.h"
+#include "weft/sched/schedule.h"
+#include "weft/sim/simulator.h"
+#include "weft/sim/timeline.h"
+#include "weft/strategy/graph_builder.h"
+#include "weft/strategy/strategy.h"
+
+namespace weft::strategy {
+
+// Weight of a layer unit for partitioning.
+enum class UnitWeight {
+  kParameters,      // Megatron users: balance parameter counts
+  kForwardLatency,  // Cornstarch's colocated baseline: forward time (backward assumed 2×)
+  kStepLatency,     // fwd + bwd latency under the frozen-status rule (nnScaler, Cornstarch)
+};
+
+// Per-unit weights of `units` for a representative microbatch shape of each module (the mean
+// microbatch of `job.profile_batches`; parameters need no data).
+StatusOr<std::vector<double>> UnitWeights(const Job& job, const std::vector<LayerUnit>& units,
+                                          UnitWeight weight);
+
+// Partitions the chain of `modules` (topological order) into `parts` contiguous parts by
+// min–max of the weights and maps part k to group k % P, slot k / P.
+StatusOr<Placement> ChainPlacement(const Job& job, const std::vector<int>& modules, int parts,
+                                   UnitWeight weight);
+
+// Parallel sizes per module from the job (defaults where the job has none).
+std::vector<spec::ModuleParallel> ModuleParallels(const Job& job);
+
+using ScheduleFn = std::function<StatusOr<sched::Schedule>(const graph::StageGraph&)>;
+
+// Splits the batch over DP replicas and microbatches, builds one graph per replica with the
+// static plan's options and orders it with `schedule`.
+StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
+                                     const spec::Batch& batch, const ScheduleFn& schedule);
+
+// Simulates every replica of an iteration plan. The iteration time is the slowest replica's.
+struct IterationEvaluation {
+  std::vector<sim::Timeline> timelines;  // per replica
+  int slowest_replica = 0;
+  double iteration_time_s = 0;
+  double lower_bound_s = 0;       // max over replicas
+  double bubble_ratio = 0;        // of the slowest replica
+  double mfu = 0;                 // all replicas' model FLOPs over all GPUs
+  double samples_per_s = 0;
+  double tokens_per_s = 0;
+  int64_t peak_memory_bytes = 0;  // max over replicas and groups
+  bool oom = false;
+};
+StatusOr<IterationEvaluation> EvaluateIteration(const Job& job, const IterationPlan& plan,
+                                                const sim::SimOptions& options = {});
+
+// Plans and simulates one iteration. Rule-based strategies leave memory to the user, who turns
+// on recomputation when a run does not fit: when the plan runs out of memory and the static plan
+// asks for no recomputation, the iteration is re-planned with selective, then full
+// recomputation of every module (the first that fits is kept; `recompute_used` says which).
+struct PlannedIteration {
+  IterationPlan plan;
+  IterationEvaluation evaluation;
+  cost::Recompute recompute_used = cost::Recompute::kNone;
+};
+StatusOr<PlannedIteration> PlanAndEvaluate(const Strategy& strategy, const Job& job,
+                                           const StaticPlan& plan, const spec::Batch& batch,
+                                           const PlanBudget& budget,
+                                           const sim::SimOptions& options = {});
+
+}  // namespace weft::strategy

@@ -1,0 +1,77 @@
+#pragma once
+// Setting up a Job from names (model, cluster, GPUs, data) and running a strategy comparison:
+// what `weft compare` and `weft simulate` do, as a library call.
+// Thread-safety: functions are reentrant; results are value types.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "weft/common/status.h"
+#include "weft/cost/cost_model.h"
+#include "weft/report/comparison.h"
+#include "weft/sim/timeline.h"
+#include "weft/spec/preset.h"
+#include "weft/strategy/strategy.h"
+
+namespace weft::strategy {
+
+struct JobOptions {
+  std::string model = "vlm-s";     // preset name or YAML/JSON path
+  std::string cluster;             // preset name or path; "" = the model's setup cluster
+  int gpus = 0;                    // total GPUs; 0 = the model's setup
+  std::string data;                // generator profile or data file; "" = the setup's profile
+  int sequences_per_batch = 0;     // packed sequences per global batch; 0 = 2·P·m·DP default
+  int num_microbatches = 0;        // per DP replica; 0 = setup's, else 2·P
+  int context_tokens = 0;          // 0 = the setup's (8192 when unset)
+  uint64_t seed = 1;
+  int profile_batches = 2;         // batches the static strategies may look at
+};
+
+// An owned Job with its cost model and where it came from.
+struct JobSetup {
+  Job job;
+  std::unique_ptr<cost::CostModel> cost_model;  // job.cost_model points here
+  std::string model_name, cluster_name, data_name;
+  int context_tokens = 8192;
+  int sequences_per_batch = 0;
+  std::string notes;  // given vs used
+};
+StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options);
+
+// Global batches for iterations [first, first + count): a generator profile draws fresh samples
+// per iteration (iteration mixed into the seed); a file is read once and cut into batches, cycled.
+StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, int64_t first,
+                                                        int count);
+
+struct CompareOptions {
+  JobOptions job;
+  int iterations = 10;
+  std::vector<std::string> strategies;  // empty = all registered
+  std::string baseline = "megatron-1f1b";
+  PlanBudget budget;
+  int keep_timeline_of_iteration = -1;  // iteration whose graph+timeline is kept (-1 = last)
+  // Called after each (strategy, iteration) with a one-line progress message.
+  std::function<void(const std::string&)> progress;
+};
+
+// A kept graph + timeline of one iteration of one strategy (for traces and the HTML report).
+struct KeptTimeline {
+  std::string strategy;
+  int iteration = 0;
+  graph::StageGraph graph;
+  sim::Timeline timeline;
+};
+
+struct CompareRun {
+  report::Comparison comparison;
+  std::vector<KeptTimeline> timelines;  // one per strategy that succeeded
+  std::vector<std::string> static_plans;  // per strategy: its static plan description or error
+};
+
+// Runs every strategy on the same batches. A strategy that fails on this input gets an error
+// entry (the run goes on); a bad job (unknown model, malformed file) fails the call.
+StatusOr<CompareRun> RunComparison(const CompareOptions& options);
+
+}  // namespace weft::strategy

@@ -1,0 +1,128 @@
+#pragma once
+// The Strategy interface every system implements (strategy/<system>/), the Job it plans for,
+// and the Placement / IterationPlan types it produces.
+//
+//   auto strategy = strategy::MakeStrategy("megatron-1f1b");
+//   auto fixed = (*strategy)->Prepare(job);                    // once per job
+//   auto plan = (*strategy)->PlanIteration(job, *fixed, batch); // per global batch
+//
+// Thread-safety: strategies are immutable after construction; Prepare and PlanIteration are
+// const and may run concurrently for different batches (the CostModel is thread-safe).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/common/status.h"
+#include "weft/cost/cost_model.h"
+#include "weft/data/workload.h"
+#include "weft/graph/stage_graph.h"
+#include "weft/sched/schedule.h"
+#include "weft/spec/cluster.h"
+#include "weft/spec/model.h"
+#include "weft/spec/parallel.h"
+#include "weft/spec/workload.h"
+
+namespace weft::strategy {
+
+// What is planned: model, cluster (already sized to the GPUs used), parallel sizes, data knobs.
+// Owned by the caller; strategies keep no pointer to it beyond a call.
+struct Job {
+  spec::ModelSpec model;
+  spec::ClusterSpec cluster;
+  // tp/dp/cp per module and the pipeline size: the LLM backbone's `pp` is the number of pipeline
+  // ranks P every chain strategy uses; num_microbatches per DP replica.
+  spec::ParallelConfig parallel;
+  data::WorkloadOptions workload;
+  // Batches a static strategy may look at before training (nnscaler's representative batch).
+  std::vector<spec::Batch> profile_batches;
+  const cost::CostModel* cost_model = nullptr;  // required; must outlive the calls
+  uint64_t seed = 1;
+
+  // P: pipeline ranks (the first kLlm module's pp, else the largest pp).
+  int PipelineSize() const;
+  // DP replicas of the pipeline (the first kLlm module's dp).
+  int DataParallelSize() const;
+  Status Validate() const;
+};
+
+// Consecutive layers of one module on one device group.
+struct Chunk {
+  int module = 0;
+  int first_layer = 0;
+  int num_layers = 0;
+  graph::GroupId group = 0;
+  int chunk = 0;  // slot index on the group in data-flow order (graph::Stage::chunk)
+};
+
+// Where the model lives: device groups (pipeline ranks) and chunks. For each module its chunks
+// are listed in layer order. A module marked `replicated` has one full copy per group, each
+// feeding the consumer's chunk on the same group (Cornstarch's encoders-replicated baseline).
+struct Placement {
+  std::vector<graph::DeviceGroup> groups;
+  std::vector<Chunk> chunks;
+  std::vector<spec::ModuleParallel> parallel;  // indexed by module
+  std::vector<bool> replicated;                // indexed by module (empty = none)
+
+  std::vector<int> ChunksOf(int module) const;   // indices into `chunks`, layer order
+  bool IsReplicated(int module) const {
+    return module < static_cast<int>(replicated.size()) && replicated[module];
+  }
+  // "g0: vision[0,32) | g1: vision[32,63) llm[0,4) | ..." for reports.
+  std::string Describe(const spec::ModelSpec& model) const;
+  Status Validate(const spec::ModelSpec& model) const;
+};
+
+// Choices fixed once per job.
+struct StaticPlan {
+  Placement placement;
+  std::string description;  // one line: partition and schedule rule
+  // Per module: sub-microbatch size in instances (0 = whole microbatch), recompute strategy.
+  std::vector<int> sub_microbatch_size;
+  std::vector<cost::Recompute> recompute;
+  bool split_backward = false;  // B and W as separate stages (zero-bubble)
+};
+
+// One DP replica's stage graph and schedule.
+struct ReplicaPlan {
+  graph::StageGraph graph;
+  sched::Schedule schedule;
+  double samples = 0;  // samples and LLM tokens this replica trains on
+  double tokens = 0;
+};
+
+struct IterationPlan {
+  std::vector<ReplicaPlan> replicas;  // one per DP replica with its own data
+  double model_flops = 0;             // all replicas, per iteration
+  double plan_time_s = 0;             // wall time spent planning this iteration
+  std::string notes;                  // given vs used (e.g. microbatches reduced)
+};
+
+// Limits for per-iteration search (rule-based strategies ignore them).
+struct PlanBudget {
+  double time_budget_s = 1.0;
+  int64_t work_budget = 0;   // deterministic work units (0 = unlimited)
+  int threads = 1;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string_view Name() const = 0;
+  virtual std::string_view Description() const = 0;
+  // Once per job, before training.
+  virtual StatusOr<StaticPlan> Prepare(const Job& job) const = 0;
+  // Per iteration: stage graphs and schedules for one global batch.
+  virtual StatusOr<IterationPlan> PlanIteration(const Job& job,
+                                                const StaticPlan& plan,
+                                                const spec::Batch& batch,
+                                                const PlanBudget& budget = {}) const = 0;
+};
+
+// Names of all strategies, in the order `weft compare` lists them.
+std::vector<std::string> StrategyNames();
+// NotFound naming the known strategies for an unknown name.
+StatusOr<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name);
+
+}  // namespace weft::strategy

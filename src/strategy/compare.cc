@@ -1,0 +1,260 @@
+#include "weft/strategy/compare.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "weft/data/generators.h"
+#include "weft/data/packing.h"
+#include "weft/data/readers.h"
+#include "weft/data/workload.h"
+#include "weft/strategy/common.h"
+
+namespace weft::strategy {
+namespace {
+
+bool IsGeneratorProfile(std::string_view name) {
+  for (auto p : data::GeneratorProfileNames()) {
+    if (p == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
+  auto setup = std::make_unique<JobSetup>();
+  WEFT_ASSIGN_OR_RETURN(spec::ModelPreset preset, spec::LoadModel(options.model));
+  setup->model_name = options.model;
+  const spec::TrainingSetup training = preset.setup.value_or(spec::TrainingSetup{});
+  std::string cluster_name = !options.cluster.empty() ? options.cluster : training.cluster;
+  if (cluster_name.empty()) {
+    return InvalidArgumentError("--cluster: model '" + options.model +
+                                "' has no setup cluster; name one (e.g. --cluster h800)");
+  }
+  WEFT_ASSIGN_OR_RETURN(spec::ClusterSpec cluster, spec::LoadCluster(cluster_name));
+  setup->cluster_name = cluster_name;
+  const int gpus = options.gpus > 0 ? options.gpus
+                   : training.gpus > 0 ? training.gpus
+                                       : cluster.TotalGpus();
+  WEFT_ASSIGN_OR_RETURN(cluster, cluster.WithTotalGpus(gpus));
+
+  Job& job = setup->job;
+  job.model = std::move(preset.model);
+  job.cluster = cluster;
+  job.parallel = training.parallel;
+  job.seed = options.seed;
+  // The backbone's TP·PP·CP fixes one replica; DP fills the GPUs.
+  const int llm = data::FirstLlmModule(job.model);
+  if (llm < 0) return FailedPreconditionError("model '" + options.model + "' has no llm module");
+  spec::ModuleParallel lp = job.parallel.For(job.model.modules[llm].name);
+  const int replica = lp.tp * lp.pp * lp.cp;
+  if (gpus < replica) {
+    return FailedPreconditionError("--gpus = " + std::to_string(gpus) + "; module '" +
+                                   job.model.modules[llm].name + "' needs tp·pp·cp = " +
+                                   std::to_string(replica) + " GPUs");
+  }
+  const int dp = gpus / replica;
+  if (gpus % replica != 0) {
+    setup->notes += std::to_string(gpus % replica) +
+                    " GPUs unused by pipeline replicas of tp·pp·cp = " + std::to_string(replica) +
+                    "; ";
+  }
+  if (dp != lp.dp) {
+    setup->notes += "dp set to " + std::to_string(dp) + " to fill " + std::to_string(gpus) +
+                    " GPUs; ";
+  }
+  // Every module uses the backbone's DP (one pipeline replica per DP rank).
+  std::vector<spec::ModuleParallel> entries;
+  for (const auto& m : job.model.modules) {
+    spec::ModuleParallel p = job.parallel.For(m.name);
+    p.module = m.name;
+    p.dp = dp;
+    if (&m == &job.model.modules[llm]) p.pp = lp.pp;
+    entries.push_back(p);
+  }
+  job.parallel.modules = entries;
+  const int p = lp.pp;
+  job.parallel.num_microbatches = options.num_microbatches > 0 ? options.num_microbatches
+                                  : training.parallel.num_microbatches > 1
+                                      ? training.parallel.num_microbatches
+                                      : 2 * p;
+  setup->context_tokens = options.context_tokens > 0   ? options.context_tokens
+                          : training.context_tokens > 0 ? training.context_tokens
+                                                        : 8192;
+  setup->sequences_per_batch =
+      options.sequences_per_batch > 0 ? options.sequences_per_batch
+      : training.global_batch_sequences > 0
+          ? training.global_batch_sequences
+          : job.parallel.num_microbatches * dp;
+  setup->data_name = !options.data.empty() ? options.data : training.data_profile;
+  if (setup->data_name.empty() || (!IsGeneratorProfile(setup->data_name) &&
+                                   !std::filesystem::exists(setup->data_name))) {
+    if (!options.data.empty()) {
+      std::string known;
+      for (auto n : data::GeneratorProfileNames()) known += (known.empty() ? "" : ", ") + std::string(n);
+      return NotFoundError("--data = '" + options.data +
+                           "'; neither a file nor a profile (profiles: " + known + ")");
+    }
+    setup->data_name = "mixed";
+  }
+  setup->cost_model = std::make_unique<cost::CostModel>(cluster);
+  job.cost_model = setup->cost_model.get();
+  WEFT_RETURN_IF_ERROR(job.Validate());
+  if (options.profile_batches > 0) {
+    // Representative batches come from the same distribution with another seed (data the
+    // static strategies see before training, not the batches they are measured on).
+    const uint64_t seed = job.seed;
+    job.seed = seed ^ 0x9e3779b97f4a7c15ULL;
+    auto profile = MakeIterationBatches(*setup, 0, options.profile_batches);
+    job.seed = seed;
+    if (!profile.ok()) return profile.status();
+    job.profile_batches = std::move(*profile);
+  }
+  return setup;
+}
+
+StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, int64_t first,
+                                                        int count) {
+  const Job& job = setup.job;
+  data::BatchingOptions batching;
+  batching.packing.context_tokens = setup.context_tokens;
+  batching.packing.workload = job.workload;
+  batching.sequences_per_batch = setup.sequences_per_batch;
+  std::vector<spec::Batch> out;
+  if (IsGeneratorProfile(setup.data_name)) {
+    for (int64_t it = first; it < first + count; ++it) {
+      int64_t n = 4LL * setup.sequences_per_batch;
+      for (int attempt = 0; attempt < 12; ++attempt, n *= 2) {
+        data::GeneratorOptions g;
+        g.num_samples = n;
+        g.seed = job.seed;
+        g.iteration = it;
+        g.context_tokens = setup.context_tokens;
+        WEFT_ASSIGN_OR_RETURN(auto samples, data::GenerateSamples(setup.data_name, g));
+        batching.first_iteration = it;
+        batching.drop_last = true;
+        WEFT_ASSIGN_OR_RETURN(auto batches, data::MakeBatches(job.model, samples, batching));
+        if (!batches.empty()) {
+          out.push_back(std::move(batches.front()));
+          out.back().iteration = it;
+          break;
+        }
+      }
+      if (static_cast<int64_t>(out.size()) != it - first + 1) {
+        return FailedPreconditionError("data profile '" + setup.data_name +
+                                       "' could not fill a batch of " +
+                                       std::to_string(setup.sequences_per_batch) + " sequences");
+      }
+    }
+    return out;
+  }
+  WEFT_ASSIGN_OR_RETURN(data::ReadResult read, data::ReadSamples(setup.data_name));
+  if (read.samples.empty()) {
+    return InvalidArgumentError(setup.data_name + ": no usable samples");
+  }
+  batching.drop_last = false;
+  WEFT_ASSIGN_OR_RETURN(auto batches, data::MakeBatches(job.model, read.samples, batching));
+  if (batches.empty()) return InvalidArgumentError(setup.data_name + ": no batch could be packed");
+  for (int64_t it = first; it < first + count; ++it) {
+    const int64_t n = static_cast<int64_t>(batches.size());
+    spec::Batch b = batches[((it % n) + n) % n];
+    b.iteration = it;
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
+  WEFT_ASSIGN_OR_RETURN(auto setup, MakeJobSetup(options.job));
+  if (options.iterations <= 0) {
+    return InvalidArgumentError("--iterations = " + std::to_string(options.iterations) +
+                                "; must be > 0");
+  }
+  std::vector<std::string> names =
+      options.strategies.empty() ? StrategyNames() : options.strategies;
+  std::vector<std::unique_ptr<Strategy>> strategies;
+  for (const auto& name : names) {
+    WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategy(name));
+    strategies.push_back(std::move(s));
+  }
+  WEFT_ASSIGN_OR_RETURN(auto batches, MakeIterationBatches(*setup, 0, options.iterations));
+  CompareRun run;
+  auto& cmp = run.comparison;
+  cmp.model = setup->model_name;
+  cmp.cluster = setup->cluster_name;
+  cmp.num_gpus = setup->job.cluster.TotalGpus();
+  cmp.data_profile = setup->data_name;
+  cmp.num_iterations = options.iterations;
+  if (std::find(names.begin(), names.end(), options.baseline) != names.end()) {
+    cmp.baseline = options.baseline;
+  }
+  const int keep = options.keep_timeline_of_iteration >= 0
+                       ? std::min(options.keep_timeline_of_iteration, options.iterations - 1)
+                       : options.iterations - 1;
+  for (const auto& strategy : strategies) {
+    report::StrategyResult result;
+    result.name = std::string(strategy->Name());
+    result.description = std::string(strategy->Description());
+    auto fixed = strategy->Prepare(setup->job);
+    if (!fixed.ok()) {
+      result.error = fixed.status().message();
+      run.static_plans.push_back(result.name + ": " + fixed.status().message());
+      cmp.strategies.push_back(std::move(result));
+      continue;
+    }
+    run.static_plans.push_back(result.name + ": " + fixed->description);
+    for (int it = 0; it < options.iterations; ++it) {
+      sim::SimOptions sim_options;
+      sim_options.record_transfers = it == keep;
+      sim_options.record_memory_curves = it == keep;
+      auto planned = PlanAndEvaluate(*strategy, setup->job, *fixed, batches[it], options.budget,
+                                     sim_options);
+      if (!planned.ok()) {
+        result.error = "iteration " + std::to_string(it) + ": " + planned.status().message();
+        break;
+      }
+      auto* plan = &planned->plan;
+      auto* eval = &planned->evaluation;
+      if (it == 0 && !plan->notes.empty()) {
+        run.static_plans.back() += " [" + plan->notes + "]";
+      }
+      report::IterationResult r;
+      r.iteration = it;
+      r.iteration_time_s = eval->iteration_time_s;
+      r.samples_per_s = eval->samples_per_s;
+      r.tokens_per_s = eval->tokens_per_s;
+      r.mfu = eval->mfu;
+      r.bubble_ratio = eval->bubble_ratio;
+      r.peak_memory_bytes = eval->peak_memory_bytes;
+      r.lower_bound_s = eval->lower_bound_s;
+      r.oom = eval->oom;
+      r.plan_time_s = plan->plan_time_s;
+      result.iterations.push_back(r);
+      if (it == keep) {
+        KeptTimeline kept;
+        kept.strategy = result.name;
+        kept.iteration = it;
+        kept.graph = std::move(plan->replicas[eval->slowest_replica].graph);
+        kept.timeline = std::move(eval->timelines[eval->slowest_replica]);
+        run.timelines.push_back(std::move(kept));
+      }
+      if (options.progress) {
+        options.progress(result.name + " iteration " + std::to_string(it) + ": " +
+                         std::to_string(r.iteration_time_s) + " s");
+      }
+    }
+    if (result.error) {
+      result.iterations.clear();
+      std::erase_if(run.timelines, [&](const KeptTimeline& k) { return k.strategy == result.name; });
+    }
+    cmp.strategies.push_back(std::move(result));
+  }
+  if (cmp.baseline.empty() == false) {
+    const int b = cmp.FindStrategy(cmp.baseline);
+    if (b < 0 || !cmp.strategies[b].ok()) cmp.baseline.clear();
+  }
+  return run;
+}
+
+}  // namespace weft::strategy

@@ -1,0 +1,26 @@
+#include "weft/strategy/registry.h"
+
+#include "weft/strategy/baselines.h"
+
+namespace weft::strategy::internal {
+
+const std::vector<RegistryEntry>& Registry() {
+  static const std::vector<RegistryEntry> kRegistry = {
+      {"megatron-1f1b",
+       [] { return MakeMegatronStrategy("megatron-1f1b", sched::ScheduleKind::kOneFOneB, 1); }},
+      {"megatron-vpp",
+       [] {
+         return MakeMegatronStrategy("megatron-vpp", sched::ScheduleKind::kInterleavedOneFOneB, 2);
+       }},
+      {"gpipe", [] { return MakeMegatronStrategy("gpipe", sched::ScheduleKind::kGPipe, 1); }},
+      {"zb-h1",
+       [] { return MakeMegatronStrategy("zb-h1", sched::ScheduleKind::kZeroBubbleH1, 1); }},
+      {"optimus", [] { return MakeOptimusStrategy(); }},
+      {"colocated", [] { return MakeColocatedStrategy(); }},
+      {"replicated", [] { return MakeReplicatedStrategy(); }},
+      {"nnscaler", [] { return MakeNnScalerStrategy(); }},
+  };
+  return kRegistry;
+}
+
+}  // namespace weft::strategy::internal

@@ -1,0 +1,193 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "weft/plan/compiler.h"
+#include "weft/plan/validator.h"
+#include "weft/sim/simulator.h"
+#include "weft/strategy/baselines.h"
+#include "weft/strategy/common.h"
+#include "weft/strategy/compare.h"
+#include "weft/strategy/graph_builder.h"
+#include "weft/strategy/module_sets.h"
+
+namespace weft::strategy {
+namespace {
+
+std::unique_ptr<JobSetup> MakeSetup(const std::string& model, const std::string& data = "mixed",
+                                int microbatches = 8) {
+  JobOptions o;
+  o.model = model;
+  o.data = data;
+  o.num_microbatches = microbatches;
+  auto setup = MakeJobSetup(o);
+  EXPECT_TRUE(setup.ok()) << setup.status().ToString();
+  return setup.ok() ? std::move(*setup) : nullptr;
+}
+
+TEST(SplitBatch, DealsSequencesToReplicasThenMicrobatches) {
+  spec::Batch batch;
+  batch.samples.resize(10);
+  auto split = SplitBatch(batch, 2, 3);
+  ASSERT_TRUE(split.ok());
+  ASSERT_EQ(split->replicas.size(), 2u);
+  EXPECT_EQ(split->microbatches_used, 3);
+  std::multiset<int> seen;
+  for (const auto& replica : split->replicas) {
+    ASSERT_EQ(replica.size(), 3u);
+    for (const auto& mb : replica) {
+      EXPECT_FALSE(mb.empty());
+      seen.insert(mb.begin(), mb.end());
+    }
+  }
+  EXPECT_EQ(seen.size(), 10u);
+  EXPECT_EQ(std::set<int>(seen.begin(), seen.end()).size(), 10u);
+}
+
+TEST(SplitBatch, UsesFewerMicrobatchesAndSaysSo) {
+  spec::Batch batch;
+  batch.samples.resize(4);
+  auto split = SplitBatch(batch, 2, 8);
+  ASSERT_TRUE(split.ok());
+  EXPECT_EQ(split->microbatches_used, 2);
+  EXPECT_NE(split->notes.find("asked 8 microbatches, used 2"), std::string::npos);
+  EXPECT_EQ(SplitBatch(batch, 5, 1).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(ChunksFromPartition, PartsSpanningModulesShareTheSlot) {
+  std::vector<LayerUnit> units = {{0, 0, 1}, {0, 1, 1}, {1, 0, 2}, {2, 0, 1}, {2, 1, 1}};
+  auto chunks = ChunksFromPartition(units, {0, 1, 3}, 3);
+  ASSERT_EQ(chunks.size(), 4u);
+  EXPECT_EQ(chunks[0].group, 0);
+  EXPECT_EQ(chunks[1].module, 0);
+  EXPECT_EQ(chunks[1].group, 1);
+  EXPECT_EQ(chunks[2].module, 1);
+  EXPECT_EQ(chunks[2].group, 1);
+  EXPECT_EQ(chunks[2].num_layers, 2);
+  EXPECT_EQ(chunks[3].group, 2);
+  EXPECT_EQ(chunks[3].num_layers, 2);
+  for (const auto& c : chunks) EXPECT_EQ(c.chunk, 0);
+  // Interleaved: 4 parts over 2 groups -> slots 0 and 1.
+  auto v = ChunksFromPartition(units, {0, 1, 3, 4}, 2);
+  EXPECT_EQ(v.back().group, 1);
+  EXPECT_EQ(v.back().chunk, 1);
+}
+
+TEST(SplitEncoderSide, VisionAndAudioAreEncodersOfTheLlm) {
+  auto setup = MakeSetup("tiny-valm");
+  ASSERT_NE(setup, nullptr);
+  auto sides = SplitEncoderSide(setup->job.model);
+  ASSERT_TRUE(sides.ok());
+  EXPECT_GE(sides->encoders.size(), 2u);
+  ASSERT_EQ(sides->backbone.size(), 1u);
+  EXPECT_EQ(setup->job.model.modules[sides->backbone[0]].kind, spec::ModuleKind::kLlm);
+}
+
+// Every baseline on every kind of model: plans build, simulate, never beat the lower bound, and
+// compile to execution plans that validate.
+class BaselineOnModel : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(BaselineOnModel, PlansSimulateAndValidate) {
+  const auto& [name, model] = GetParam();
+  auto setup = MakeSetup(model);
+  ASSERT_NE(setup, nullptr);
+  auto strategy = MakeStrategy(name);
+  ASSERT_TRUE(strategy.ok());
+  auto fixed = (*strategy)->Prepare(setup->job);
+  if (!fixed.ok()) {
+    // Only structural refusals are acceptable (e.g. optimus on a model without encoders).
+    EXPECT_EQ(fixed.status().code(), StatusCode::kFailedPrecondition) << fixed.status().ToString();
+    GTEST_SKIP() << fixed.status().message();
+  }
+  EXPECT_TRUE(fixed->placement.Validate(setup->job.model).ok());
+  auto batches = MakeIterationBatches(*setup, 0, 2);
+  ASSERT_TRUE(batches.ok()) << batches.status().ToString();
+  for (const auto& batch : *batches) {
+    auto plan = (*strategy)->PlanIteration(setup->job, *fixed, batch);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto eval = EvaluateIteration(setup->job, *plan);
+    ASSERT_TRUE(eval.ok()) << eval.status().ToString();
+    EXPECT_GT(eval->iteration_time_s, 0);
+    EXPECT_GE(eval->iteration_time_s, eval->lower_bound_s * (1 - 1e-9));
+    EXPECT_GT(eval->mfu, 0);
+    EXPECT_LT(eval->mfu, 1);
+    for (size_t r = 0; r < plan->replicas.size(); ++r) {
+      const auto& replica = plan->replicas[r];
+      auto compiled = plan::CompilePlan(replica.graph, replica.schedule, eval->timelines[r],
+                                        {.model = model, .strategy = name});
+      ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+      auto valid = plan::ValidatePlan(*compiled, {.check_memory = false});
+      EXPECT_TRUE(valid.ok()) << valid.status().ToString();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllBaselines, BaselineOnModel,
+    ::testing::Combine(::testing::Values("megatron-1f1b", "megatron-vpp", "gpipe", "zb-h1",
+                                         "optimus", "colocated", "replicated", "nnscaler"),
+                       ::testing::Values("vlm-s", "t2v-s", "tiny-valm")),
+    [](const auto& info) {
+      std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+      for (char& c : n) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      return n;
+    });
+
+TEST(BuildStageGraph, FanInFeedsTheLlmFromEveryEncoder) {
+  auto setup = MakeSetup("tiny-valm");
+  ASSERT_NE(setup, nullptr);
+  auto strategy = MakeStrategy("megatron-1f1b");
+  auto fixed = (*strategy)->Prepare(setup->job);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  auto batches = MakeIterationBatches(*setup, 0, 1);
+  ASSERT_TRUE(batches.ok());
+  auto plan = (*strategy)->PlanIteration(setup->job, *fixed, batches->front());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const auto& g = plan->replicas[0].graph;
+  // Some LLM forward stage has predecessors from two different encoder-side modules.
+  const int llm = *setup->job.model.FindModule("llm");
+  bool fan_in = false;
+  for (int s = 0; s < g.num_stages(); ++s) {
+    if (g.stage(s).module != llm || g.stage(s).pass != graph::Pass::kForward) continue;
+    std::set<int> from;
+    for (auto e : g.in_edges(s)) from.insert(g.stage(g.edge(e).from).module);
+    from.erase(llm);
+    if (from.size() >= 2) fan_in = true;
+  }
+  EXPECT_TRUE(fan_in);
+}
+
+TEST(Strategies, FrozenEncodersWithoutTrainableUpstreamHaveNoBackward) {
+  // cs-vlm-s: encoder and LLM frozen, projector trainable -> no backward for the encoder.
+  auto setup = MakeSetup("cs-vlm-s");
+  ASSERT_NE(setup, nullptr);
+  auto strategy = MakeStrategy("megatron-1f1b");
+  auto fixed = (*strategy)->Prepare(setup->job);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  auto batches = MakeIterationBatches(*setup, 0, 1);
+  ASSERT_TRUE(batches.ok());
+  auto plan = (*strategy)->PlanIteration(setup->job, *fixed, batches->front());
+  ASSERT_TRUE(plan.ok());
+  const auto& model = setup->job.model;
+  for (const auto& stage : plan->replicas[0].graph.stages()) {
+    const auto& m = model.modules[stage.module];
+    if (m.IsEncoder() && m.frozen) EXPECT_EQ(stage.pass, graph::Pass::kForward);
+  }
+}
+
+TEST(MakeJobSetup, BadInputNamesTheFlag) {
+  JobOptions o;
+  o.model = "no-such-model";
+  EXPECT_EQ(MakeJobSetup(o).status().code(), StatusCode::kNotFound);
+  o.model = "vlm-s";
+  o.data = "no-such-profile";
+  auto s = MakeJobSetup(o);
+  EXPECT_EQ(s.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(s.status().message().find("--data"), std::string::npos);
+  o.data = "mixed";
+  o.gpus = 8;  // vlm-s needs tp·pp = 16 GPUs per replica
+  EXPECT_EQ(MakeJobSetup(o).status().code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace weft::strategy
