@@ -35,15 +35,18 @@ $(VENV)/.stamp: requirements-dev.txt
 	@touch $@
 
 configure: $(BUILD_DIR)/build.ninja
-$(BUILD_DIR)/build.ninja: .deps-stamp CMakeLists.txt
-	cmake --preset default -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python
+$(BUILD_DIR)/build.ninja: .deps-stamp $(VENV)/.stamp CMakeLists.txt
+	cmake --preset default -DWEFT_BUILD_PYTHON=ON -DWEFT_PYTHON=$(CURDIR)/$(VENV)/bin/python
 
 build: deps venv configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # --- the two commands -----------------------------------------------------------------------------
+# The main job: VLM-S on 16 H800 GPUs, mixed data, 20 iterations, every strategy; writes
+# out/report.html (open it in a browser), out/compare.json and Perfetto traces in out/traces/.
 demo: build
-	$(BUILD_DIR)/weft demo
+	$(BUILD_DIR)/weft compare --model vlm-s --cluster h800 --gpus 16 --data mixed --iterations 20 \
+	  --report out/report.html --json out/compare.json --trace-dir out/traces
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

@@ -139,9 +139,17 @@ TEST(BuildStageGraph, FanInFeedsTheLlmFromEveryEncoder) {
   auto strategy = MakeStrategy("megatron-1f1b");
   auto fixed = (*strategy)->Prepare(setup->job);
   ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
-  auto batches = MakeIterationBatches(*setup, 0, 1);
-  ASSERT_TRUE(batches.ok());
-  auto plan = (*strategy)->PlanIteration(setup->job, *fixed, batches->front());
+  // Every sample has an image and an audio clip; one sequence per sample.
+  spec::Batch batch;
+  for (int i = 0; i < 8; ++i) {
+    spec::Sample sample;
+    sample.id = i;
+    sample.text_tokens = 20;
+    sample.images.push_back({.width_px = 64, .height_px = 64});
+    sample.audios.push_back({.duration_s = 1.0});
+    batch.samples.push_back(sample);
+  }
+  auto plan = (*strategy)->PlanIteration(setup->job, *fixed, batch);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const auto& g = plan->replicas[0].graph;
   // Some LLM forward stage has predecessors from two different encoder-side modules.
