@@ -23,5 +23,6 @@ void RegisterDataCommand(CLI::App& app, int& exit_code);
 void RegisterPresetsCommand(CLI::App& app, int& exit_code);
 void RegisterValidateCommand(CLI::App& app, int& exit_code);
 void RegisterExportCommand(CLI::App& app, int& exit_code);
+void RegisterCompareCommand(CLI::App& app, int& exit_code);
 
 }  // namespace weft::cli

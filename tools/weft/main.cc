@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   weft::cli::RegisterPresetsCommand(app, exit_code);
   weft::cli::RegisterValidateCommand(app, exit_code);
   weft::cli::RegisterExportCommand(app, exit_code);
+  weft::cli::RegisterCompareCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
