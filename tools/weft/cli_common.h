@@ -24,5 +24,7 @@ void RegisterPresetsCommand(CLI::App& app, int& exit_code);
 void RegisterValidateCommand(CLI::App& app, int& exit_code);
 void RegisterExportCommand(CLI::App& app, int& exit_code);
 void RegisterCompareCommand(CLI::App& app, int& exit_code);
+void RegisterSimulateCommand(CLI::App& app, int& exit_code);
+void RegisterPlanCommand(CLI::App& app, int& exit_code);
 
 }  // namespace weft::cli

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   weft::cli::RegisterValidateCommand(app, exit_code);
   weft::cli::RegisterExportCommand(app, exit_code);
   weft::cli::RegisterCompareCommand(app, exit_code);
+  weft::cli::RegisterSimulateCommand(app, exit_code);
+  weft::cli::RegisterPlanCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
