@@ -1,0 +1,191 @@
+// Bindings: planning one iteration with a strategy (plan JSON + simulated summary), simulate.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "weft/plan/compiler.h"
+#include "weft/plan/plan_json.h"
+#include "weft/plan/validator.h"
+#include "weft/strategy/common.h"
+#include "weft/strategy/compare.h"
+#include "weft/strategy/graph_builder.h"
+#include "weft/strategy/strategy.h"
+
+namespace weft::python {
+
+namespace {
+
+strategy::JobOptions MakeJobOptions(const std::string& model, const std::string& cluster,
+                                    int gpus, const std::string& data, int num_microbatches,
+                                    int sequences_per_batch, uint64_t seed) {
+  strategy::JobOptions o;
+  o.model = model;
+  o.cluster = cluster;
+  o.gpus = gpus;
+  o.data = data;
+  o.num_microbatches = num_microbatches;
+  o.sequences_per_batch = sequences_per_batch;
+  o.seed = seed;
+  return o;
+}
+
+void FillSummary(py::dict& d, const strategy::PlannedIteration& p) {
+  const auto& e = p.evaluation;
+  d["iteration_time_s"] = e.iteration_time_s;
+  d["lower_bound_s"] = e.lower_bound_s;
+  d["bubble_ratio"] = e.bubble_ratio;
+  d["mfu"] = e.mfu;
+  d["samples_per_s"] = e.samples_per_s;
+  d["tokens_per_s"] = e.tokens_per_s;
+  d["peak_memory_bytes"] = e.peak_memory_bytes;
+  d["oom"] = e.oom;
+  d["plan_time_s"] = p.plan.plan_time_s;
+  d["recompute_used"] = std::string(cost::RecomputeName(p.recompute_used));
+  d["notes"] = p.plan.notes;
+}
+
+// Everything computed without the GIL.
+struct PlanOutput {
+  std::unique_ptr<strategy::JobSetup> setup;
+  strategy::StaticPlan fixed;
+  spec::Batch batch;
+  strategy::PlannedIteration planned;
+  std::vector<std::vector<int>> microbatches;  // replica 0: sequence indices per microbatch
+  std::string plan_json;
+  std::string validation;
+};
+
+Status RunPlan(const std::string& strategy_name, const strategy::JobOptions& job,
+               int64_t iteration, double budget_s, PlanOutput& out) {
+  WEFT_ASSIGN_OR_RETURN(out.setup, strategy::MakeJobSetup(job));
+  WEFT_ASSIGN_OR_RETURN(auto s, strategy::MakeStrategy(strategy_name));
+  WEFT_ASSIGN_OR_RETURN(out.fixed, s->Prepare(out.setup->job));
+  WEFT_ASSIGN_OR_RETURN(auto batches, strategy::MakeIterationBatches(*out.setup, iteration, 1));
+  out.batch = batches.at(0);
+  strategy::PlanBudget budget;
+  budget.time_budget_s = budget_s;
+  WEFT_ASSIGN_OR_RETURN(out.planned, strategy::PlanAndEvaluate(*s, out.setup->job, out.fixed,
+                                                                out.batch, budget));
+  WEFT_ASSIGN_OR_RETURN(auto split,
+                        strategy::SplitBatch(out.batch, out.setup->job.DataParallelSize(),
+                                             out.setup->job.parallel.num_microbatches));
+  out.microbatches = split.replicas.at(0);
+  const auto& replica = out.planned.plan.replicas.at(0);
+  plan::CompileOptions c;
+  c.model = out.setup->model_name;
+  c.strategy = strategy_name;
+  c.iteration = iteration;
+  for (const auto& m : out.setup->job.model.modules) c.hidden_size_by_module.push_back(m.hidden_size);
+  WEFT_ASSIGN_OR_RETURN(auto compiled,
+                        plan::CompilePlan(replica.graph, replica.schedule,
+                                          out.planned.evaluation.timelines.at(0), c));
+  auto report = plan::ValidatePlan(compiled);
+  if (!report.ok()) {
+    return InternalError("compiled plan does not validate: " + report.status().message());
+  }
+  out.validation = report->BriefReport();
+  out.plan_json = plan::PlanToJson(compiled);
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterStrategy(py::module_& m) {
+  m.def("strategy_names", []() { return strategy::StrategyNames(); });
+  m.def(
+      "plan",
+      [](const std::string& strategy_name, const std::string& model, const std::string& cluster,
+         int gpus, const std::string& data, int64_t iteration, uint64_t seed,
+         int num_microbatches, int sequences_per_batch, double budget_s) {
+        auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
+                                  sequences_per_batch, seed);
+        PlanOutput out;
+        Status status;
+        {
+          py::gil_scoped_release release;
+          status = RunPlan(strategy_name, job, iteration, budget_s, out);
+        }
+        Check(status);
+        py::dict d;
+        d["strategy"] = strategy_name;
+        d["model"] = out.setup->model_name;
+        d["cluster"] = out.setup->cluster_name;
+        d["data"] = out.setup->data_name;
+        d["iteration"] = iteration;
+        d["description"] = out.fixed.description;
+        FillSummary(d, out.planned);
+        d["plan_json"] = out.plan_json;
+        d["validation"] = out.validation;
+        d["pipeline_size"] = out.setup->job.PipelineSize();
+        d["dp"] = out.setup->job.DataParallelSize();
+        d["num_microbatches"] = static_cast<int>(out.microbatches.size());
+        d["microbatches"] = out.microbatches;
+        d["batch"] = BatchToDict(out.batch);
+        py::list modules, chunks;
+        for (const auto& mod : out.setup->job.model.modules) modules.append(mod.name);
+        for (const auto& ch : out.fixed.placement.chunks) {
+          py::dict c;
+          c["module"] = ch.module;
+          c["module_name"] = out.setup->job.model.modules.at(ch.module).name;
+          c["first_layer"] = ch.first_layer;
+          c["num_layers"] = ch.num_layers;
+          c["group"] = ch.group;
+          c["chunk"] = ch.chunk;
+          chunks.append(c);
+        }
+        d["modules"] = modules;
+        d["chunks"] = chunks;
+        d["placement"] = out.fixed.placement.Describe(out.setup->job.model);
+        return d;
+      },
+      py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
+      py::arg("data") = "mixed", py::arg("iteration") = 0, py::arg("seed") = 1,
+      py::arg("num_microbatches") = 0, py::arg("sequences_per_batch") = 0,
+      py::arg("budget_s") = 1.0,
+      "Plans and simulates one iteration; returns the compiled, validated plan of replica 0 "
+      "(plan_json), the simulated summary (iteration_time_s, mfu, bubble_ratio, ...), the "
+      "placement chunks, the batch and replica 0's microbatches (sequence indices).");
+  m.def(
+      "simulate",
+      [](const std::string& strategy_name, const std::string& model, const std::string& cluster,
+         int gpus, const std::string& data, int64_t first_iteration, int iterations,
+         uint64_t seed, double budget_s) {
+        if (iterations <= 0) {
+          throw py::value_error("iterations = " + std::to_string(iterations) + "; must be > 0");
+        }
+        auto job = MakeJobOptions(model, cluster, gpus, data, 0, 0, seed);
+        std::vector<strategy::PlannedIteration> results;
+        Status status = [&]() -> Status {
+          py::gil_scoped_release release;
+          WEFT_ASSIGN_OR_RETURN(auto setup, strategy::MakeJobSetup(job));
+          WEFT_ASSIGN_OR_RETURN(auto s, strategy::MakeStrategy(strategy_name));
+          WEFT_ASSIGN_OR_RETURN(auto fixed, s->Prepare(setup->job));
+          WEFT_ASSIGN_OR_RETURN(auto batches,
+                                strategy::MakeIterationBatches(*setup, first_iteration, iterations));
+          strategy::PlanBudget budget;
+          budget.time_budget_s = budget_s;
+          for (const auto& batch : batches) {
+            WEFT_ASSIGN_OR_RETURN(auto p,
+                                  strategy::PlanAndEvaluate(*s, setup->job, fixed, batch, budget));
+            results.push_back(std::move(p));
+          }
+          return OkStatus();
+        }();
+        Check(status);
+        py::list out;
+        for (size_t i = 0; i < results.size(); ++i) {
+          py::dict d;
+          d["iteration"] = first_iteration + static_cast<int64_t>(i);
+          FillSummary(d, results[i]);
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
+      py::arg("data") = "mixed", py::arg("first_iteration") = 0, py::arg("iterations") = 1,
+      py::arg("seed") = 1, py::arg("budget_s") = 1.0,
+      "Plans and simulates K iterations; list of summaries (no plans).");
+}
+
+}  // namespace weft::python

@@ -1,0 +1,74 @@
+"""Tests of the _weft bindings (spec, data, cost, strategy, plan)."""
+import json
+
+import pytest
+
+import weft
+
+
+def test_presets_list_models_and_clusters():
+    names = {p["name"] for p in weft.list_presets("model")}
+    assert "tiny-vlm" in names
+    assert all(p["kind"] == "cluster" for p in weft.list_presets("cluster"))
+    with pytest.raises(ValueError, match="kind"):
+        weft.list_presets("nope")
+
+
+def test_load_model_gives_modules_and_setup():
+    m = weft.load_model("tiny-vlm")
+    assert [x["name"] for x in m["modules"]] == ["vision", "projector", "llm"]
+    assert m["modules"][2]["hidden_size"] == 64
+    assert m["setup"]["gpus"] == 2
+    assert ("vision", "projector") in m["edges"]
+
+
+def test_unknown_model_raises_value_error_with_message():
+    with pytest.raises(ValueError, match="no-such-model"):
+        weft.load_model("no-such-model")
+
+
+def test_generate_and_pack_samples():
+    samples = weft.generate_samples("coco-llava", num_samples=6, seed=3)
+    assert len(samples) == 6 and all(len(s["images"]) >= 1 for s in samples)
+    assert samples == weft.generate_samples("coco-llava", num_samples=6, seed=3)
+    batch = weft.pack("tiny-vlm", samples, context_tokens=128)
+    assert batch["sequences"]
+    assert all(q["llm_tokens"] <= 128 for q in batch["sequences"])
+    workload = weft.module_workload("tiny-vlm", "vision", batch, [0])
+    # 56 px images cut into 14 px patches: 16 patch tokens each.
+    assert workload and all(seg == [16] for seg in workload)
+
+
+def test_chunk_cost_scales_with_layers():
+    one = weft.chunk_cost("tiny-vlm", "llm", 0, 1, 128)
+    three = weft.chunk_cost("tiny-vlm", "llm", 1, 3, 128)
+    assert one["forward_s"] > 0 and three["forward_s"] > one["forward_s"]
+    assert weft.layer_cost("tiny-vlm", "llm", 1, 128)["ops"]
+
+
+def test_plan_returns_valid_plan_and_summary():
+    r = weft.plan("megatron-1f1b", "tiny-vlm", data="coco-llava")
+    assert r["pipeline_size"] == 2 and r["num_microbatches"] == 4
+    assert r["iteration_time_s"] > 0 and 0 < r["mfu"] < 1 and 0 <= r["bubble_ratio"] < 1
+    plan = json.loads(r["plan_json"])
+    assert plan["schema"] == "weft.plan/v1" and len(plan["ranks"]) == 2
+    assert weft.validate_plan(r["plan_json"])["brief"].startswith("valid plan")
+    assert sum(c["num_layers"] for c in r["chunks"] if c["module_name"] == "llm") == 4
+
+
+def test_validate_plan_names_rank_and_action_of_a_broken_plan():
+    plan = json.loads(weft.plan("gpipe", "tiny-vlm", data="coco-llava")["plan_json"])
+    actions = plan["ranks"][1]["actions"]
+    i = next(k for k, a in enumerate(actions) if a["op"] == "irecv")
+    del actions[i]
+    with pytest.raises(ValueError, match=r"rank \d action \d+"):
+        weft.validate_plan(json.dumps(plan))
+
+
+def test_simulate_gives_one_summary_per_iteration():
+    out = weft.simulate("gpipe", "tiny-vlm", data="coco-llava", iterations=2)
+    assert [o["iteration"] for o in out] == [0, 1]
+    with pytest.raises(ValueError, match="iterations"):
+        weft.simulate("gpipe", "tiny-vlm", iterations=0)
+    with pytest.raises(ValueError):
+        weft.plan("no-such-strategy", "tiny-vlm")
