@@ -1,0 +1,63 @@
+"""Runtime: executing weft plans on 2 worker processes equals a single-process reference."""
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from weft.runtime.executor import PlanExecutionError, run_plans  # noqa: E402
+from weft.runtime.harness import max_relative_error, plan_jobs, reference  # noqa: E402
+
+import weft  # noqa: E402
+
+
+@pytest.mark.parametrize("strategy", ["megatron-1f1b", "gpipe", "zb-h1"])
+def test_plan_execution_matches_single_process_reference(strategy):
+    first, jobs = plan_jobs(strategy, iterations=2)
+    assert first["pipeline_size"] == 2
+    runs = run_plans(weft.load_model("tiny-vlm"), first["chunks"], jobs, 2, timeout_s=20)
+    ref = reference("tiny-vlm", first["chunks"], jobs)
+    assert len(runs) == 2
+    for got, want in zip(runs, ref):
+        assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
+        assert len(got["grads"]) == len(want["grads"]) > 10
+        assert max_relative_error(got["grads"], want["grads"]) < 1e-5
+    # The SGD step between iterations changes the loss of the second batch's model.
+    assert runs[0]["loss"] != runs[1]["loss"]
+
+
+def _broken(remove_op=None, move=None):
+    first, jobs = plan_jobs("megatron-1f1b", iterations=1)
+    plan = copy.deepcopy(jobs[0]["plan"])
+    actions = plan["ranks"][1]["actions"]
+    if remove_op:
+        del actions[next(i for i, a in enumerate(actions) if a["op"] == remove_op)]
+    if move:
+        rank, op = move  # move the first `op` of `rank` to the front of its list
+        acts = plan["ranks"][rank]["actions"]
+        acts.insert(0, acts.pop(next(i for i, a in enumerate(acts) if a["op"] == op)))
+    jobs[0]["plan"] = plan
+    return first, jobs
+
+
+def test_missing_irecv_fails_naming_rank_action_and_peer():
+    first, jobs = _broken(remove_op="irecv")
+    with pytest.raises(PlanExecutionError,
+                       match=r"rank 1 action \d+ \(wait_recv buf \d+ from rank 0\): no irecv"):
+        run_plans(weft.load_model("tiny-vlm"), first["chunks"], jobs, 2, timeout_s=3)
+
+
+def test_wrong_order_deadlock_times_out_naming_both_ranks():
+    # Rank 0 waits for a backward gradient before it sends any activation: both ranks wait.
+    first, jobs = _broken(move=(0, "wait_recv"))
+    plan = jobs[0]["plan"]
+    # The moved wait has no irecv before it: post its irecv first so it truly blocks.
+    acts = plan["ranks"][0]["actions"]
+    irecv = next(i for i, a in enumerate(acts)
+                 if a["op"] == "irecv" and a["buffer"] == acts[0]["buffer"])
+    acts.insert(0, acts.pop(irecv))
+    with pytest.raises(PlanExecutionError) as e:
+        run_plans(weft.load_model("tiny-vlm"), first["chunks"], jobs, 2, timeout_s=3)
+    msg = str(e.value)
+    assert "rank 0 action 1 (wait_recv" in msg and "timed out after 3 s" in msg
+    assert "rank 1 action" in msg

@@ -1,0 +1,267 @@
+"""Executes weft execution plans (weft.plan/v1) with one worker process per pipeline rank.
+
+Each worker builds only the model chunks its rank holds, then runs its rank's actions in order:
+forward / backward / backward_input / backward_weight on chunks, isend / irecv of boundary
+buffers over torch.distributed (gloo on 127.0.0.1), wait_send / wait_recv (polled with a
+timeout, never hanging), free. Errors name the rank, the action index, the action and the peer.
+"""
+from __future__ import annotations
+
+import os
+import queue as queue_mod
+import socket
+import time
+import traceback
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from weft.runtime.model import MicrobatchData, ModuleChunk, batch_llm_tokens
+
+
+class PlanExecutionError(RuntimeError):
+    """A rank could not execute its plan (bad plan, timeout, shape mismatch)."""
+
+
+def describe(action: dict) -> str:
+    op = action["op"]
+    st = action.get("stage", {})
+    if op in ("forward", "backward", "backward_input", "backward_weight"):
+        sub = f".{st['sub']}" if st.get("sub") else ""
+        return f"{op} m{st['module']} c{st['chunk']} mb{st['mb']}{sub}"
+    if op in ("isend", "wait_send"):
+        return f"{op} buf {action['buffer']} to rank {action['peer']}"
+    if op in ("irecv", "wait_recv"):
+        return f"{op} buf {action['buffer']} from rank {action['peer']}"
+    return f"{op} buf {action['buffer']}"
+
+
+class RankExecutor:
+    """State of one rank across iterations: its chunks (parameters persist) and the SGD step."""
+
+    def __init__(self, rank: int, model: dict, chunks: list[dict], seed: int, lr: float,
+                 timeout_s: float):
+        self.rank, self.model, self.seed, self.lr, self.timeout_s = rank, model, seed, lr, timeout_s
+        self.chunks: dict[tuple[int, int], ModuleChunk] = {}
+        for c in chunks:
+            if c["group"] == rank:
+                self.chunks[(c["module"], c["chunk"])] = ModuleChunk(
+                    model, c["module"], c["first_layer"], c["num_layers"], seed)
+
+    def params(self) -> dict[str, torch.nn.Parameter]:
+        out = {}
+        for chunk in self.chunks.values():
+            out.update(chunk.parameter_names())
+        return out
+
+    def _fail(self, index: int, action: dict, why: str):
+        raise PlanExecutionError(f"rank {self.rank} action {index} ({describe(action)}): {why}")
+
+    def _wait(self, index: int, action: dict, work) -> None:
+        # gloo's p2p works report completion only through wait(); wait with a timeout.
+        try:
+            work.wait(timeout=timedelta(seconds=self.timeout_s))
+        except RuntimeError as e:
+            what = "no data from" if action["op"] == "wait_recv" else "no matching receive on"
+            self._fail(index, action, f"timed out after {self.timeout_s:g} s: {what} rank "
+                       f"{action['peer']} ({str(e).splitlines()[0][-60:]})")
+
+    def run_iteration(self, plan: dict, batch: dict, microbatches: list[list[int]]) -> dict:
+        rank_plan = plan["ranks"][self.rank]
+        specs = {b["id"]: b["shape"] for b in rank_plan["buffers"]}
+        denom = float(batch_llm_tokens(batch))
+        mb_data: dict[int, MicrobatchData] = {}
+        buffers: dict[int, torch.Tensor] = {}
+        sends: dict[int, object] = {}
+        recvs: dict[int, tuple[object, torch.Tensor]] = {}
+        saved: dict[tuple, tuple] = {}  # (inputs, output[, output grad])
+        loss = 0.0
+        for i, a in enumerate(rank_plan["actions"]):
+            op = a["op"]
+            st = a.get("stage", {})
+            key = (st.get("module"), st.get("chunk"), st.get("mb"), st.get("sub", 0))
+            if op == "forward":
+                chunk = self.chunks.get((st["module"], st["chunk"]))
+                if chunk is None:
+                    self._fail(i, a, "this rank holds no such chunk")
+                mb = st["mb"]
+                if mb not in mb_data:
+                    if mb >= len(microbatches):
+                        self._fail(i, a, f"microbatch {mb} not in the batch ({len(microbatches)})")
+                    mb_data[mb] = MicrobatchData(self.model, batch, microbatches[mb], self.seed,
+                                                 denom)
+                inputs = []
+                for b in a["inputs"]:
+                    if b not in buffers:
+                        self._fail(i, a, f"input buf {b} is not ready")
+                    inputs.append(buffers[b].detach().reshape(-1, buffers[b].shape[-1])
+                                  .requires_grad_())
+                out = chunk(inputs, mb_data[mb])
+                saved[key] = (inputs, out)
+                if out.dim() == 0:
+                    loss += float(out.detach())
+                for b in a["outputs"]:
+                    shape = specs[b]
+                    if out.numel() != torch.Size(shape).numel():
+                        self._fail(i, a, f"output has {list(out.shape)}; plan buf {b} is {shape}")
+                    buffers[b] = out.detach().reshape(shape)
+            elif op in ("backward", "backward_input", "backward_weight"):
+                if key not in saved:
+                    self._fail(i, a, "no forward of this stage ran before")
+                inputs, out = saved[key][:2]
+                grad = None
+                if op == "backward_weight" and len(saved[key]) == 3:
+                    grad = saved[key][2]  # the output gradient its backward_input consumed
+                elif out.dim() != 0:
+                    grads = []
+                    for b in a["inputs"]:
+                        if b not in buffers:
+                            self._fail(i, a, f"gradient buf {b} is not ready")
+                        grads.append(buffers[b].reshape(out.shape))
+                    if not grads:
+                        self._fail(i, a, "no output gradient among the inputs")
+                    grad = sum(grads)
+                if op == "backward_weight":
+                    params = list(self.chunks[(st["module"], st["chunk"])].parameters())
+                    pg = torch.autograd.grad(out, params, grad, allow_unused=True)
+                    for p, g in zip(params, pg):
+                        if g is not None:
+                            p.grad = g if p.grad is None else p.grad + g
+                    del saved[key]
+                    continue
+                if op == "backward_input":
+                    igrads = torch.autograd.grad(out, inputs, grad, retain_graph=True) \
+                        if inputs else []
+                    saved[key] = (inputs, out, grad)
+                else:
+                    out.backward(grad)
+                    igrads = [x.grad for x in inputs]
+                    del saved[key]
+                for b, g in zip(a["outputs"], igrads):
+                    buffers[b] = g.detach().reshape(specs[b])
+            elif op == "isend":
+                b = a["buffer"]
+                if b not in buffers:
+                    self._fail(i, a, "buffer is not ready")
+                sends[b] = dist.isend(buffers[b].contiguous(), a["peer"])
+            elif op == "irecv":
+                b = a["buffer"]
+                t = torch.empty(specs[b])
+                recvs[b] = (dist.irecv(t, a["peer"]), t)
+            elif op == "wait_send":
+                if a["buffer"] not in sends:
+                    self._fail(i, a, "no isend of this buffer was posted")
+                self._wait(i, a, sends.pop(a["buffer"]))
+            elif op == "wait_recv":
+                if a["buffer"] not in recvs:
+                    self._fail(i, a, f"no irecv of this buffer was posted (peer rank {a['peer']})")
+                work, t = recvs.pop(a["buffer"])
+                self._wait(i, a, work)
+                buffers[a["buffer"]] = t
+            elif op == "free":
+                if a["buffer"] in sends:
+                    self._fail(i, a, "freed while its send is in flight")
+                buffers.pop(a["buffer"], None)
+            else:
+                self._fail(i, a, f"unknown op {op!r}")
+        if sends or recvs:
+            raise PlanExecutionError(
+                f"rank {self.rank}: end of plan with posts never waited for: sends {sorted(sends)}, "
+                f"receives {sorted(recvs)}")
+        grads = {n: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
+                 for n, p in self.params().items()}
+        with torch.no_grad():
+            for p in self.params().values():
+                if p.grad is not None:
+                    p -= self.lr * p.grad
+                p.grad = None
+        return {"loss": loss, "grads": grads}
+
+
+def _worker(rank: int, world: int, port: int, model: dict, chunks: list[dict], jobs: list[dict],
+            seed: int, lr: float, timeout_s: float, results) -> None:
+    try:
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=timedelta(seconds=max(timeout_s, 30)))
+        ex = RankExecutor(rank, model, chunks, seed, lr, timeout_s)
+        out = []
+        for job in jobs:
+            dist.barrier()
+            t0 = time.perf_counter()
+            r = ex.run_iteration(job["plan"], job["batch"], job["microbatches"])
+            r["wall_s"] = time.perf_counter() - t0
+            out.append(r)
+        for r in out:  # by value: tensors through a queue would share memory with this process
+            r["grads"] = {n: g.numpy() for n, g in r["grads"].items()}
+        results.put(("ok", rank, out))
+        dist.barrier()
+        dist.destroy_process_group()
+    except Exception as e:  # reported to the parent, which raises
+        msg = str(e) if isinstance(e, PlanExecutionError) else traceback.format_exc()
+        results.put(("error", rank, msg))
+        results.close()
+        results.join_thread()
+        os._exit(1)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_plans(model: dict, chunks: list[dict], jobs: list[dict], num_ranks: int, seed: int = 1,
+              lr: float = 0.1, timeout_s: float = 30.0) -> list[dict]:
+    """Runs the iterations `jobs` ({plan (parsed JSON), batch, microbatches}) on num_ranks worker
+    processes. Returns per iteration {loss, grads (all ranks' parameters), wall_s}. Raises
+    PlanExecutionError with every failing rank's message."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_worker, args=(r, num_ranks, port, model, chunks, jobs, seed, lr,
+                                               timeout_s, results), daemon=True)
+             for r in range(num_ranks)]
+    for p in procs:
+        p.start()
+    outs: dict[int, list] = {}
+    errors: list[tuple[int, str]] = []
+    deadline = time.monotonic() + timeout_s * (len(jobs) + 2) + 60
+    try:
+        while len(outs) + len(errors) < num_ranks:
+            try:
+                kind, rank, payload = results.get(timeout=1.0)
+            except queue_mod.Empty:
+                if time.monotonic() > deadline:
+                    errors.append((-1, "runtime: workers did not report before the deadline"))
+                    break
+                if errors and all(not p.is_alive() or i in outs or i in dict(errors)
+                                  for i, p in enumerate(procs)):
+                    break
+                continue
+            if kind == "ok":
+                outs[rank] = payload
+            else:
+                errors.append((rank, payload))
+                # The other ranks fail too (their waits time out); give them timeout_s to say so.
+                deadline = min(deadline, time.monotonic() + timeout_s + 10)
+    finally:
+        for p in procs:
+            p.join(timeout=5 if not errors else 0.5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    if errors:
+        errors.sort()
+        raise PlanExecutionError("; ".join(msg for _, msg in errors))
+    merged = []
+    for it in range(len(jobs)):
+        grads, loss, wall = {}, 0.0, 0.0
+        for r in range(num_ranks):
+            grads.update({n: torch.from_numpy(g) for n, g in outs[r][it]["grads"].items()})
+            loss += outs[r][it]["loss"]
+            wall = max(wall, outs[r][it]["wall_s"])
+        merged.append({"loss": loss, "grads": grads, "wall_s": wall})
+    return merged
