@@ -61,3 +61,11 @@ def test_wrong_order_deadlock_times_out_naming_both_ranks():
     msg = str(e.value)
     assert "rank 0 action 1 (wait_recv" in msg and "timed out after 3 s" in msg
     assert "rank 1 action" in msg
+
+
+def test_train_cli_rejects_dp_replicas_and_bad_iterations(capsys):
+    from weft.train import main
+    assert main(["--procs", "4", "--iterations", "1"]) == 2
+    assert "use --procs 2" in capsys.readouterr().err
+    assert main(["--iterations", "0"]) == 2
+    assert "--iterations = 0" in capsys.readouterr().err
