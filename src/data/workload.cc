@@ -285,10 +285,20 @@ StatusOr<int64_t> DitLatentTokensForVideo(const spec::ModuleSpec& dit, const spe
     return InvalidArgumentError(dit.name + ": patch_size, vae_spatial_downsample and "
                                 "vae_temporal_downsample must be > 0 to derive latent tokens");
   }
-  int64_t frames = video.frames;
-  if (frames <= 0) {
-    const double fps = video.fps > 0 ? video.fps : options.default_dit_video_fps;
-    frames = video.duration_s > 0 ? std::max<int64_t>(1, std::llround(video.duration_s * fps)) : 0;
+  // DIP §7.1 after MovieGen: clips are transcoded to default_dit_video_fps and trimmed to
+  // max_dit_video_s. A clip given only by frames (no fps, no duration) is taken as sampled.
+  double duration_s = video.duration_s;
+  if (video.frames > 0 && video.fps > 0) duration_s = video.frames / video.fps;
+  int64_t frames = 0;
+  if (duration_s > 0) {
+    if (options.max_dit_video_s > 0) duration_s = std::min(duration_s, options.max_dit_video_s);
+    frames = std::max<int64_t>(1, std::llround(duration_s * options.default_dit_video_fps));
+  } else if (video.frames > 0) {
+    frames = video.frames;
+    if (options.max_dit_video_s > 0) {
+      frames = std::min<int64_t>(
+          frames, std::llround(options.max_dit_video_s * options.default_dit_video_fps));
+    }
   }
   if (frames <= 0) return int64_t{0};
   int64_t h = video.height_px, w = video.width_px;

@@ -78,6 +78,13 @@ TEST(DitTokens, LatentTokensFollowVaeDownsampleThenPatch) {
   // 16 s at 16 fps, 512x512: 256 frames -> 64 latent frames, 64x64 latents -> 32x32 patches.
   spec::VideoMeta video{.duration_s = 16.0, .width_px = 512, .height_px = 512};
   EXPECT_EQ(*DitLatentTokensForVideo(dit, video), 64 * 32 * 32);
+  // Longer clips are trimmed to 16 s; native 30 fps frame counts are transcoded to 16 fps.
+  spec::VideoMeta long_clip{.duration_s = 30.0, .width_px = 512, .height_px = 512};
+  EXPECT_EQ(*DitLatentTokensForVideo(dit, long_clip), 64 * 32 * 32);
+  spec::VideoMeta native{.frames = 240, .fps = 30, .width_px = 512, .height_px = 512};
+  EXPECT_EQ(*DitLatentTokensForVideo(dit, native), 32 * 32 * 32);  // 8 s -> 128 frames
+  EXPECT_EQ(*DitLatentTokensForVideo(dit, long_clip, WorkloadOptions{.max_dit_video_s = 0}),
+            120 * 32 * 32);  // no limit: 480 frames -> 120 latent frames
 }
 
 TEST(AudioTokens, WhisperPadsEveryWindowTo30Seconds) {

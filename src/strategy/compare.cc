@@ -119,6 +119,13 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, i
   const Job& job = setup.job;
   data::BatchingOptions batching;
   batching.packing.context_tokens = setup.context_tokens;
+  // T2V (DIP §7.1 after MovieGen): up to 8 clips and 16 s of video per packed microbatch.
+  for (const auto& m : job.model.modules) {
+    if (m.kind == spec::ModuleKind::kDit) {
+      batching.packing.max_videos_per_sequence = 8;
+      batching.packing.max_video_s_per_sequence = 16;
+    }
+  }
   batching.packing.workload = job.workload;
   batching.sequences_per_batch = setup.sequences_per_batch;
   std::vector<spec::Batch> out;

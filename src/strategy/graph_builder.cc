@@ -243,7 +243,10 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
           f.latency_s = recompute == cost::Recompute::kOffload
                             ? std::max(c.forward_s, c.offload_transfer_s)
                             : c.forward_s;
-          f.flops = c.forward_flops * replica_width;
+          // A replicated module repeats the same work on every copy: count its model FLOPs once.
+          const double copies =
+              placement.IsReplicated(i) ? static_cast<double>(chunks_of[i].size()) : 1.0;
+          f.flops = c.forward_flops * replica_width / copies;
           const int64_t act = has_backward ? static_cast<int64_t>(c.ActivationBytes()) : 0;
           f.activation_alloc_bytes = act;
           f.recompute = static_cast<graph::Recompute>(static_cast<int>(recompute));
@@ -259,7 +262,7 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
             if (options.split_backward) {
               bs.pass = graph::Pass::kBackwardInput;
               bs.latency_s = backward_s - c.backward_weight_s;
-              bs.flops = c.backward_input_flops * replica_width;
+              bs.flops = c.backward_input_flops * replica_width / copies;
               const bool has_w = mode[i] == cost::BackwardMode::kFull && c.backward_weight_s > 0;
               const int64_t kept =
                   has_w ? static_cast<int64_t>(act * options.weight_grad_activation_fraction) : 0;
@@ -269,7 +272,7 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
                 graph::Stage w_stage = bs;
                 w_stage.pass = graph::Pass::kBackwardWeight;
                 w_stage.latency_s = c.backward_weight_s;
-                w_stage.flops = c.backward_weight_flops * replica_width;
+                w_stage.flops = c.backward_weight_flops * replica_width / copies;
                 w_stage.activation_free_bytes = kept;
                 flow.weight.push_back(g.AddStage(w_stage));
               } else {
@@ -278,7 +281,8 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
             } else {
               bs.pass = graph::Pass::kBackward;
               bs.latency_s = backward_s;
-              bs.flops = (c.backward_input_flops + c.backward_weight_flops) * replica_width;
+              bs.flops =
+                  (c.backward_input_flops + c.backward_weight_flops) * replica_width / copies;
               bs.activation_free_bytes = act;
               flow.backward.push_back(g.AddStage(bs));
               flow.weight.push_back(-1);

@@ -116,7 +116,7 @@ TEST_P(BaselineOnModel, PlansSimulateAndValidate) {
       auto compiled = plan::CompilePlan(replica.graph, replica.schedule, eval->timelines[r],
                                         {.model = model, .strategy = name});
       ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
-      auto valid = plan::ValidatePlan(*compiled, {.check_memory = false});
+      auto valid = plan::ValidatePlan(*compiled);
       EXPECT_TRUE(valid.ok()) << valid.status().ToString();
     }
   }

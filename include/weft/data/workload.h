@@ -50,6 +50,9 @@ struct WorkloadOptions {
   int max_vit_video_frames = 0;
   // Frame rate for a DiT when the video gives no frames/fps (DIP §7.1 after MovieGen: 16 FPS).
   double default_dit_video_fps = 16.0;
+  // Longest clip a DiT trains on (DIP §7.1 after MovieGen: 16 s); longer clips are trimmed.
+  // 0 = no limit.
+  double max_dit_video_s = 16.0;
   // Whisper pads every window to max_source_positions; false = encoder sees only real frames.
   bool pad_audio_to_window = true;
 };
