@@ -9,6 +9,7 @@
 #include "weft/plan/validator.h"
 #include "weft/report/svg.h"
 #include "weft/report/trace.h"
+#include "weft/service/planner_service.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
 
@@ -43,6 +44,50 @@ Status RunIterations(const RunOptions& o, Fn each) {
   for (const auto& batch : batches) {
     WEFT_ASSIGN_OR_RETURN(auto planned,
                           strategy::PlanAndEvaluate(*s, setup->job, fixed, batch, budget));
+    WEFT_RETURN_IF_ERROR(each(batch.iteration, *setup, planned));
+  }
+  return OkStatus();
+}
+
+// Like RunIterations, but the plans come from the asynchronous PlannerService: every batch is
+// submitted up front, each Get() waits at most 2x the budget (+1 s), then the fallback is served.
+template <typename Fn>
+Status RunIterationsWithService(const RunOptions& o, Fn each) {
+  WEFT_ASSIGN_OR_RETURN(auto setup, strategy::MakeJobSetup(o.job));
+  WEFT_ASSIGN_OR_RETURN(auto s, strategy::MakeStrategy(o.strategy));
+  if (o.iterations <= 0) {
+    return InvalidArgumentError("--iterations = " + std::to_string(o.iterations) +
+                                "; must be > 0");
+  }
+  WEFT_ASSIGN_OR_RETURN(auto fixed, s->Prepare(setup->job));
+  std::cout << "strategy " << s->Name() << ": " << fixed.description << "\n";
+  WEFT_ASSIGN_OR_RETURN(auto batches,
+                        strategy::MakeIterationBatches(*setup, o.first_iteration, o.iterations));
+  // Fix the memory policy once (the recomputation the first batch needs to fit), so every plan
+  // the service hands out uses the same choice.
+  if (!batches.empty()) {
+    strategy::PlanBudget budget{.time_budget_s = o.budget_ms / 1000.0};
+    WEFT_ASSIGN_OR_RETURN(auto first,
+                          strategy::PlanAndEvaluate(*s, setup->job, fixed, batches[0], budget));
+    if (fixed.recompute.empty() && first.recompute_used != cost::Recompute::kNone) {
+      fixed.recompute.assign(setup->job.model.modules.size(), first.recompute_used);
+      std::cout << "note: recompute " << cost::RecomputeName(first.recompute_used)
+                << " for every module (to fit memory on the first batch)\n";
+    }
+  }
+  service::PlannerService planner(setup->job, *s, fixed,
+                                  {.budget_s = std::max(1e-3, o.budget_ms / 1000.0)});
+  for (const auto& batch : batches) WEFT_RETURN_IF_ERROR(planner.Submit(batch));
+  for (const auto& batch : batches) {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(2 * o.budget_ms + 1000));
+    WEFT_ASSIGN_OR_RETURN(auto served, planner.Get(batch.iteration, deadline));
+    strategy::PlannedIteration planned;
+    planned.plan = std::move(served.plan);
+    planned.plan.plan_time_s = served.search_time_s;
+    if (served.fallback) planned.plan.notes += "fallback plan: " + served.fallback_reason;
+    WEFT_ASSIGN_OR_RETURN(planned.evaluation,
+                          strategy::EvaluateIteration(setup->job, planned.plan));
     WEFT_RETURN_IF_ERROR(each(batch.iteration, *setup, planned));
   }
   return OkStatus();
@@ -114,8 +159,8 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
           InvalidArgumentError("plan: --out writes one iteration; use --out-dir for --iterations > 1"));
       return;
     }
-    Status s = RunIterations(*o, [&](int64_t it, const strategy::JobSetup& setup,
-                                     strategy::PlannedIteration& p) -> Status {
+    auto write_plan = [&](int64_t it, const strategy::JobSetup& setup,
+                          strategy::PlannedIteration& p) -> Status {
       const auto& e = p.evaluation;
       // Replica 0's plan: every DP replica runs the same kind of plan on its own data.
       const auto& replica = p.plan.replicas[0];
@@ -135,9 +180,14 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
       WEFT_RETURN_IF_ERROR(WriteFileAtomically(path, plan::PlanToJson(compiled)));
       std::cout << "iteration " << it << ": " << path << ": " << report->BriefReport()
                 << "; simulated " << e.iteration_time_s << " s; planned in "
-                << p.plan.plan_time_s * 1e3 << " ms (budget " << o->budget_ms << " ms)\n";
+                << p.plan.plan_time_s * 1e3 << " ms (budget " << o->budget_ms << " ms)"
+                << (p.plan.notes.empty() ? "" : "; " + p.plan.notes) << "\n";
       return OkStatus();
-    });
+    };
+    // A stream of batches goes through the asynchronous planner service; one batch is planned
+    // in the foreground.
+    Status s = o->out_dir.empty() ? RunIterations(*o, write_plan)
+                                  : RunIterationsWithService(*o, write_plan);
     exit_code = s.ok() ? 0 : ReportError(s);
   });
 }
