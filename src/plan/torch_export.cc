@@ -14,8 +14,6 @@ namespace weft::plan {
 
 namespace {
 
-using Key = std::tuple<int, int, int>;  // rank, module, chunk
-
 struct ComputeRef {
   int rank = 0;
   int index = 0;  // action index
@@ -87,12 +85,14 @@ class FlowIndex {
   std::map<std::pair<int, int>, std::pair<int, int>> send_to_recv_, recv_to_send_;
 };
 
-std::string KeyName(const ExecutionPlan& plan, const Key& key) {
-  const auto& [rank, module, chunk] = key;
-  std::string name = module < static_cast<int>(plan.module_names.size())
-                         ? plan.module_names[module]
-                         : fmt::format("m{}", module);
-  return fmt::format("(rank {}, module {} '{}', chunk {})", rank, module, name, chunk);
+// A torch stage: one pipeline slot (rank, chunk) of a rank, whatever modules run in it.
+using Key = std::pair<int, int>;  // rank, chunk
+
+Key KeyOf(int rank, const Action& a) { return {rank, a.stage.chunk}; }
+
+std::string ModuleName(const ExecutionPlan& plan, int module) {
+  return module < static_cast<int>(plan.module_names.size()) ? plan.module_names[module]
+                                                             : fmt::format("m{}", module);
 }
 
 Status Refuse(const std::string& reason) {
@@ -101,12 +101,25 @@ Status Refuse(const std::string& reason) {
 
 struct ChainInfo {
   TorchStageMap map;
-  std::map<Key, int> index;  // key -> torch stage
+  std::map<Key, int> index;               // key -> torch stage
+  std::map<Key, std::set<int>> modules;   // key -> modules whose chunks run in the slot
+  std::string Name(const ExecutionPlan& plan, const Key& key) const {
+    const auto it = modules.find(key);
+    std::vector<std::string> names;
+    if (it != modules.end()) {
+      for (int m : it->second) names.push_back(fmt::format("{} '{}'", m, ModuleName(plan, m)));
+    }
+    return fmt::format("(rank {}, module{} {}, chunk {})", key.first, names.size() > 1 ? "s" : "",
+                       fmt::join(names, " + "), key.second);
+  }
 };
 
 StatusOr<ChainInfo> DeriveChain(const ExecutionPlan& plan, const FlowIndex& flow) {
-  std::set<Key> keys;
+  ChainInfo info;
   std::map<Key, std::set<Key>> succ, pred;
+  // Forward data flows between slots; flows inside one slot (local buffers between the modules
+  // of a slot, activations kept for the backward) are internal to the torch stage.
+  std::vector<std::tuple<int, int, BufferId, Key, ComputeRef>> bad_flows;
   for (int r = 0; r < plan.num_ranks(); ++r) {
     const auto& actions = plan.ranks[r].actions;
     for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
@@ -116,113 +129,164 @@ StatusOr<ChainInfo> DeriveChain(const ExecutionPlan& plan, const FlowIndex& flow
         return Refuse(ActionLocation(plan, r, i) +
                       ": sub-microbatches have no equivalent in torch's pipelining IR");
       }
-      const Key key{r, a.stage.module, a.stage.chunk};
-      keys.insert(key);
+      const Key key = KeyOf(r, a);
+      info.modules[key].insert(a.stage.module);
       if (a.kind != ActionKind::kForward) continue;
       for (BufferId out : a.outputs) {
         for (ComputeRef c : flow.DownstreamOf(r, out)) {
           const Action& ca = flow.action(c);
-          const Key to{c.rank, ca.stage.module, ca.stage.chunk};
+          const Key to = KeyOf(c.rank, ca);
+          if (to == key) continue;
           if (ca.kind != ActionKind::kForward) {
-            if (to != key) {
-              return Refuse(fmt::format("{}: forward output buf {} feeds {} of another stage {} "
-                                        "(only forward → forward and backward → backward flows "
-                                        "between adjacent stages exist in torch's IR)",
-                                        ActionLocation(plan, r, i), out, ActionKindName(ca.kind),
-                                        KeyName(plan, to)));
-            }
+            bad_flows.emplace_back(r, i, out, to, c);
             continue;
           }
-          if (to == key) continue;
           succ[key].insert(to);
           pred[to].insert(key);
         }
       }
     }
   }
-  if (keys.empty()) return Refuse("the plan has no compute actions");
+  if (info.modules.empty()) return Refuse("the plan has no compute actions");
+  if (!bad_flows.empty()) {
+    const auto& [r, i, out, to, c] = bad_flows.front();
+    return Refuse(fmt::format("{}: forward output buf {} feeds {} of another stage {} "
+                              "(only forward → forward and backward → backward flows "
+                              "between adjacent stages exist in torch's IR)",
+                              ActionLocation(plan, r, i), out,
+                              ActionKindName(flow.action(c).kind), info.Name(plan, to)));
+  }
   for (const auto& [key, to] : succ) {
     if (to.size() > 1) {
       return Refuse(fmt::format("fan-out: stage {} feeds {} stages; torch's pipelining IR "
                                 "expresses only a chain of stages",
-                                KeyName(plan, key), to.size()));
+                                info.Name(plan, key), to.size()));
     }
   }
   for (const auto& [key, from] : pred) {
     if (from.size() > 1) {
       std::vector<std::string> names;
-      for (const Key& k : from) names.push_back(KeyName(plan, k));
+      for (const Key& k : from) names.push_back(info.Name(plan, k));
       return Refuse(fmt::format("fan-in: stage {} receives forward data from {} stages ({}); "
                                 "torch's pipelining IR expresses only a chain of stages",
-                                KeyName(plan, key), from.size(), fmt::join(names, ", ")));
+                                info.Name(plan, key), from.size(), fmt::join(names, ", ")));
     }
   }
   std::vector<Key> sources;
-  for (const Key& k : keys) {
+  for (const auto& [k, unused] : info.modules) {
     if (!pred.count(k)) sources.push_back(k);
   }
   if (sources.size() != 1) {
     std::vector<std::string> names;
-    for (const Key& k : sources) names.push_back(KeyName(plan, k));
+    for (const Key& k : sources) names.push_back(info.Name(plan, k));
     return Refuse(fmt::format("the stages form {} independent chains (starting at {}); torch's "
                               "pipelining IR expresses only one chain",
                               sources.size(), fmt::join(names, ", ")));
   }
-  ChainInfo info;
   Key at = sources.front();
   while (true) {
     if (info.index.count(at)) return Refuse("the forward data flow has a cycle");
     info.index[at] = static_cast<int>(info.map.stages.size());
-    info.map.stages.push_back({std::get<0>(at), std::get<1>(at), std::get<2>(at)});
+    const auto& mods = info.modules.at(at);
+    info.map.stages.push_back({at.first, at.second, std::vector<int>(mods.begin(), mods.end())});
     auto it = succ.find(at);
     if (it == succ.end()) break;
     at = *it->second.begin();
   }
-  if (info.index.size() != keys.size()) {
+  if (info.index.size() != info.modules.size()) {
     return Refuse(fmt::format("only {} of {} stages lie on the chain from {}", info.index.size(),
-                              keys.size(), KeyName(plan, sources.front())));
+                              info.modules.size(), info.Name(plan, sources.front())));
+  }
+  // torch places virtual stage k on rank k % P (loop placement; one row per rank).
+  const int p = plan.num_ranks();
+  for (int k = 0; k < static_cast<int>(info.map.stages.size()); ++k) {
+    const auto& st = info.map.stages[k];
+    if (st.rank != k % p || st.chunk != k / p) {
+      return Refuse(fmt::format("stage {} of the chain is {}, but torch's loop placement puts "
+                                "stage {} on rank {} as its chunk {} (stage = rank + chunk·P, "
+                                "P = {})",
+                                k, info.Name(plan, {st.rank, st.chunk}), k, k % p, k / p, p));
+    }
+  }
+  if (static_cast<int>(info.map.stages.size()) % p != 0) {
+    return Refuse(fmt::format("the chain has {} stages, not a multiple of the {} ranks; torch "
+                              "needs the same number of stages on every rank",
+                              info.map.stages.size(), p));
   }
   return info;
 }
 
-// Every stage runs F once for each microbatch 0..m-1 and B (or I then W) once for each.
+// Every module of every stage runs F once for each microbatch 0..m-1; per stage, the collapsed
+// backward is one B, or one I and one W (a frozen module may lack W or its backward entirely).
 Status CheckMicrobatches(const ExecutionPlan& plan, ChainInfo& info) {
-  // key -> kind -> microbatch -> count
-  std::map<Key, std::map<ActionKind, std::map<int, int>>> seen;
+  // key -> module -> kind -> microbatch -> count
+  std::map<Key, std::map<int, std::map<ActionKind, std::map<int, int>>>> seen;
   for (int r = 0; r < plan.num_ranks(); ++r) {
     for (const Action& a : plan.ranks[r].actions) {
-      if (IsCompute(a.kind)) ++seen[{r, a.stage.module, a.stage.chunk}][a.kind][a.stage.microbatch];
+      if (IsCompute(a.kind)) {
+        ++seen[KeyOf(r, a)][a.stage.module][a.kind][a.stage.microbatch];
+      }
     }
   }
   int m = -1;
-  for (const auto& [key, kinds] : seen) {
-    auto fw = kinds.find(ActionKind::kForward);
-    const int count = fw == kinds.end() ? 0 : static_cast<int>(fw->second.size());
-    if (m < 0) m = count;
-    if (count != m) {
-      return Refuse(fmt::format("stage {} runs {} microbatches, another stage {}; torch's "
-                                "runtime needs the same microbatches on every stage",
-                                KeyName(plan, key), count, m));
-    }
-    auto count_of = [&](ActionKind kind, int mb) {
-      auto k = kinds.find(kind);
-      if (k == kinds.end()) return 0;
-      auto c = k->second.find(mb);
-      return c == k->second.end() ? 0 : c->second;
-    };
-    for (int mb = 0; mb < m; ++mb) {
-      if (count_of(ActionKind::kForward, mb) != 1) {
-        return Refuse(fmt::format("stage {} does not run forward of microbatch {} exactly once "
-                                  "(microbatches must be 0..{})",
-                                  KeyName(plan, key), mb, m - 1));
+  for (const auto& [key, modules] : seen) {
+    for (const auto& [module, kinds] : modules) {
+      const std::string where =
+          modules.size() > 1 ? fmt::format("stage {} module {} '{}'", info.Name(plan, key), module,
+                                           ModuleName(plan, module))
+                             : fmt::format("stage {}", info.Name(plan, key));
+      auto fw = kinds.find(ActionKind::kForward);
+      const int count = fw == kinds.end() ? 0 : static_cast<int>(fw->second.size());
+      if (m < 0) m = count;
+      if (count != m) {
+        return Refuse(fmt::format("{} runs {} microbatches, another stage {}; torch's "
+                                  "runtime needs the same microbatches on every stage",
+                                  where, count, m));
       }
-      const int b = count_of(ActionKind::kBackward, mb);
-      const int bi = count_of(ActionKind::kBackwardInput, mb);
-      const int w = count_of(ActionKind::kBackwardWeight, mb);
+      auto count_of = [&](ActionKind kind, int mb) {
+        auto k = kinds.find(kind);
+        if (k == kinds.end()) return 0;
+        auto c = k->second.find(mb);
+        return c == k->second.end() ? 0 : c->second;
+      };
+      for (int mb = 0; mb < m; ++mb) {
+        if (count_of(ActionKind::kForward, mb) != 1) {
+          return Refuse(fmt::format("{} does not run forward of microbatch {} exactly once "
+                                    "(microbatches must be 0..{})",
+                                    where, mb, m - 1));
+        }
+        const int b = count_of(ActionKind::kBackward, mb);
+        const int bi = count_of(ActionKind::kBackwardInput, mb);
+        const int w = count_of(ActionKind::kBackwardWeight, mb);
+        // Alone in its stage a module needs a full backward; in a shared slot a frozen module
+        // may have only I, or no backward, as long as the stage as a whole has one.
+        const bool alone_ok = (b == 1 && bi == 0 && w == 0) || (b == 0 && bi == 1 && w == 1);
+        const bool shared_ok = b <= 1 && bi <= 1 && w <= bi && b + bi <= 1;
+        if (modules.size() > 1 ? !shared_ok : !alone_ok) {
+          return Refuse(fmt::format("{} microbatch {} has {} backward, {} backward_input, {} "
+                                    "backward_weight; torch's runtime needs one B, or one I and "
+                                    "one W",
+                                    where, mb, b, bi, w));
+        }
+      }
+    }
+    if (modules.size() <= 1) continue;
+    for (int mb = 0; mb < m; ++mb) {
+      int b = 0, bi = 0, w = 0;
+      for (const auto& [module, kinds] : modules) {
+        auto has = [&](ActionKind kind) {
+          auto k = kinds.find(kind);
+          return k != kinds.end() && k->second.count(mb) ? 1 : 0;
+        };
+        b |= has(ActionKind::kBackward);
+        bi |= has(ActionKind::kBackwardInput);
+        w |= has(ActionKind::kBackwardWeight);
+      }
       if (!((b == 1 && bi == 0 && w == 0) || (b == 0 && bi == 1 && w == 1))) {
-        return Refuse(fmt::format("stage {} microbatch {} has {} backward, {} backward_input, {} "
-                                  "backward_weight; torch's runtime needs one B, or one I and one W",
-                                  KeyName(plan, key), mb, b, bi, w));
+        return Refuse(fmt::format("stage {} microbatch {} has, over its modules, {} backward, {} "
+                                  "backward_input, {} backward_weight; torch's runtime needs one "
+                                  "B, or one I and one W per stage",
+                                  info.Name(plan, key), mb, b, bi, w));
       }
     }
   }
@@ -248,13 +312,14 @@ StatusOr<std::vector<std::vector<std::string>>> ExportTorchActions(const Executi
   FlowIndex flow(plan);
   WEFT_ASSIGN_OR_RETURN(ChainInfo info, DeriveChain(plan, flow));
   WEFT_RETURN_IF_ERROR(CheckMicrobatches(plan, info));
-  auto stage_of = [&](int rank, const Action& a) {
-    return info.index.at({rank, a.stage.module, a.stage.chunk});
-  };
+  auto stage_of = [&](int rank, const Action& a) { return info.index.at(KeyOf(rank, a)); };
+  static constexpr const char* kLetter[] = {"F", "B", "I", "W"};
 
   std::vector<std::vector<std::string>> rows(plan.num_ranks());
   for (int r = 0; r < plan.num_ranks(); ++r) {
     std::set<std::string> comm_cells;  // several tensors of one (stage, mb, direction): one cell
+    std::set<std::string> compute_cells;
+    std::string open_cell;  // the compute cell whose modules' actions are being collapsed
     const auto& actions = plan.ranks[r].actions;
     for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
       const Action& a = actions[i];
@@ -263,9 +328,19 @@ StatusOr<std::vector<std::vector<std::string>>> ExportTorchActions(const Executi
         case ActionKind::kBackward:
         case ActionKind::kBackwardInput:
         case ActionKind::kBackwardWeight: {
-          static constexpr const char* kLetter[] = {"F", "B", "I", "W"};
-          rows[r].push_back(fmt::format("{}{}{}", stage_of(r, a),
-                                        kLetter[static_cast<int>(a.kind)], a.stage.microbatch));
+          // All modules of one slot run the same (microbatch, pass) back to back: one cell.
+          std::string cell = fmt::format("{}{}{}", stage_of(r, a),
+                                         kLetter[static_cast<int>(a.kind)], a.stage.microbatch);
+          if (cell == open_cell) break;
+          if (!compute_cells.insert(cell).second) {
+            return Refuse(fmt::format("{}: the computes of torch stage {} ({}) for this microbatch "
+                                      "and pass are split by other computes on the rank; torch "
+                                      "runs a stage's modules as one action",
+                                      ActionLocation(plan, r, i), cell,
+                                      info.Name(plan, KeyOf(r, a))));
+          }
+          open_cell = cell;
+          rows[r].push_back(cell);
           break;
         }
         case ActionKind::kIsend: {
@@ -315,6 +390,16 @@ StatusOr<std::vector<std::vector<std::string>>> ExportTorchActions(const Executi
           }
           std::string cell = fmt::format("{}{}{}", stage_of(r, ca), forward ? "RECV_F" : "RECV_B",
                                          ca.stage.microbatch);
+          // torch receives before the stage's compute: a receive in the middle of a collapsed
+          // slot (feeding a later module of the slot) would arrive after the cell.
+          const std::string consumer_cell = fmt::format(
+              "{}{}{}", stage_of(r, ca), kLetter[static_cast<int>(ca.kind)], ca.stage.microbatch);
+          if (compute_cells.count(consumer_cell)) {
+            return Refuse(fmt::format("{}: receives data for {} after that stage's compute began "
+                                      "(a module inside the slot reads a transfer); torch "
+                                      "receives a stage's input before its compute",
+                                      ActionLocation(plan, r, i), consumer_cell));
+          }
           if (comm_cells.insert(cell).second) rows[r].push_back(cell);
           break;
         }
