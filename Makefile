@@ -36,7 +36,8 @@ $(VENV)/.stamp: requirements-dev.txt
 
 configure: $(BUILD_DIR)/build.ninja
 $(BUILD_DIR)/build.ninja: .deps-stamp $(VENV)/.stamp CMakeLists.txt
-	cmake --preset default -DWEFT_BUILD_PYTHON=ON -DWEFT_PYTHON=$(CURDIR)/$(VENV)/bin/python
+	cmake --preset default -DWEFT_BUILD_PYTHON=ON -DWEFT_PYTHON=$(CURDIR)/$(VENV)/bin/python \
+	  -DPython_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python
 
 build: deps venv configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)

@@ -20,6 +20,14 @@ std::vector<spec::ModuleParallel> ModuleParallels(const Job& job) {
   return out;
 }
 
+StaticPlan MakeStaticPlan(Placement placement, std::string_view description,
+                          const spec::ModelSpec& model) {
+  StaticPlan plan;
+  plan.placement = std::move(placement);
+  plan.description = std::string(description) + ": " + plan.placement.Describe(model);
+  return plan;
+}
+
 namespace {
 
 // Mean per-module shape of one microbatch over the profile batches.

@@ -1,6 +1,7 @@
 #include "weft/strategy/registry.h"
 
 #include "weft/strategy/baselines.h"
+#include "weft/strategy/dip/dip.h"
 
 namespace weft::strategy::internal {
 
@@ -19,6 +20,10 @@ const std::vector<RegistryEntry>& Registry() {
       {"colocated", [] { return MakeColocatedStrategy(); }},
       {"replicated", [] { return MakeReplicatedStrategy(); }},
       {"nnscaler", [] { return MakeNnScalerStrategy(); }},
+      {"dip-partition-only", [] { return dip::MakeDipStrategy(dip::DipVariant::kPartitionOnly); }},
+      {"dip-interleave", [] { return dip::MakeDipStrategy(dip::DipVariant::kInterleave); }},
+      {"dip-reorder", [] { return dip::MakeDipStrategy(dip::DipVariant::kReorder); }},
+      {"dip", [] { return dip::MakeDipStrategy(dip::DipVariant::kFull); }},
   };
   return kRegistry;
 }

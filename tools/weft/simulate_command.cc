@@ -26,19 +26,34 @@ struct RunOptions {
 };
 
 // Plans and simulates the iterations; calls `each` with (iteration, setup, plan, evaluation).
-template <typename Fn>
-Status RunIterations(const RunOptions& o, Fn each) {
-  WEFT_ASSIGN_OR_RETURN(auto setup, strategy::MakeJobSetup(o.job));
-  WEFT_ASSIGN_OR_RETURN(auto s, strategy::MakeStrategy(o.strategy));
+// What every run needs: the job, the strategy and its static plan, the batches.
+struct Prepared {
+  std::unique_ptr<strategy::JobSetup> setup;
+  std::unique_ptr<strategy::Strategy> strategy;
+  strategy::StaticPlan fixed;
+  std::vector<spec::Batch> batches;
+};
+
+StatusOr<Prepared> PrepareRun(const RunOptions& o) {
   if (o.iterations <= 0) {
     return InvalidArgumentError("--iterations = " + std::to_string(o.iterations) +
                                 "; must be > 0");
   }
-  WEFT_ASSIGN_OR_RETURN(auto fixed, s->Prepare(setup->job));
-  std::cout << "strategy " << s->Name() << ": " << fixed.description << "\n";
-  if (!setup->notes.empty()) std::cout << "note: " << setup->notes << "\n";
-  WEFT_ASSIGN_OR_RETURN(auto batches,
-                        strategy::MakeIterationBatches(*setup, o.first_iteration, o.iterations));
+  Prepared p;
+  WEFT_ASSIGN_OR_RETURN(p.setup, strategy::MakeJobSetup(o.job));
+  WEFT_ASSIGN_OR_RETURN(p.strategy, strategy::MakeStrategy(o.strategy));
+  WEFT_ASSIGN_OR_RETURN(p.fixed, p.strategy->Prepare(p.setup->job));
+  std::cout << "strategy " << p.strategy->Name() << ": " << p.fixed.description << "\n";
+  if (!p.setup->notes.empty()) std::cout << "note: " << p.setup->notes << "\n";
+  WEFT_ASSIGN_OR_RETURN(p.batches, strategy::MakeIterationBatches(*p.setup, o.first_iteration,
+                                                                  o.iterations));
+  return p;
+}
+
+template <typename Fn>
+Status RunIterations(const RunOptions& o, Fn each) {
+  WEFT_ASSIGN_OR_RETURN(Prepared prepared, PrepareRun(o));
+  auto& [setup, s, fixed, batches] = prepared;
   strategy::PlanBudget budget;
   budget.time_budget_s = o.budget_ms / 1000.0;
   for (const auto& batch : batches) {
@@ -53,16 +68,8 @@ Status RunIterations(const RunOptions& o, Fn each) {
 // submitted up front, each Get() waits at most 2x the budget (+1 s), then the fallback is served.
 template <typename Fn>
 Status RunIterationsWithService(const RunOptions& o, Fn each) {
-  WEFT_ASSIGN_OR_RETURN(auto setup, strategy::MakeJobSetup(o.job));
-  WEFT_ASSIGN_OR_RETURN(auto s, strategy::MakeStrategy(o.strategy));
-  if (o.iterations <= 0) {
-    return InvalidArgumentError("--iterations = " + std::to_string(o.iterations) +
-                                "; must be > 0");
-  }
-  WEFT_ASSIGN_OR_RETURN(auto fixed, s->Prepare(setup->job));
-  std::cout << "strategy " << s->Name() << ": " << fixed.description << "\n";
-  WEFT_ASSIGN_OR_RETURN(auto batches,
-                        strategy::MakeIterationBatches(*setup, o.first_iteration, o.iterations));
+  WEFT_ASSIGN_OR_RETURN(Prepared prepared, PrepareRun(o));
+  auto& [setup, s, fixed, batches] = prepared;
   // Fix the memory policy once (the recomputation the first batch needs to fit), so every plan
   // the service hands out uses the same choice.
   if (!batches.empty()) {

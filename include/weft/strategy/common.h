@@ -30,6 +30,10 @@ StatusOr<std::vector<double>> UnitWeights(const Job& job, const std::vector<Laye
 StatusOr<Placement> ChainPlacement(const Job& job, const std::vector<int>& modules, int parts,
                                    UnitWeight weight);
 
+// A static plan with `placement`, described as "<description>: <placement>".
+StaticPlan MakeStaticPlan(Placement placement, std::string_view description,
+                          const spec::ModelSpec& model);
+
 // Parallel sizes per module from the job (defaults where the job has none).
 std::vector<spec::ModuleParallel> ModuleParallels(const Job& job);
 

@@ -104,11 +104,9 @@ class ColocatedStrategy final : public Strategy {
       placement.chunks.push_back(c);
     }
     WEFT_RETURN_IF_ERROR(FillGroupStateBytes(job.model, *job.cost_model, placement));
-    StaticPlan plan;
-    plan.placement = std::move(placement);
-    plan.description = std::string(Description()) + "; c = " + std::to_string(best_c) + ": " +
-                       plan.placement.Describe(job.model);
-    return plan;
+    return MakeStaticPlan(std::move(placement),
+                          std::string(Description()) + "; c = " + std::to_string(best_c),
+                          job.model);
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
@@ -148,10 +146,7 @@ class ReplicatedStrategy final : public Strategy {
       }
     }
     WEFT_RETURN_IF_ERROR(FillGroupStateBytes(job.model, *job.cost_model, placement));
-    StaticPlan plan;
-    plan.placement = std::move(placement);
-    plan.description = std::string(Description()) + ": " + plan.placement.Describe(job.model);
-    return plan;
+    return MakeStaticPlan(std::move(placement), Description(), job.model);
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
@@ -174,10 +169,7 @@ class NnScalerStrategy final : public Strategy {
     WEFT_ASSIGN_OR_RETURN(Placement placement,
                           ChainPlacement(job, job.model.TopologicalOrder(), job.PipelineSize(),
                                          UnitWeight::kStepLatency));
-    StaticPlan plan;
-    plan.placement = std::move(placement);
-    plan.description = std::string(Description()) + ": " + plan.placement.Describe(job.model);
-    return plan;
+    return MakeStaticPlan(std::move(placement), Description(), job.model);
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,

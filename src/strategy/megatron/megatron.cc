@@ -25,10 +25,8 @@ class MegatronStrategy final : public Strategy {
     WEFT_ASSIGN_OR_RETURN(Placement placement,
                           ChainPlacement(job, job.model.TopologicalOrder(), p * v_,
                                          UnitWeight::kParameters));
-    StaticPlan plan;
-    plan.placement = std::move(placement);
+    StaticPlan plan = MakeStaticPlan(std::move(placement), description_, job.model);
     plan.split_backward = kind_ == sched::ScheduleKind::kZeroBubbleH1;
-    plan.description = description_ + ": " + plan.placement.Describe(job.model);
     return plan;
   }
 

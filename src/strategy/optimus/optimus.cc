@@ -88,10 +88,7 @@ class OptimusStrategy final : public Strategy {
       placement.chunks.push_back(c);
     }
     WEFT_RETURN_IF_ERROR(FillGroupStateBytes(job.model, *job.cost_model, placement));
-    StaticPlan plan;
-    plan.placement = std::move(placement);
-    plan.description = std::string(Description()) + ": " + plan.placement.Describe(job.model);
-    return plan;
+    return MakeStaticPlan(std::move(placement), Description(), job.model);
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,

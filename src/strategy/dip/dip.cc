@@ -1,0 +1,459 @@
+// DIP strategies: modality-aware partitioner (Prepare), dual-queue interleaving, MCTS segment
+// reordering and the per-pair recompute upgrade (PlanIteration).
+#include "weft/strategy/dip/dip.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "weft/algo/mcts.h"
+#include "weft/data/workload.h"
+#include "weft/sched/generators.h"
+#include "weft/sched/partition.h"
+#include "weft/sim/simulator.h"
+#include "weft/strategy/common.h"
+#include "weft/strategy/graph_builder.h"
+
+namespace weft::strategy::dip {
+namespace internal {
+namespace {
+
+std::vector<int64_t> ActivationCaps(const graph::StageGraph& g, const spec::ClusterSpec& cluster) {
+  std::vector<int64_t> caps;
+  for (const auto& group : g.groups()) {
+    caps.push_back(std::max<int64_t>(0, cluster.gpu.memory_capacity_bytes - group.static_bytes));
+  }
+  return caps;
+}
+
+struct Score {
+  double time_s = std::numeric_limits<double>::infinity();
+  bool oom = true;
+  double Cost() const { return oom ? time_s * 10 : time_s; }
+};
+
+Score Evaluate(const graph::StageGraph& g, const sched::Schedule& s,
+               const spec::ClusterSpec& cluster) {
+  sim::SimOptions o;
+  o.record_transfers = false;
+  o.record_memory_curves = false;
+  o.validate_schedule = false;
+  auto t = sim::Simulate(g, s, cluster, o);
+  if (!t.ok()) return {};
+  return {t->iteration_time_s, !t->oom.empty()};
+}
+
+// Segment groups: (microbatch, module), in microbatch order then the model's topological order.
+struct Segments {
+  std::vector<int> of_stage;               // segment of each stage
+  std::vector<int> microbatch;             // per segment
+  std::vector<std::vector<int>> by_mb;     // per microbatch: its segments in flow order
+};
+
+Segments MakeSegments(const graph::StageGraph& g, const std::vector<int>& topo_rank) {
+  std::map<std::pair<int, int>, int> index;  // (mb, topo rank) -> segment
+  for (const auto& st : g.stages()) index[{st.microbatch, topo_rank[st.module]}] = 0;
+  Segments seg;
+  int next = 0;
+  int max_mb = -1;
+  for (auto& [k, v] : index) {
+    v = next++;
+    seg.microbatch.push_back(k.first);
+    max_mb = std::max(max_mb, k.first);
+  }
+  seg.by_mb.resize(max_mb + 1);
+  for (auto& [k, v] : index) seg.by_mb[k.first].push_back(v);
+  for (const auto& st : g.stages()) seg.of_stage.push_back(index[{st.microbatch, topo_rank[st.module]}]);
+  return seg;
+}
+
+std::vector<double> KeysFromOrder(const Segments& seg, std::span<const int> order) {
+  std::vector<double> pos(seg.microbatch.size(), 0);
+  for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = static_cast<double>(i);
+  std::vector<double> key(seg.of_stage.size());
+  for (size_t s = 0; s < key.size(); ++s) key[s] = pos[seg.of_stage[s]];
+  return key;
+}
+
+// The 1F1B-like rule order of dip-partition-only: Megatron 1F1B (or interleaved 1F1B) when the
+// rule applies to the graph without deadlock, else the dual-queue order with FIFO priorities.
+StatusOr<sched::Schedule> RuleSchedule(const graph::StageGraph& g) {
+  for (auto kind : {sched::ScheduleKind::kOneFOneB, sched::ScheduleKind::kInterleavedOneFOneB}) {
+    auto s = sched::MakeSchedule(kind, g);
+    if (s.ok() && s->CheckDeadlockFree(g).ok()) return s;
+  }
+  return DualQueueSchedule(g, {});
+}
+
+struct SearchResult {
+  sched::Schedule schedule;
+  Score score;
+};
+
+// §5.1 + §5.2: the default dual-queue schedule, improved by MCTS over segment priorities.
+StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g, bool search,
+                                      const PlanBudget& budget, double time_share,
+                                      const DipOptions& options) {
+  DualQueueOptions dq;
+  dq.activation_cap_bytes = ActivationCaps(g, job.cluster);
+  dq.cluster = &job.cluster;
+  SearchResult best;
+  WEFT_ASSIGN_OR_RETURN(best.schedule, DualQueueSchedule(g, dq));
+  best.score = Evaluate(g, best.schedule, job.cluster);
+  best.schedule.name = "dip-interleave";
+  // Keep the best seen: the rule order is a candidate too (the dual-queue rules are a heuristic
+  // and can lose a fraction of a percent to 1F1B on balanced graphs).
+  if (auto rule = RuleSchedule(g); rule.ok()) {
+    const Score score = Evaluate(g, *rule, job.cluster);
+    if (score.Cost() < best.score.Cost()) {
+      best.schedule = std::move(*rule);
+      best.score = score;
+    }
+  }
+  if (!search) return best;
+
+  std::vector<int> topo_rank(job.model.modules.size(), 0);
+  const auto topo = job.model.TopologicalOrder();
+  for (size_t i = 0; i < topo.size(); ++i) topo_rank[topo[i]] = static_cast<int>(i);
+  const Segments seg = MakeSegments(g, topo_rank);
+  const int num_segments = static_cast<int>(seg.microbatch.size());
+  algo::MctsProblem problem;
+  problem.legal_actions = [&](std::span<const int> partial, std::vector<int>& actions) {
+    actions.clear();
+    std::vector<int> placed(seg.by_mb.size(), 0);
+    for (int a : partial) ++placed[seg.microbatch[a]];
+    for (size_t mb = 0; mb < seg.by_mb.size(); ++mb) {
+      if (placed[mb] < static_cast<int>(seg.by_mb[mb].size())) {
+        actions.push_back(seg.by_mb[mb][placed[mb]]);
+      }
+    }
+  };
+  problem.cost = [&](std::span<const int> complete) {
+    DualQueueOptions o = dq;
+    o.priority_key = KeysFromOrder(seg, complete);
+    auto s = DualQueueSchedule(g, o);
+    if (!s.ok()) return std::numeric_limits<double>::infinity();
+    return Evaluate(g, *s, job.cluster).Cost();
+  };
+  algo::MctsOptions mo;
+  mo.alpha = options.mcts_alpha;
+  mo.beta = options.mcts_beta;
+  mo.rollouts_per_expansion = options.mcts_rollouts;
+  mo.seed = job.seed;
+  mo.threads = std::max(1, budget.threads);
+  mo.max_iterations = budget.work_budget > 0 ? budget.work_budget : 0;
+  mo.time_budget_s = std::max(0.0, budget.time_budget_s * time_share);
+  if (mo.max_iterations == 0 && mo.time_budget_s <= 0) mo.max_iterations = 50;
+  if (num_segments <= 1) return best;
+  auto result = algo::MctsSearch(problem, mo);
+  if (!result.ok()) return best;  // keep the default (never worse than dual-queue)
+  DualQueueOptions o = dq;
+  o.priority_key = KeysFromOrder(seg, result->best_assignment);
+  WEFT_ASSIGN_OR_RETURN(sched::Schedule s, DualQueueSchedule(g, o));
+  const Score score = Evaluate(g, s, job.cluster);
+  if (score.Cost() < best.score.Cost()) {
+    best.schedule = std::move(s);
+    best.schedule.name = "dip-mcts";
+    best.score = score;
+  }
+  return best;
+}
+
+// A copy of `variants[0]` whose stage s takes its costs from variants[choice[s]].
+StatusOr<graph::StageGraph> MixGraph(const std::vector<graph::StageGraph>& variants,
+                                     const std::vector<int>& choice) {
+  const auto& base = variants[0];
+  graph::StageGraph g;
+  g.Reserve(base.num_stages(), base.num_edges());
+  for (const auto& group : base.groups()) g.AddGroup(group);
+  for (int s = 0; s < base.num_stages(); ++s) g.AddStage(variants[choice[s]].stage(s));
+  for (const auto& e : base.edges()) g.AddEdge(e.from, e.to, e.bytes);
+  g.SetModuleNames(base.module_names());
+  WEFT_RETURN_IF_ERROR(g.Finalize());
+  return g;
+}
+
+// §5.3 (simplified): variants are ordered most memory-efficient first; every (F, B) pair starts at
+// variant 0 and is upgraded greedily (best time saved per byte first, in halving batches) while
+// the simulated iteration fits memory and does not get slower. The schedule stays fixed.
+StatusOr<std::pair<graph::StageGraph, Score>> UpgradeMemory(
+    const Job& job, const std::vector<graph::StageGraph>& variants,
+    const sched::Schedule& schedule, const DipOptions& options) {
+  const auto& base = variants[0];
+  const int n = base.num_stages();
+  for (const auto& v : variants) {
+    if (v.num_stages() != n) return InternalError("dip: recompute variants differ in shape");
+  }
+  // Pair each forward with its backward stages (same-group F→B edges).
+  std::vector<std::vector<int>> pair_of(n);  // forward -> its stages (F first)
+  std::vector<int> forwards;
+  for (int s = 0; s < n; ++s) {
+    if (base.stage(s).pass != graph::Pass::kForward) continue;
+    std::vector<int> members = {s};
+    for (graph::EdgeId e : base.out_edges(s)) {
+      const int to = base.edge(e).to;
+      if (graph::IsBackward(base.stage(to).pass) && base.stage(to).group == base.stage(s).group &&
+          base.stage(to).module == base.stage(s).module &&
+          base.stage(to).microbatch == base.stage(s).microbatch) {
+        members.push_back(to);
+      }
+    }
+    if (members.size() > 1) {
+      pair_of[s] = members;
+      forwards.push_back(s);
+    }
+  }
+  std::vector<int> choice(n, 0);
+  WEFT_ASSIGN_OR_RETURN(graph::StageGraph current, MixGraph(variants, choice));
+  Score best = Evaluate(current, schedule, job.cluster);
+  int sims = 0;
+  for (int level = 1; level < static_cast<int>(variants.size()); ++level) {
+    struct Cand {
+      int f;
+      double ratio;
+    };
+    std::vector<Cand> cands;
+    for (int f : forwards) {
+      if (choice[f] != level - 1) continue;
+      double dt = 0, dm = 0;
+      for (int s : pair_of[f]) {
+        dt += variants[level - 1].stage(s).latency_s - variants[level].stage(s).latency_s;
+      }
+      dm = static_cast<double>(variants[level].stage(f).activation_alloc_bytes -
+                               variants[level - 1].stage(f).activation_alloc_bytes);
+      if (dt <= 0) continue;
+      cands.push_back({f, dt / std::max(1.0, dm)});
+    }
+    std::stable_sort(cands.begin(), cands.end(),
+                     [](const Cand& a, const Cand& b) { return a.ratio > b.ratio; });
+    size_t i = 0;
+    size_t batch = cands.size();
+    while (i < cands.size() && sims < options.memory_max_simulations) {
+      batch = std::max<size_t>(1, std::min(batch, cands.size() - i));
+      std::vector<int> trial = choice;
+      for (size_t j = i; j < i + batch; ++j) {
+        for (int s : pair_of[cands[j].f]) trial[s] = level;
+      }
+      WEFT_ASSIGN_OR_RETURN(graph::StageGraph g, MixGraph(variants, trial));
+      const Score score = Evaluate(g, schedule, job.cluster);
+      ++sims;
+      const bool accept = !score.oom && (best.oom || score.time_s <= best.time_s);
+      if (accept) {
+        choice = std::move(trial);
+        best = score;
+        current = std::move(g);
+        i += batch;
+        batch = cands.size();  // grow back after a success
+      } else if (batch == 1) {
+        ++i;  // this pair cannot be upgraded
+      } else {
+        batch /= 2;
+      }
+    }
+  }
+  return std::make_pair(std::move(current), best);
+}
+
+class DipStrategy final : public Strategy {
+ public:
+  DipStrategy(DipVariant variant, DipOptions options) : variant_(variant), options_(options) {
+    switch (variant_) {
+      case DipVariant::kPartitionOnly:
+        name_ = "dip-partition-only";
+        description_ = "DIP modality-aware partition (separated chunks, sub-microbatches), 1F1B order";
+        break;
+      case DipVariant::kInterleave:
+        name_ = "dip-interleave";
+        description_ = "DIP partition + dual-queue F/B interleaving (microbatch priorities)";
+        break;
+      case DipVariant::kReorder:
+        name_ = "dip-reorder";
+        description_ = "DIP partition + MCTS segment reordering + dual-queue interleaving";
+        break;
+      case DipVariant::kFull:
+        name_ = "dip";
+        description_ = "DIP: partition, MCTS reordering, dual-queue interleaving, per-pair "
+                       "recompute selection";
+        break;
+    }
+  }
+  std::string_view Name() const override { return name_; }
+  std::string_view Description() const override { return description_; }
+
+  StatusOr<StaticPlan> Prepare(const Job& job) const override;
+  StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
+                                        const spec::Batch& batch,
+                                        const PlanBudget& budget) const override;
+
+ private:
+  DipVariant variant_;
+  DipOptions options_;
+  std::string name_, description_;
+};
+
+StatusOr<StaticPlan> DipStrategy::Prepare(const Job& job) const {
+  WEFT_RETURN_IF_ERROR(job.Validate());
+  const int p = job.PipelineSize();
+  const int num_modules = static_cast<int>(job.model.modules.size());
+  const auto parallel = ModuleParallels(job);
+  // Profile: tokens per instance and the largest instance count of a microbatch, per module.
+  std::vector<double> tokens(num_modules, 0), instances(num_modules, 0);
+  std::vector<int> max_instances(num_modules, 0);
+  const int dp = job.DataParallelSize();
+  for (const auto& batch : job.profile_batches) {
+    auto split = SplitBatch(batch, dp, std::max(1, job.parallel.num_microbatches));
+    if (!split.ok()) continue;
+    for (const auto& mb : split->replicas[0]) {
+      for (int i = 0; i < num_modules; ++i) {
+        WEFT_ASSIGN_OR_RETURN(auto w, data::DeriveModuleWorkload(job.model, i, batch, mb,
+                                                                 job.workload));
+        if (w.NumInstances() == 0) continue;
+        tokens[i] += static_cast<double>(w.TotalTokens());
+        instances[i] += w.NumInstances();
+        max_instances[i] = std::max(max_instances[i], w.NumInstances());
+      }
+    }
+  }
+  std::vector<int> sub_size(num_modules, 0);
+  std::vector<double> latency_s(num_modules, 0);
+  std::vector<int> max_segments(num_modules, 1);
+  std::vector<std::vector<LayerUnit>> units(num_modules);
+  for (int i = 0; i < num_modules; ++i) {
+    units[i] = ChainUnits(job.model, {i});
+    const int layers = static_cast<int>(units[i].size());
+    max_segments[i] = std::max(1, std::min(options_.max_segments, layers / std::max(1, p)));
+    if (instances[i] <= 0 || layers == 0) continue;
+    const int64_t per_instance = std::max<int64_t>(1, std::llround(tokens[i] / instances[i]));
+    std::vector<int> sizes;
+    for (int b = 1; b <= std::max(1, std::min(max_instances[i], options_.max_sub_microbatch_size));
+         b *= 2) {
+      sizes.push_back(b);
+    }
+    std::vector<double> efficiency, step_s;
+    for (int b : sizes) {
+      WEFT_ASSIGN_OR_RETURN(auto c, job.cost_model->Chunk(job.model, i, 0, job.model.modules[i].num_layers > 0 ? job.model.modules[i].num_layers : 1,
+                                                           cost::TokenShape::Uniform(per_instance, b),
+                                                           parallel[i]));
+      const double t = c.forward_s + c.BackwardS();
+      step_s.push_back(t);
+      efficiency.push_back(t > 0 ? static_cast<double>(per_instance) * b / t : 0.0);
+    }
+    WEFT_ASSIGN_OR_RETURN(int j, SmallestEfficientSize(sizes, efficiency,
+                                                       options_.efficiency_threshold));
+    sub_size[i] = sizes[j];
+    latency_s[i] = step_s[j];
+  }
+  // T_1 over modules that can span the pipeline (a one-layer projector is not a segment unit).
+  std::vector<double> segment_latency(num_modules, 0);
+  for (int i = 0; i < num_modules; ++i) {
+    if (static_cast<int>(units[i].size()) >= p) segment_latency[i] = latency_s[i];
+  }
+  const std::vector<int> k = SegmentCounts(segment_latency, max_segments);
+
+  Placement placement;
+  placement.parallel = parallel;
+  const auto& llm = placement.parallel[std::max(0, data::FirstLlmModule(job.model))];
+  placement.groups = MakePipelineGroups(p, llm.tp, llm.cp, dp);
+  std::vector<int> next_slot(p, 0);
+  std::string shape;
+  for (int i : job.model.TopologicalOrder()) {
+    const int layers = static_cast<int>(units[i].size());
+    if (layers == 0) continue;
+    const int parts = layers >= p ? std::min(layers, p * k[i]) : layers;
+    WEFT_ASSIGN_OR_RETURN(auto weights, UnitWeights(job, units[i], UnitWeight::kStepLatency));
+    WEFT_ASSIGN_OR_RETURN(auto partition, sched::PartitionMinMax(weights, parts));
+    for (int c = 0; c < parts; ++c) {
+      Chunk chunk;
+      chunk.module = i;
+      const int b = partition.boundaries[c], e = partition.boundaries[c + 1];
+      chunk.first_layer = units[i][b].first_layer;
+      chunk.num_layers = 0;
+      for (int u = b; u < e; ++u) chunk.num_layers += units[i][u].num_layers;
+      chunk.group = c % p;
+      chunk.chunk = next_slot[chunk.group]++;
+      placement.chunks.push_back(chunk);
+    }
+    shape += (shape.empty() ? "" : ", ") + job.model.modules[i].name +
+             " B=" + std::to_string(sub_size[i]) + " K=" + std::to_string(k[i]) +
+             " chunks=" + std::to_string(parts);
+  }
+  WEFT_RETURN_IF_ERROR(FillGroupStateBytes(job.model, *job.cost_model, placement));
+  StaticPlan plan;
+  plan.placement = std::move(placement);
+  plan.sub_microbatch_size = sub_size;
+  plan.description = description_ + " [" + shape + "]: " + plan.placement.Describe(job.model);
+  return plan;
+}
+
+StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticPlan& plan,
+                                                   const spec::Batch& batch,
+                                                   const PlanBudget& budget) const {
+  const double share = 1.0 / std::max(1, job.DataParallelSize());
+  if (variant_ == DipVariant::kPartitionOnly) {
+    return PlanReplicas(job, plan, batch,
+                        [](const graph::StageGraph& g) { return RuleSchedule(g); });
+  }
+  if (variant_ != DipVariant::kFull) {
+    const bool search = variant_ == DipVariant::kReorder;
+    return PlanReplicas(job, plan, batch,
+                        [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
+                          WEFT_ASSIGN_OR_RETURN(auto r, SearchSchedule(job, g, search, budget,
+                                                                       share, options_));
+                          return std::move(r.schedule);
+                        });
+  }
+  // dip: reorder on the fastest graph; if it does not fit, reorder on the most memory-efficient
+  // graph (full recompute) and upgrade (F, B) pairs to faster options while they fit.
+  const auto start = std::chrono::steady_clock::now();
+  StaticPlan fast = plan;
+  fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
+  std::vector<Score> scores;
+  WEFT_ASSIGN_OR_RETURN(
+      IterationPlan out,
+      PlanReplicas(job, fast, batch, [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
+        WEFT_ASSIGN_OR_RETURN(auto r, SearchSchedule(job, g, true, budget, share * 0.5, options_));
+        scores.push_back(r.score);
+        return std::move(r.schedule);
+      }));
+  WEFT_ASSIGN_OR_RETURN(BatchSplit split, SplitBatch(batch, job.DataParallelSize(),
+                                                     job.parallel.num_microbatches));
+  const std::vector<cost::Recompute> levels = {cost::Recompute::kFull, cost::Recompute::kSelective,
+                                               cost::Recompute::kNone};
+  for (size_t r = 0; r < out.replicas.size() && r < scores.size(); ++r) {
+    if (!scores[r].oom) continue;
+    std::vector<graph::StageGraph> variants;
+    for (auto level : levels) {
+      GraphBuildOptions o{.sub_microbatch_size = plan.sub_microbatch_size,
+                          .recompute = std::vector<cost::Recompute>(job.model.modules.size(), level),
+                          .split_backward = false};
+      WEFT_ASSIGN_OR_RETURN(auto g, BuildStageGraph(job.model, plan.placement, batch,
+                                                    split.replicas[r], *job.cost_model,
+                                                    job.workload, o));
+      variants.push_back(std::move(g));
+    }
+    WEFT_ASSIGN_OR_RETURN(auto searched,
+                          SearchSchedule(job, variants[0], true, budget, share * 0.5, options_));
+    WEFT_ASSIGN_OR_RETURN(auto upgraded,
+                          UpgradeMemory(job, variants, searched.schedule, options_));
+    if (upgraded.second.Cost() < scores[r].Cost()) {
+      out.replicas[r].graph = std::move(upgraded.first);
+      out.replicas[r].schedule = std::move(searched.schedule);
+      out.replicas[r].schedule.name = "dip";
+    }
+  }
+  out.plan_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace
+}  // namespace internal
+
+std::unique_ptr<Strategy> MakeDipStrategy(DipVariant variant, DipOptions options) {
+  return std::make_unique<internal::DipStrategy>(variant, options);
+}
+
+}  // namespace weft::strategy::dip

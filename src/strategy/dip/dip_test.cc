@@ -1,0 +1,229 @@
+#include "weft/strategy/dip/dip.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "weft/plan/compiler.h"
+#include "weft/plan/validator.h"
+#include "weft/sched/generators.h"
+#include "weft/sim/simulator.h"
+#include "weft/strategy/common.h"
+#include "weft/strategy/compare.h"
+
+namespace weft::strategy::dip {
+namespace {
+
+TEST(SmallestEfficientSize, PicksTheSmallestSizeWithin95PercentOfTheBest) {
+  const std::vector<int> sizes = {1, 2, 4, 8, 16};
+  const std::vector<double> eff = {10, 50, 96, 100, 99};
+  auto j = SmallestEfficientSize(sizes, eff);
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(sizes[*j], 4);
+  auto strict = SmallestEfficientSize(sizes, eff, 0.999);
+  ASSERT_TRUE(strict.ok());
+  EXPECT_EQ(sizes[*strict], 8);
+  EXPECT_FALSE(SmallestEfficientSize(sizes, std::vector<double>{1, 2}).ok());
+}
+
+TEST(SegmentCounts, FloorOfLatencyOverTheFastestModuleCapped) {
+  const std::vector<double> t = {1.0, 2.5, 7.9, 0.0};
+  auto k = SegmentCounts(t);
+  EXPECT_EQ(k, (std::vector<int>{1, 2, 7, 1}));
+  const std::vector<int> cap = {4, 4, 4, 4};
+  EXPECT_EQ(SegmentCounts(t, cap), (std::vector<int>{1, 2, 4, 1}));
+}
+
+// Two groups, a linear pipeline of 4 microbatches.
+graph::StageGraph Pipeline(int microbatches, int64_t activation_bytes) {
+  sched::PipelineShape shape;
+  shape.num_groups = 2;
+  shape.num_microbatches = microbatches;
+  shape.costs = {{.forward_s = 1.0, .backward_input_s = 2.0, .activation_bytes = activation_bytes}};
+  auto g = sched::BuildPipelineGraph(shape);
+  EXPECT_TRUE(g.ok());
+  return std::move(*g);
+}
+
+TEST(DualQueueSchedule, AlternatesForwardAndBackwardLike1F1BWhenBothAreReady) {
+  auto g = Pipeline(4, 0);
+  auto s = DualQueueSchedule(g);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(s->Validate(g).ok());
+  ASSERT_TRUE(s->CheckDeadlockFree(g).ok());
+  // The last group: F0 B0 F1 B1 ... (each backward is ready as soon as its forward ends).
+  const auto& last = s->order[1];
+  ASSERT_EQ(last.size(), 8u);
+  for (size_t i = 0; i < last.size(); ++i) {
+    EXPECT_EQ(graph::IsBackward(g.stage(last[i]).pass), i % 2 == 1) << i;
+    EXPECT_EQ(g.stage(last[i]).microbatch, static_cast<int>(i / 2));
+  }
+  // The first group starts with two forwards (warmup), then alternates.
+  const auto& first = s->order[0];
+  EXPECT_EQ(g.stage(first[0]).pass, graph::Pass::kForward);
+  EXPECT_EQ(g.stage(first[1]).pass, graph::Pass::kForward);
+  // Simulated time matches 1F1B on this pipeline.
+  auto one_f_one_b = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
+  ASSERT_TRUE(one_f_one_b.ok());
+  JobOptions jo;
+  auto setup = MakeJobSetup(jo);
+  ASSERT_TRUE(setup.ok());
+  const auto& cluster = (*setup)->job.cluster;
+  auto a = sim::Simulate(g, *s, cluster);
+  auto b = sim::Simulate(g, *one_f_one_b, cluster);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_LE(a->iteration_time_s, b->iteration_time_s + 1e-9);
+}
+
+TEST(DualQueueSchedule, PriorityKeysDecideAmongReadyStages) {
+  auto g = Pipeline(3, 0);
+  std::vector<double> key(g.num_stages());
+  // Reverse microbatch priority: on group 0 the forwards are all ready at t=0 but run one at a
+  // time, so the earliest-start rule ties and the key decides.
+  for (int s = 0; s < g.num_stages(); ++s) key[s] = -g.stage(s).microbatch;
+  auto s = DualQueueSchedule(g, {.priority_key = key});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(g.stage(s->order[0][0]).microbatch, 2);
+}
+
+TEST(DualQueueSchedule, DisablesForwardsAtTheMemoryCap) {
+  auto g = Pipeline(6, 100);
+  // Group 0 may hold one microbatch's activations: F, B alternate strictly.
+  auto s = DualQueueSchedule(g, {.activation_cap_bytes = {100, 100}});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s->CheckDeadlockFree(g).ok());
+  int64_t held = 0, peak = 0;
+  for (auto id : s->order[0]) {
+    held += g.stage(id).activation_alloc_bytes - g.stage(id).activation_free_bytes;
+    peak = std::max(peak, held);
+  }
+  EXPECT_LE(peak, 100);
+  // Unlimited: group 0 runs ahead (warmup of two forwards).
+  auto free = DualQueueSchedule(g);
+  ASSERT_TRUE(free.ok());
+  held = 0;
+  peak = 0;
+  for (auto id : free->order[0]) {
+    held += g.stage(id).activation_alloc_bytes - g.stage(id).activation_free_bytes;
+    peak = std::max(peak, held);
+  }
+  EXPECT_GT(peak, 100);
+}
+
+std::unique_ptr<JobSetup> MakeSetup(const std::string& model) {
+  JobOptions o;
+  o.model = model;
+  o.data = "mixed";
+  o.num_microbatches = 8;
+  auto setup = MakeJobSetup(o);
+  EXPECT_TRUE(setup.ok()) << setup.status().ToString();
+  return setup.ok() ? std::move(*setup) : nullptr;
+}
+
+TEST(DipPrepare, SeparatedPartitioningGivesEachModuleItsOwnSlots) {
+  auto setup = MakeSetup("vlm-s");
+  ASSERT_NE(setup, nullptr);
+  auto strategy = MakeDipStrategy(DipVariant::kInterleave);
+  auto fixed = strategy->Prepare(setup->job);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  ASSERT_TRUE(fixed->placement.Validate(setup->job.model).ok());
+  const int p = setup->job.PipelineSize();
+  std::set<std::pair<int, int>> slots;  // (group, slot)
+  for (const auto& c : fixed->placement.chunks) {
+    EXPECT_TRUE(slots.insert({c.group, c.chunk}).second) << "two chunks share a slot";
+    EXPECT_GE(c.num_layers, 1);
+  }
+  for (size_t i = 0; i < setup->job.model.modules.size(); ++i) {
+    const auto chunks = fixed->placement.ChunksOf(static_cast<int>(i));
+    for (size_t k = 0; k < chunks.size(); ++k) {
+      EXPECT_EQ(fixed->placement.chunks[chunks[k]].group, static_cast<int>(k) % p);
+    }
+  }
+  ASSERT_EQ(fixed->sub_microbatch_size.size(), setup->job.model.modules.size());
+  for (int b : fixed->sub_microbatch_size) EXPECT_GE(b, 0);
+}
+
+class DipOnModel : public ::testing::TestWithParam<std::tuple<DipVariant, std::string>> {};
+
+TEST_P(DipOnModel, PlansFitMemorySimulateAndValidate) {
+  const auto& [variant, model] = GetParam();
+  auto setup = MakeSetup(model);
+  ASSERT_NE(setup, nullptr);
+  auto strategy = MakeDipStrategy(variant);
+  auto fixed = strategy->Prepare(setup->job);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  auto batches = MakeIterationBatches(*setup, 0, 1);
+  ASSERT_TRUE(batches.ok());
+  PlanBudget budget{.time_budget_s = 0, .work_budget = 20, .threads = 1};
+  auto planned = PlanAndEvaluate(*strategy, setup->job, *fixed, batches->front(), budget);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  EXPECT_FALSE(planned->evaluation.oom);
+  EXPECT_GE(planned->evaluation.iteration_time_s,
+            planned->evaluation.lower_bound_s * (1 - 1e-9));
+  for (size_t r = 0; r < planned->plan.replicas.size(); ++r) {
+    const auto& replica = planned->plan.replicas[r];
+    auto compiled = plan::CompilePlan(replica.graph, replica.schedule,
+                                      planned->evaluation.timelines[r],
+                                      {.model = model, .strategy = std::string(strategy->Name())});
+    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+    auto valid = plan::ValidatePlan(*compiled, {.check_memory = false});
+    EXPECT_TRUE(valid.ok()) << valid.status().ToString();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllVariants, DipOnModel,
+    ::testing::Combine(::testing::Values(DipVariant::kPartitionOnly, DipVariant::kInterleave,
+                                         DipVariant::kReorder, DipVariant::kFull),
+                       ::testing::Values("vlm-s", "t2v-s", "tiny-valm")),
+    [](const auto& info) {
+      std::string n = "v" + std::to_string(static_cast<int>(std::get<0>(info.param))) + "_" +
+                      std::get<1>(info.param);
+      for (char& c : n) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      return n;
+    });
+
+TEST(Dip, DeterministicUnderASeedWithAWorkBudget) {
+  auto setup = MakeSetup("vlm-s");
+  ASSERT_NE(setup, nullptr);
+  auto strategy = MakeDipStrategy(DipVariant::kFull);
+  auto fixed = strategy->Prepare(setup->job);
+  ASSERT_TRUE(fixed.ok());
+  auto batches = MakeIterationBatches(*setup, 0, 1);
+  ASSERT_TRUE(batches.ok());
+  PlanBudget budget{.time_budget_s = 0, .work_budget = 20, .threads = 1};
+  auto a = strategy->PlanIteration(setup->job, *fixed, batches->front(), budget);
+  auto b = strategy->PlanIteration(setup->job, *fixed, batches->front(), budget);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->replicas.size(), b->replicas.size());
+  for (size_t r = 0; r < a->replicas.size(); ++r) {
+    EXPECT_EQ(a->replicas[r].schedule.order, b->replicas[r].schedule.order);
+  }
+}
+
+TEST(Dip, AblationStepsNeverSlowTheIterationDown) {
+  auto setup = MakeSetup("vlm-s");
+  ASSERT_NE(setup, nullptr);
+  auto batches = MakeIterationBatches(*setup, 0, 2);
+  ASSERT_TRUE(batches.ok());
+  PlanBudget budget{.time_budget_s = 0, .work_budget = 20, .threads = 1};
+  for (const auto& batch : *batches) {
+    double previous = std::numeric_limits<double>::infinity();
+    for (auto v : {DipVariant::kPartitionOnly, DipVariant::kInterleave, DipVariant::kReorder,
+                   DipVariant::kFull}) {
+      auto strategy = MakeDipStrategy(v);
+      auto fixed = strategy->Prepare(setup->job);
+      ASSERT_TRUE(fixed.ok());
+      auto planned = PlanAndEvaluate(*strategy, setup->job, *fixed, batch, budget);
+      ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+      const double t = planned->evaluation.iteration_time_s;
+      EXPECT_LE(t, previous * (1 + 1e-9)) << strategy->Name();
+      previous = t;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace weft::strategy::dip

@@ -1,0 +1,167 @@
+// DIP §5.2: dual-queue interleaving of forward and backward stages, plus the §4 formulas.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "weft/sim/simulator.h"
+#include "weft/strategy/dip/dip.h"
+
+namespace weft::strategy::dip {
+
+StatusOr<int> SmallestEfficientSize(std::span<const int> sizes, std::span<const double> efficiency,
+                                    double threshold) {
+  if (sizes.empty() || sizes.size() != efficiency.size()) {
+    return InvalidArgumentError("sizes (" + std::to_string(sizes.size()) + ") and efficiency (" +
+                                std::to_string(efficiency.size()) +
+                                ") must be non-empty and of equal length");
+  }
+  const double best = *std::max_element(efficiency.begin(), efficiency.end());
+  for (size_t j = 0; j < sizes.size(); ++j) {
+    if (efficiency[j] >= threshold * best) return static_cast<int>(j);
+  }
+  return static_cast<int>(sizes.size()) - 1;
+}
+
+std::vector<int> SegmentCounts(std::span<const double> latency_s, std::span<const int> max_segments) {
+  double t_min = std::numeric_limits<double>::infinity();
+  for (double t : latency_s) {
+    if (t > 0) t_min = std::min(t_min, t);
+  }
+  std::vector<int> k(latency_s.size(), 1);
+  for (size_t i = 0; i < latency_s.size(); ++i) {
+    if (latency_s[i] > 0 && std::isfinite(t_min)) {
+      k[i] = std::max(1, static_cast<int>(std::floor(latency_s[i] / t_min + 1e-9)));
+    }
+    if (i < max_segments.size() && max_segments[i] > 0) k[i] = std::min(k[i], max_segments[i]);
+  }
+  return k;
+}
+
+StatusOr<sched::Schedule> DualQueueSchedule(const graph::StageGraph& g,
+                                            const DualQueueOptions& options) {
+  if (!g.finalized()) return InvalidArgumentError("dual-queue: the stage graph is not finalized");
+  const int n = g.num_stages();
+  const int num_groups = g.num_groups();
+  if (!options.priority_key.empty() && static_cast<int>(options.priority_key.size()) != n) {
+    return InvalidArgumentError("dual-queue: priority_key has " +
+                                std::to_string(options.priority_key.size()) +
+                                " entries; the graph has " + std::to_string(n) + " stages");
+  }
+  auto key = [&](graph::StageId s) {
+    return options.priority_key.empty() ? static_cast<double>(g.stage(s).microbatch)
+                                        : options.priority_key[s];
+  };
+  // Lower = higher priority.
+  auto before = [&](graph::StageId a, graph::StageId b) {
+    const double ka = key(a), kb = key(b);
+    if (ka != kb) return ka < kb;
+    if (g.stage(a).sub_microbatch != g.stage(b).sub_microbatch) {
+      return g.stage(a).sub_microbatch < g.stage(b).sub_microbatch;
+    }
+    return a < b;
+  };
+  auto cap_of = [&](int gi) {
+    return gi < static_cast<int>(options.activation_cap_bytes.size())
+               ? options.activation_cap_bytes[gi]
+               : std::numeric_limits<int64_t>::max();
+  };
+
+  std::vector<int> preds_left(n, 0);
+  std::vector<double> t_start(n, 0.0), end(n, 0.0);
+  for (int s = 0; s < n; ++s) preds_left[s] = static_cast<int>(g.in_edges(s).size());
+  std::vector<std::vector<graph::StageId>> ready(num_groups);
+  for (int s = 0; s < n; ++s) {
+    if (preds_left[s] == 0) ready[g.stage(s).group].push_back(s);
+  }
+  std::vector<double> t_last(num_groups, 0.0);
+  std::vector<int64_t> held(num_groups, 0);
+  std::vector<bool> last_forward(num_groups, false);
+
+  sched::Schedule out;
+  out.name = "dip-dual-queue";
+  out.order.resize(num_groups);
+  auto forward_allowed = [&](int gi, graph::StageId s) {
+    return held[gi] + g.stage(s).activation_alloc_bytes <= cap_of(gi);
+  };
+  auto eligible = [&](int gi, graph::StageId s, bool ignore_cap) {
+    return graph::IsBackward(g.stage(s).pass) || ignore_cap || forward_allowed(gi, s);
+  };
+
+  for (int placed = 0; placed < n; ++placed) {
+    // 1. The group with the smallest minimum start time among its enabled queues.
+    int best_group = -1;
+    double best_t = std::numeric_limits<double>::infinity();
+    bool ignore_cap = false;
+    for (int pass = 0; pass < 2 && best_group < 0; ++pass) {
+      ignore_cap = pass == 1;  // memory caps block everything: let the earliest forward run
+      for (int gi = 0; gi < num_groups; ++gi) {
+        for (graph::StageId s : ready[gi]) {
+          if (!eligible(gi, s, ignore_cap)) continue;
+          if (t_start[s] < best_t) {
+            best_t = t_start[s];
+            best_group = gi;
+          }
+        }
+      }
+    }
+    if (best_group < 0) {
+      return InternalError("dual-queue: no ready stage with " + std::to_string(n - placed) +
+                           " stages left (the graph has a cycle?)");
+    }
+    const int gi = best_group;
+    auto& q = ready[gi];
+    // 2–4. Compare the queues' earliest start times with t_last.
+    double t_fw = std::numeric_limits<double>::infinity(), t_bw = t_fw;
+    for (graph::StageId s : q) {
+      if (!eligible(gi, s, ignore_cap)) continue;
+      double& t = graph::IsBackward(g.stage(s).pass) ? t_bw : t_fw;
+      t = std::min(t, t_start[s]);
+    }
+    int pick = -1;
+    if (t_fw <= t_last[gi] && t_bw <= t_last[gi]) {
+      // 1F1B alternation: the highest-priority stage of the other kind that is already ready.
+      const bool want_backward = last_forward[gi];
+      for (int idx = 0; idx < static_cast<int>(q.size()); ++idx) {
+        const graph::StageId s = q[idx];
+        if (!eligible(gi, s, ignore_cap) || t_start[s] > t_last[gi]) continue;
+        if (graph::IsBackward(g.stage(s).pass) != want_backward) continue;
+        if (pick < 0 || before(s, q[pick])) pick = idx;
+      }
+    }
+    if (pick < 0) {
+      // Greedy: the earliest start (ties: priority).
+      for (int idx = 0; idx < static_cast<int>(q.size()); ++idx) {
+        const graph::StageId s = q[idx];
+        if (!eligible(gi, s, ignore_cap)) continue;
+        if (pick < 0 || t_start[s] < t_start[q[pick]] ||
+            (t_start[s] == t_start[q[pick]] && before(s, q[pick]))) {
+          pick = idx;
+        }
+      }
+    }
+    const graph::StageId s = q[pick];
+    q.erase(q.begin() + pick);
+    const auto& st = g.stage(s);
+    const double start = std::max(t_last[gi], t_start[s]);
+    end[s] = start + st.latency_s;
+    t_last[gi] = end[s];
+    last_forward[gi] = !graph::IsBackward(st.pass);
+    held[gi] += st.activation_alloc_bytes - st.activation_free_bytes;
+    out.order[gi].push_back(s);
+    for (graph::EdgeId e : g.out_edges(s)) {
+      const auto& edge = g.edge(e);
+      const int to_group = g.stage(edge.to).group;
+      double arrive = end[s];
+      if (to_group != gi && options.cluster != nullptr) {
+        const auto link = sim::LinkBetween(g.group(gi), g.group(to_group), *options.cluster);
+        arrive += sim::TransferTimeS(edge.bytes, link, *options.cluster);
+      }
+      t_start[edge.to] = std::max(t_start[edge.to], arrive);
+      if (--preds_left[edge.to] == 0) ready[to_group].push_back(edge.to);
+    }
+  }
+  return out;
+}
+
+}  // namespace weft::strategy::dip
