@@ -1,0 +1,71 @@
+#pragma once
+// DIP (dynamic interleaved pipelines for multimodal training, /work/shared/papers/dip.txt §4–§5):
+//  - modality-aware partitioner (§4): per module a sub-microbatch size B_i (the smallest size that
+//    keeps >= 95% of the best compute efficiency), a segment count K_i = ⌊T_i/T_1⌋ and P·K_i
+//    chunks per module (chunk k on group k % P), separated partitioning (no chunk mixes modules);
+//  - dual-queue stage interleaving (§5.2): per group forward/backward priority queues, 1F1B
+//    alternation when both have stages ready before the group's last end time, otherwise the
+//    earliest-ready stage; the forward queue is disabled while the group is at its memory cap;
+//  - MCTS segment reordering (§5.1): priorities per (microbatch, module) segment group, scored
+//    by the simulated iteration time of the dual-queue schedule;
+//  - per-layer memory optimization (§5.3, simplified): per (F, B) stage pair a recompute option,
+//    greedily upgraded from the most memory-efficient one while the simulated peak fits.
+// Registered variants: dip-partition-only, dip-interleave, dip-reorder, dip (docs/strategies_dip.md).
+// Thread-safety: pure functions; strategies are immutable.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "weft/common/status.h"
+#include "weft/graph/stage_graph.h"
+#include "weft/sched/schedule.h"
+#include "weft/spec/cluster.h"
+#include "weft/strategy/strategy.h"
+
+namespace weft::strategy::dip {
+
+// §4: index into `sizes` of the smallest size whose efficiency is >= threshold × the best
+// efficiency over all sizes. `sizes` ascending, same length as `efficiency`, non-empty.
+StatusOr<int> SmallestEfficientSize(std::span<const int> sizes, std::span<const double> efficiency,
+                                    double threshold = 0.95);
+
+// §4: K_i = ⌊T_i / T_min⌋ (T_min = smallest positive latency), at least 1 and at most
+// max_segments[i] (when given, > 0). Modules with latency <= 0 get 1.
+std::vector<int> SegmentCounts(std::span<const double> latency_s,
+                               std::span<const int> max_segments = {});
+
+// Options of the dual-queue interleaver (§5.2).
+struct DualQueueOptions {
+  // Per stage: a priority key, lower runs first among ready stages of the same pass kind
+  // (ties: smaller stage id). Empty = microbatch order (microbatch, sub-microbatch, stage id).
+  std::vector<double> priority_key;
+  // Per group: activation bytes the group may hold (capacity minus static bytes); while a
+  // group's held activations exceed its cap its forward queue is disabled (unless nothing else
+  // can run anywhere). Empty = unlimited.
+  std::vector<int64_t> activation_cap_bytes;
+  // Cluster used to estimate cross-group transfer times (nullptr = transfers are free).
+  const spec::ClusterSpec* cluster = nullptr;
+};
+
+// Orders the stages of every group of a finalized graph by the dual-queue rules. The result is
+// deadlock-free by construction (a stage is queued only after all its predecessors are placed).
+StatusOr<sched::Schedule> DualQueueSchedule(const graph::StageGraph& graph,
+                                            const DualQueueOptions& options = {});
+
+// Tunables of the DIP strategies.
+struct DipOptions {
+  double efficiency_threshold = 0.95;  // §4: fraction of the best efficiency B_i must keep
+  int max_sub_microbatch_size = 64;    // largest B_i tried (instances)
+  int max_segments = 4;                // cap on K_i (keeps stage counts and search tractable)
+  double mcts_alpha = 1.0;             // UCB exponent on the normalized score
+  double mcts_beta = 0.5;              // UCB exploration weight
+  int mcts_rollouts = 4;               // random rollouts per expansion
+  int memory_max_simulations = 200;    // cap on simulations of the §5.3 greedy upgrade, per replica
+};
+
+enum class DipVariant { kPartitionOnly, kInterleave, kReorder, kFull };
+
+std::unique_ptr<Strategy> MakeDipStrategy(DipVariant variant, DipOptions options = {});
+
+}  // namespace weft::strategy::dip
