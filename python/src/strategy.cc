@@ -18,8 +18,10 @@ namespace {
 
 strategy::JobOptions MakeJobOptions(const std::string& model, const std::string& cluster,
                                     int gpus, const std::string& data, int num_microbatches,
-                                    int sequences_per_batch, uint64_t seed) {
+                                    int sequences_per_batch, uint64_t seed,
+                                    int pipeline_size = 0) {
   strategy::JobOptions o;
+  o.pipeline_size = pipeline_size;
   o.model = model;
   o.cluster = cluster;
   o.gpus = gpus;
@@ -97,9 +99,9 @@ void RegisterStrategy(py::module_& m) {
       "plan",
       [](const std::string& strategy_name, const std::string& model, const std::string& cluster,
          int gpus, const std::string& data, int64_t iteration, uint64_t seed,
-         int num_microbatches, int sequences_per_batch, double budget_s) {
+         int num_microbatches, int sequences_per_batch, double budget_s, int pipeline_size) {
         auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
-                                  sequences_per_batch, seed);
+                                  sequences_per_batch, seed, pipeline_size);
         PlanOutput out;
         Status status;
         {
@@ -142,7 +144,7 @@ void RegisterStrategy(py::module_& m) {
       py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
       py::arg("data") = "mixed", py::arg("iteration") = 0, py::arg("seed") = 1,
       py::arg("num_microbatches") = 0, py::arg("sequences_per_batch") = 0,
-      py::arg("budget_s") = 1.0,
+      py::arg("budget_s") = 1.0, py::arg("pipeline_size") = 0,
       "Plans and simulates one iteration; returns the compiled, validated plan of replica 0 "
       "(plan_json), the simulated summary (iteration_time_s, mfu, bubble_ratio, ...), the "
       "placement chunks, the batch and replica 0's microbatches (sequence indices).");

@@ -1,4 +1,4 @@
-"""Runtime: executing weft plans on 2 worker processes equals a single-process reference."""
+"""Runtime: executing weft plans on 4 worker processes equals a single-process reference."""
 import copy
 
 import pytest
@@ -13,15 +13,16 @@ import weft  # noqa: E402
 
 def test_plan_execution_matches_single_process_reference():
     # megatron-1f1b, gpipe and zb-h1 plans, 2 iterations each, one after the other on the same
-    # 2 worker processes (one spawn); the reference runs the same batches with the same SGD steps.
+    # 4 worker processes (one pipeline of 4 ranks, one spawn); the reference runs the same batches
+    # with the same SGD steps.
     first, jobs = None, []
     for strategy in ["megatron-1f1b", "gpipe", "zb-h1"]:
-        f, j = plan_jobs(strategy, iterations=2)
-        assert f["pipeline_size"] == 2
+        f, j = plan_jobs(strategy, iterations=2, gpus=4, pipeline_size=4)
+        assert f["pipeline_size"] == 4 and f["dp"] == 1
         first = first or f
         assert f["chunks"] == first["chunks"]  # same placement: the workers keep their chunks
         jobs += j
-    runs = run_plans(weft.load_model("tiny-vlm"), first["chunks"], jobs, 2, timeout_s=20)
+    runs = run_plans(weft.load_model("tiny-vlm"), first["chunks"], jobs, 4, timeout_s=30)
     ref = reference("tiny-vlm", first["chunks"], jobs)
     assert len(runs) == len(jobs) == 6
     for job, got, want in zip(jobs, runs, ref):
@@ -70,9 +71,9 @@ def test_wrong_order_deadlock_times_out_naming_both_ranks():
     assert "rank 1 action" in msg
 
 
-def test_train_cli_rejects_dp_replicas_and_bad_iterations(capsys):
+def test_train_cli_rejects_bad_input(capsys):
     from weft.train import main
-    assert main(["--procs", "4", "--iterations", "1"]) == 2
-    assert "use --procs 2" in capsys.readouterr().err
+    assert main(["--procs", "64", "--iterations", "1"]) == 2
+    assert "error" in capsys.readouterr().err
     assert main(["--iterations", "0"]) == 2
     assert "--iterations = 0" in capsys.readouterr().err

@@ -1,7 +1,7 @@
 """Train a tiny real model with weft plans: plan each iteration, execute it on one worker process
 per pipeline rank, print loss, wall time and planning time.
 
-  python -m weft.train --model tiny-vlm --strategy megatron-1f1b --procs 2 --iterations 5
+  python -m weft.train --model tiny-vlm --strategy megatron-1f1b --procs 4 --iterations 5
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
                    "like models: ViT + MLP projector + LLM)")
     p.add_argument("--strategy", default="megatron-1f1b")
     p.add_argument("--procs", type=int, default=0,
-                   help="worker processes = GPUs planned for (0 = the model's setup)")
+                   help="worker processes = pipeline ranks of one pipeline (0 = the model's setup)")
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--data", default="coco-llava", help="generator profile or data file")
     p.add_argument("--seed", type=int, default=1)
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         first, jobs = plan_jobs(a.strategy, a.model, a.iterations, data=a.data, seed=a.seed,
-                                gpus=a.procs)
+                                gpus=a.procs, pipeline_size=a.procs)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

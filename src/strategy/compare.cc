@@ -48,6 +48,11 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   const int llm = data::FirstLlmModule(job.model);
   if (llm < 0) return FailedPreconditionError("model '" + options.model + "' has no llm module");
   spec::ModuleParallel lp = job.parallel.For(job.model.modules[llm].name);
+  if (options.pipeline_size < 0) {
+    return InvalidArgumentError("--pp = " + std::to_string(options.pipeline_size) +
+                                "; must be >= 0");
+  }
+  if (options.pipeline_size > 0) lp.pp = options.pipeline_size;
   const int replica = lp.tp * lp.pp * lp.cp;
   if (gpus < replica) {
     return FailedPreconditionError("--gpus = " + std::to_string(gpus) + "; module '" +

@@ -12,6 +12,7 @@ inline void AddJobOptions(CLI::App* cmd, strategy::JobOptions& job) {
   cmd->add_option("--cluster", job.cluster,
                   "cluster preset name or file (default: the model's setup cluster)");
   cmd->add_option("--gpus", job.gpus, "total GPUs (default: the model's setup)");
+  cmd->add_option("--pp", job.pipeline_size, "pipeline ranks of the backbone (default: setup's)");
   cmd->add_option("--data", job.data,
                   "data profile (laion obelics coco-llava video audio mixed rise-and-fall) or a "
                   "data file (weft JSONL, LLaVA JSON, COCO, CSV/TSV manifests)");
