@@ -13,7 +13,7 @@ DEB_PACKAGES := cmake ninja-build g++ pkg-config nlohmann-json3-dev libyaml-cpp-
   chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test deps venv configure build asan bench clean format
+.PHONY: demo test deps venv configure build asan bench golden results clean format
 
 # --- set-up --------------------------------------------------------------------------------------
 deps: .deps-stamp
@@ -60,6 +60,14 @@ asan: deps
 
 bench: build
 	@for b in $(BUILD_DIR)/*_benchmark; do echo "== $$b"; $$b --benchmark_repetitions=5 --benchmark_report_aggregates_only=true; done
+
+# Regenerates the golden outputs of tests/golden (only on purpose: review the diff).
+golden: build
+	WEFT_REGENERATE_GOLDEN=1 bash tests/cli/compare_golden.sh $(BUILD_DIR)/weft $(CURDIR)
+
+# Regenerates the strategy comparison tables (docs/results_compare.md).
+results: build
+	bash bench/compare_results.sh $(BUILD_DIR)/weft > docs/results_compare.md
 
 format:
 	find include src tools tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
