@@ -129,7 +129,8 @@ StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
   out.notes = split.notes;
   GraphBuildOptions options{.sub_microbatch_size = plan.sub_microbatch_size,
                             .recompute = plan.recompute,
-                            .split_backward = plan.split_backward};
+                            .split_backward = plan.split_backward,
+                            .keep_empty_stages = plan.keep_empty_stages};
   const int llm = data::FirstLlmModule(job.model);
   for (const auto& microbatches : split.replicas) {
     ReplicaPlan replica;

@@ -209,7 +209,41 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
           data::ModuleWorkload w,
           data::DeriveModuleWorkload(model, i, batch, microbatches[mb], workload));
       const int n = w.NumInstances();
-      if (n == 0 || w.TotalTokens() == 0) continue;
+      if (n == 0 || w.TotalTokens() == 0) {
+        if (!options.keep_empty_stages) continue;
+        // Zero-time pass-through stages on every chunk (no activations, no bytes).
+        FlowStages flow;
+        const bool has_backward = mode[i] != cost::BackwardMode::kNone;
+        for (int ci : chunks_of[i]) {
+          const Chunk& chunk = placement.chunks[ci];
+          graph::Stage f;
+          f.group = chunk.group;
+          f.module = i;
+          f.chunk = chunk.chunk;
+          f.microbatch = mb;
+          f.pass = graph::Pass::kForward;
+          flow.forward.push_back(g.AddStage(f));
+          flow.group.push_back(chunk.group);
+          flow.chunk_output_bytes.push_back(0);
+          flow.weight.push_back(-1);
+          if (has_backward) {
+            f.pass = options.split_backward ? graph::Pass::kBackwardInput : graph::Pass::kBackward;
+            flow.backward.push_back(g.AddStage(f));
+          } else {
+            flow.backward.push_back(-1);
+          }
+        }
+        for (size_t k = 0; k < flow.forward.size(); ++k) {
+          if (flow.backward[k] >= 0) g.AddEdge(flow.forward[k], flow.backward[k], 0);
+          if (placement.IsReplicated(i) || k == 0) continue;
+          g.AddEdge(flow.forward[k - 1], flow.forward[k], 0);
+          if (flow.backward[k] >= 0 && flow.backward[k - 1] >= 0) {
+            g.AddEdge(flow.backward[k], flow.backward[k - 1], 0);
+          }
+        }
+        flows[i].push_back(std::move(flow));
+        continue;
+      }
       module_tokens[i] = w.TotalTokens();
       // Cross-attention context (DiT conditioned on text): the producers' tokens.
       int64_t context = 0;

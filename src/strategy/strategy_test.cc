@@ -206,3 +206,34 @@ TEST(MakeJobSetup, BadInputNamesTheFlag) {
 
 }  // namespace
 }  // namespace weft::strategy
+
+namespace weft::strategy {
+namespace {
+
+TEST(Megatron, TextOnlyBatchKeepsThePipelineStructureForInterleaving) {
+  // A batch without images: the ViT chunks get zero-time pass-through stages, so the interleaved
+  // rule still sees every rank (regression: rise-and-fall iteration 19 deadlocked).
+  auto setup = MakeSetup("vlm-s");
+  ASSERT_NE(setup, nullptr);
+  auto strategy = MakeStrategy("megatron-vpp");
+  auto fixed = (*strategy)->Prepare(setup->job);
+  ASSERT_TRUE(fixed.ok());
+  spec::Batch batch;
+  for (int i = 0; i < 8; ++i) batch.samples.push_back({.id = i, .text_tokens = 4096});
+  auto planned = PlanAndEvaluate(**strategy, setup->job, *fixed, batch, PlanBudget{});
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  const auto& g = planned->plan.replicas[0].graph;
+  const int vision = *setup->job.model.FindModule("vision");
+  int vision_stages = 0;
+  for (const auto& s : g.stages()) {
+    if (s.module != vision) continue;
+    ++vision_stages;
+    EXPECT_EQ(s.latency_s, 0);
+    EXPECT_EQ(s.activation_alloc_bytes, 0);
+  }
+  EXPECT_GT(vision_stages, 0);
+  EXPECT_GT(planned->evaluation.iteration_time_s, 0);
+}
+
+}  // namespace
+}  // namespace weft::strategy

@@ -30,6 +30,10 @@ struct GraphBuildOptions {
   std::vector<int> sub_microbatch_size;        // per module; empty / 0 = whole microbatch
   std::vector<cost::Recompute> recompute;      // per module; empty = kNone
   bool split_backward = false;                 // B (input) and W (weight) as separate stages
+  // A module with no work in a microbatch (no images) still gets zero-time stages on its chunks,
+  // as a static pipeline (Megatron) passes the microbatch through every stage; keeps the rank
+  // structure the interleaved rules rely on. false = such modules have no stages.
+  bool keep_empty_stages = false;
   // Fraction of a stage's activations kept until W when split_backward (the inputs of the
   // linear layers that the weight gradient needs).
   double weight_grad_activation_fraction = 0.5;

@@ -82,6 +82,7 @@ struct StaticPlan {
   std::vector<int> sub_microbatch_size;
   std::vector<cost::Recompute> recompute;
   bool split_backward = false;  // B and W as separate stages (zero-bubble)
+  bool keep_empty_stages = false;  // see GraphBuildOptions::keep_empty_stages
 };
 
 // One DP replica's stage graph and schedule.

@@ -27,6 +27,7 @@ class MegatronStrategy final : public Strategy {
                                          UnitWeight::kParameters));
     StaticPlan plan = MakeStaticPlan(std::move(placement), description_, job.model);
     plan.split_backward = kind_ == sched::ScheduleKind::kZeroBubbleH1;
+    plan.keep_empty_stages = true;  // Megatron's pipeline passes every microbatch through every stage
     return plan;
   }
 
