@@ -47,7 +47,7 @@ build: deps venv configure
 # out/report.html (open it in a browser), out/compare.json and Perfetto traces in out/traces/.
 demo: build
 	$(BUILD_DIR)/weft compare --model vlm-s --cluster h800 --gpus 16 --data mixed --iterations 20 \
-	  --report out/report.html --json out/compare.json --trace-dir out/traces
+	  --budget-ms 200 --report out/report.html --json out/compare.json --trace-dir out/traces
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

@@ -30,12 +30,16 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
                   "comma-separated strategies (default: all; see `weft compare --list`)");
   cmd->add_option("--baseline", options->baseline, "strategy speedups are relative to")
       ->capture_default_str();
+  auto budget_ms = std::make_shared<double>(1000);
+  cmd->add_option("--budget-ms", *budget_ms, "planning budget per iteration of search strategies")
+      ->capture_default_str();
   cmd->add_option("--json", *json_path, "write the comparison as JSON");
   cmd->add_option("--report", *report_path, "write a self-contained HTML report");
   cmd->add_option("--trace-dir", *trace_dir,
                   "write a Chrome/Perfetto trace per strategy (last iteration)");
   cmd->add_flag("--quiet", *quiet, "no progress on stderr");
   cmd->callback([=, &exit_code]() {
+    options->budget.time_budget_s = *budget_ms / 1000.0;
     options->strategies.clear();
     std::stringstream ss(*strategies);
     for (std::string s; std::getline(ss, s, ',');) {
