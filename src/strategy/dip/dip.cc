@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -454,6 +455,45 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
 
 std::unique_ptr<Strategy> MakeDipStrategy(DipVariant variant, DipOptions options) {
   return std::make_unique<internal::DipStrategy>(variant, options);
+}
+
+StatusOr<SegmentOrderSearch> MakeSegmentOrderSearch(const Job& job, const graph::StageGraph& graph) {
+  struct State {
+    DualQueueOptions dq;
+    internal::Segments seg;
+  };
+  auto state = std::make_shared<State>();
+  state->dq.activation_cap_bytes = internal::ActivationCaps(graph, job.cluster);
+  state->dq.cluster = &job.cluster;
+  std::vector<int> topo_rank(job.model.modules.size(), 0);
+  const auto topo = job.model.TopologicalOrder();
+  for (size_t i = 0; i < topo.size(); ++i) topo_rank[topo[i]] = static_cast<int>(i);
+  state->seg = internal::MakeSegments(graph, topo_rank);
+  SegmentOrderSearch out;
+  out.num_segments = static_cast<int>(state->seg.microbatch.size());
+  WEFT_ASSIGN_OR_RETURN(sched::Schedule base, DualQueueSchedule(graph, state->dq));
+  out.default_cost_s = internal::Evaluate(graph, base, job.cluster).Cost();
+  out.problem.legal_actions = [state](std::span<const int> partial, std::vector<int>& actions) {
+    const auto& seg = state->seg;
+    actions.clear();
+    std::vector<int> placed(seg.by_mb.size(), 0);
+    for (int a : partial) ++placed[seg.microbatch[a]];
+    for (size_t mb = 0; mb < seg.by_mb.size(); ++mb) {
+      if (placed[mb] < static_cast<int>(seg.by_mb[mb].size())) {
+        actions.push_back(seg.by_mb[mb][placed[mb]]);
+      }
+    }
+  };
+  const spec::ClusterSpec* cluster = &job.cluster;
+  const graph::StageGraph* g = &graph;
+  out.problem.cost = [state, cluster, g](std::span<const int> complete) {
+    DualQueueOptions o = state->dq;
+    o.priority_key = internal::KeysFromOrder(state->seg, complete);
+    auto s = DualQueueSchedule(*g, o);
+    if (!s.ok()) return std::numeric_limits<double>::infinity();
+    return internal::Evaluate(*g, *s, *cluster).Cost();
+  };
+  return out;
 }
 
 }  // namespace weft::strategy::dip

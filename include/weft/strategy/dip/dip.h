@@ -17,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "weft/algo/mcts.h"
 #include "weft/common/status.h"
 #include "weft/graph/stage_graph.h"
 #include "weft/sched/schedule.h"
@@ -67,5 +68,18 @@ struct DipOptions {
 enum class DipVariant { kPartitionOnly, kInterleave, kReorder, kFull };
 
 std::unique_ptr<Strategy> MakeDipStrategy(DipVariant variant, DipOptions options = {});
+
+// The §5.1 segment-priority search space of one finalized graph, exposed for benchmarks: an
+// assignment is an order of the (microbatch, module) segment groups that keeps each microbatch's
+// segments in flow order; its cost is the simulated iteration time in seconds (×10 when the
+// schedule runs out of memory) of the dual-queue schedule with those priorities. This is the
+// problem SearchSchedule hands to algo::MctsSearch.
+struct SegmentOrderSearch {
+  algo::MctsProblem problem;  // safe to call concurrently
+  double default_cost_s = 0;  // cost of the dual-queue schedule without priorities
+  int num_segments = 0;       // length of a complete assignment
+};
+// `job` and `graph` must outlive the returned problem's callbacks.
+StatusOr<SegmentOrderSearch> MakeSegmentOrderSearch(const Job& job, const graph::StageGraph& graph);
 
 }  // namespace weft::strategy::dip
