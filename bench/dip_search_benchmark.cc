@@ -5,8 +5,9 @@
 // in the fixed action order, keep the best). Each run lasts kBudgetS seconds of wall time; the
 // best cost at each checkpoint is reported as a counter (best_at_<t>s, seconds of iteration time)
 // and printed as one CSV line per run:
-//   curve,<searcher>,<seed>,<default_s>,<best at each checkpoint...>,<evaluations>
-// Run: build/<dir>/dip_search_benchmark --benchmark_filter=. (about 3 × 3 × kBudgetS seconds).
+//   curve,<searcher>,<seed>,<default_s>,<oom|fits>,<best at each checkpoint...>,<evaluations>
+// Costs are DIP's search score: simulated iteration time in seconds, ×10 when the schedule runs
+// out of memory. Run: build/<dir>/dip_search_benchmark (4 searchers × 3 seeds × kBudgetS s).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -127,7 +128,7 @@ std::vector<CurvePoint> DepthFirstSearch(const weft::algo::MctsProblem& problem,
   return curve;
 }
 
-std::vector<CurvePoint> Mcts(const weft::algo::MctsProblem& problem, uint64_t seed,
+std::vector<CurvePoint> Mcts(const weft::algo::MctsProblem& problem, uint64_t seed, int threads,
                              int64_t& evaluations) {
   const weft::strategy::dip::DipOptions defaults;
   weft::algo::MctsOptions o;
@@ -136,7 +137,7 @@ std::vector<CurvePoint> Mcts(const weft::algo::MctsProblem& problem, uint64_t se
   o.rollouts_per_expansion = defaults.mcts_rollouts;
   o.time_budget_s = kBudgetS;
   o.seed = seed;
-  o.threads = 2;
+  o.threads = threads;
   std::vector<CurvePoint> curve;
   auto r = weft::algo::MctsSearch(problem, o);
   if (!r.ok()) return curve;
@@ -153,8 +154,9 @@ double BestAt(const std::vector<CurvePoint>& curve, double t_s) {
   return best;
 }
 
-enum Searcher { kMcts = 0, kRandom = 1, kDfs = 2 };
-constexpr const char* kSearcherNames[] = {"mcts", "random", "dfs"};
+// kMcts1: MCTS on one thread, the same evaluation throughput as random search and DFS.
+enum Searcher { kMcts = 0, kRandom = 1, kDfs = 2, kMcts1 = 3 };
+constexpr const char* kSearcherNames[] = {"mcts", "random", "dfs", "mcts-1thread"};
 
 void BM_SegmentOrderSearch(benchmark::State& state) {
   const auto searcher = static_cast<Searcher>(state.range(0));
@@ -173,17 +175,20 @@ void BM_SegmentOrderSearch(benchmark::State& state) {
   int64_t evaluations = 0;
   for (auto _ : state) {
     switch (searcher) {
-      case kMcts: curve = Mcts(search->problem, seed, evaluations); break;
+      case kMcts: curve = Mcts(search->problem, seed, 2, evaluations); break;
+      case kMcts1: curve = Mcts(search->problem, seed, 1, evaluations); break;
       case kRandom: curve = RandomSearch(search->problem, seed, evaluations); break;
       case kDfs: curve = DepthFirstSearch(search->problem, evaluations); break;
     }
   }
   state.SetLabel(kSearcherNames[searcher]);
   state.counters["default_s"] = search->default_cost_s;
+  state.counters["default_oom"] = search->default_oom ? 1 : 0;
   state.counters["segments"] = search->num_segments;
   state.counters["evaluations"] = static_cast<double>(evaluations);
   std::string line = std::string("curve,") + kSearcherNames[searcher] + "," +
-                     std::to_string(seed) + "," + std::to_string(search->default_cost_s);
+                     std::to_string(seed) + "," + std::to_string(search->default_cost_s) + "," +
+                     (search->default_oom ? "oom" : "fits");
   for (double t : kCheckpointsS) {
     const double best = BestAt(curve, t);
     char name[32];
@@ -196,7 +201,7 @@ void BM_SegmentOrderSearch(benchmark::State& state) {
 }
 
 BENCHMARK(BM_SegmentOrderSearch)
-    ->ArgsProduct({{kMcts, kRandom, kDfs}, {1, 2, 3}})
+    ->ArgsProduct({{kMcts, kRandom, kDfs, kMcts1}, {1, 2, 3}})
     ->Iterations(1)
     ->Unit(benchmark::kSecond)
     ->UseRealTime();

@@ -472,7 +472,9 @@ StatusOr<SegmentOrderSearch> MakeSegmentOrderSearch(const Job& job, const graph:
   SegmentOrderSearch out;
   out.num_segments = static_cast<int>(state->seg.microbatch.size());
   WEFT_ASSIGN_OR_RETURN(sched::Schedule base, DualQueueSchedule(graph, state->dq));
-  out.default_cost_s = internal::Evaluate(graph, base, job.cluster).Cost();
+  const internal::Score base_score = internal::Evaluate(graph, base, job.cluster);
+  out.default_cost_s = base_score.Cost();
+  out.default_oom = base_score.oom;
   out.problem.legal_actions = [state](std::span<const int> partial, std::vector<int>& actions) {
     const auto& seg = state->seg;
     actions.clear();

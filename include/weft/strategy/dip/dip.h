@@ -77,6 +77,7 @@ std::unique_ptr<Strategy> MakeDipStrategy(DipVariant variant, DipOptions options
 struct SegmentOrderSearch {
   algo::MctsProblem problem;  // safe to call concurrently
   double default_cost_s = 0;  // cost of the dual-queue schedule without priorities
+  bool default_oom = false;   // whether that schedule runs out of memory (cost is then ×10)
   int num_segments = 0;       // length of a complete assignment
 };
 // `job` and `graph` must outlive the returned problem's callbacks.
