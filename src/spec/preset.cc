@@ -654,14 +654,18 @@ std::string DefaultName(std::string_view source) {
   return std::filesystem::path(std::string(source)).stem().string();
 }
 
-StatusOr<ModelPreset> ParseModelDocument(std::string_view text, const Context& ctx) {
-  YAML::Node root;
+// Parses `text` as YAML; a syntax error names the file, line and column.
+StatusOr<YAML::Node> LoadYaml(std::string_view text, const Context& ctx) {
   try {
-    root = YAML::Load(std::string(text));
+    return YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return InvalidArgumentError(fmt::format("{}:{}:{}: malformed YAML: {}", ctx.source,
                                             e.mark.line + 1, e.mark.column + 1, e.msg));
   }
+}
+
+StatusOr<ModelPreset> ParseModelDocument(std::string_view text, const Context& ctx) {
+  WEFT_ASSIGN_OR_RETURN(YAML::Node root, LoadYaml(text, ctx));
   try {
     WEFT_RETURN_IF_ERROR(RequireMap(ctx, root, ""));
     ModelPreset preset;
@@ -783,13 +787,7 @@ const std::vector<std::string_view> kClusterSections = {"gpu", "intra_node", "in
                                                         "efficiency"};
 
 StatusOr<ClusterSpec> ParseClusterDocument(std::string_view text, const Context& ctx) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgumentError(fmt::format("{}:{}:{}: malformed YAML: {}", ctx.source,
-                                            e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  WEFT_ASSIGN_OR_RETURN(YAML::Node root, LoadYaml(text, ctx));
   try {
     ClusterSpec cluster;
     cluster.name = DefaultName(ctx.source);

@@ -37,13 +37,14 @@ StatusOr<std::vector<cost::TokenShape>> RepresentativeShapes(const Job& job) {
   std::vector<double> tokens(n, 0), sumsq(n, 0), inst(n, 0), ctx(n, 0);
   int count = 0;
   const int dp = job.DataParallelSize();
+  const std::vector<int> order = job.model.TopologicalOrder();
   for (const auto& batch : job.profile_batches) {
     auto split = SplitBatch(batch, dp, std::max(1, job.parallel.num_microbatches));
     if (!split.ok()) continue;
     for (const auto& mb : split->replicas[0]) {
       ++count;
       std::vector<int64_t> mt(n, 0);
-      for (int i : job.model.TopologicalOrder()) {
+      for (int i : order) {
         WEFT_ASSIGN_OR_RETURN(auto w,
                               data::DeriveModuleWorkload(job.model, i, batch, mb, job.workload));
         tokens[i] += w.TotalTokens();

@@ -45,6 +45,21 @@ struct FlowStages {
   std::vector<double> chunk_output_bytes;  // per chunk: bytes to the next chunk
 };
 
+// Edges inside one module's flow: F(k)→B(k) and B→W on each chunk, and the chain of chunks
+// (activations forward, gradients back). Replicated modules have independent copies: no chain.
+void LinkChunkChain(const FlowStages& flow, bool replicated, graph::StageGraph& g) {
+  for (size_t k = 0; k < flow.forward.size(); ++k) {
+    if (flow.backward[k] >= 0) g.AddEdge(flow.forward[k], flow.backward[k], 0);
+    if (flow.weight[k] >= 0) g.AddEdge(flow.backward[k], flow.weight[k], 0);
+    if (replicated || k == 0) continue;
+    const auto bytes = static_cast<int64_t>(flow.chunk_output_bytes[k - 1]);
+    g.AddEdge(flow.forward[k - 1], flow.forward[k], bytes);
+    if (flow.backward[k] >= 0 && flow.backward[k - 1] >= 0) {
+      g.AddEdge(flow.backward[k], flow.backward[k - 1], bytes);
+    }
+  }
+}
+
 }  // namespace
 
 int NumSequences(const spec::Batch& batch) {
@@ -233,14 +248,7 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
             flow.backward.push_back(-1);
           }
         }
-        for (size_t k = 0; k < flow.forward.size(); ++k) {
-          if (flow.backward[k] >= 0) g.AddEdge(flow.forward[k], flow.backward[k], 0);
-          if (placement.IsReplicated(i) || k == 0) continue;
-          g.AddEdge(flow.forward[k - 1], flow.forward[k], 0);
-          if (flow.backward[k] >= 0 && flow.backward[k - 1] >= 0) {
-            g.AddEdge(flow.backward[k], flow.backward[k - 1], 0);
-          }
-        }
+        LinkChunkChain(flow, placement.IsReplicated(i), g);
         flows[i].push_back(std::move(flow));
         continue;
       }
@@ -327,18 +335,7 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
           }
         }
         flow.output_bytes = out_bytes;
-        // Edges inside the module: chain of chunks (replicated modules have independent copies).
-        const bool replicated = placement.IsReplicated(i);
-        for (size_t k = 0; k < flow.forward.size(); ++k) {
-          if (flow.backward[k] >= 0) g.AddEdge(flow.forward[k], flow.backward[k], 0);
-          if (flow.weight[k] >= 0) g.AddEdge(flow.backward[k], flow.weight[k], 0);
-          if (replicated || k == 0) continue;
-          const auto bytes = static_cast<int64_t>(flow.chunk_output_bytes[k - 1]);
-          g.AddEdge(flow.forward[k - 1], flow.forward[k], bytes);
-          if (flow.backward[k] >= 0 && flow.backward[k - 1] >= 0) {
-            g.AddEdge(flow.backward[k], flow.backward[k - 1], bytes);
-          }
-        }
+        LinkChunkChain(flow, placement.IsReplicated(i), g);
         flows[i].push_back(std::move(flow));
       }
     }
