@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "weft/algo/balance.h"
+#include "weft/algo/live_selection.h"
 #include "weft/algo/packing.h"
 #include "weft/algo/partition.h"
 
@@ -82,5 +83,46 @@ void BM_KarmarkarKarp(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_KarmarkarKarp)->RangeMultiplier(8)->Range(64, 1 << 15);
+
+
+// DIP §5.3 per-rank selection: `n` (F, B) pairs in a 1F1B-like order (a window of 8 pairs live at
+// each forward start), 4 candidates each (fastest .. most memory-efficient), budget = 55% of
+// the window's fastest bytes. The target is < 10 ms per rank instance.
+weft::algo::LiveSelectionProblem RankInstance(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.5, 1.5);
+  weft::algo::LiveSelectionProblem p;
+  const int window = 8;
+  double heavy = 0;
+  for (int i = 0; i < n; ++i) {
+    const double bytes = 1e9 * u(rng), time = 0.1 * u(rng);
+    heavy += bytes;
+    p.items.push_back({{time * 0.33, bytes * 0.1}, {time * 0.15, bytes * 0.35},
+                       {time * 0.04, bytes * 0.7}, {0.0, bytes}});
+  }
+  for (int k = 0; k < n; ++k) {
+    weft::algo::LiveCheckpoint ck;
+    for (int i = std::max(0, k - window + 1); i <= k; ++i) ck.items.push_back(i);
+    ck.budget = 0.55 * window * heavy / n;
+    p.checkpoints.push_back(std::move(ck));
+  }
+  return p;
+}
+
+void BM_LiveSelection(benchmark::State& state, weft::algo::LiveSelectionMethod method) {
+  const auto problem = RankInstance(static_cast<int>(state.range(0)), 3);
+  double extra = 0;
+  for (auto _ : state) {
+    auto r = weft::algo::SolveLiveSelection(problem, {.method = method});
+    if (!r.ok() || !r->feasible) state.SkipWithError("selection failed");
+    extra = r->total_cost;
+    benchmark::DoNotOptimize(extra);
+  }
+  state.counters["cost_s"] = extra;
+}
+BENCHMARK_CAPTURE(BM_LiveSelection, greedy, weft::algo::LiveSelectionMethod::kGreedy)
+    ->RangeMultiplier(4)->Range(16, 1024)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_LiveSelection, greedy_then_cbc, weft::algo::LiveSelectionMethod::kMilp)
+    ->RangeMultiplier(4)->Range(16, 1024)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -220,10 +220,16 @@ StatusOr<std::vector<KnapsackSelection>> SelectMemoryBucketCandidates(
   const int buckets = num_candidates - 2;
   for (int b = 0; b < buckets && hi > lo; ++b) {
     const double bucket_lo = lo + (hi - lo) * b / buckets;
-    const double bucket_hi = b + 1 == buckets ? hi : lo + (hi - lo) * (b + 1) / buckets;
-    // Cheapest selection with weight <= bucket_hi = the heaviest frontier point under it.
+    const bool last = b + 1 == buckets;
+    const double bucket_hi = last ? hi : lo + (hi - lo) * (b + 1) / buckets;
+    // Cheapest selection with weight <= bucket_hi (< hi for the last bucket: the fastest is a
+    // candidate anyway) = the heaviest frontier point under it.
     size_t best = 0;
-    for (size_t p = 0; p < pts.size() && pts[p].total_weight <= bucket_hi; ++p) best = p;
+    for (size_t p = 0; p < pts.size() && (last ? pts[p].total_weight < bucket_hi
+                                               : pts[p].total_weight <= bucket_hi);
+         ++p) {
+      best = p;
+    }
     if (pts[best].total_weight > bucket_lo) picked.push_back(best);
   }
   picked.push_back(pts.size() - 1);

@@ -178,8 +178,8 @@ TEST(SelectMemoryBucketCandidates, FillsEveryBucketOnADenseFrontier) {
   ASSERT_TRUE(picked.ok());
   std::vector<double> weights;
   for (const auto& c : *picked) weights.push_back(c.total_weight);
-  // Buckets over (0, 4]: (0,4/3], (4/3,8/3], (8/3,4] -> weights 1, 2, 4 plus the ends 0 and 4.
-  EXPECT_THAT(weights, ElementsAre(0.0, 1.0, 2.0, 4.0));
+  // Buckets over (0, 4): (0,4/3], (4/3,8/3], (8/3,4) -> weights 1, 2, 3 plus the ends 0 and 4.
+  EXPECT_THAT(weights, ElementsAre(0.0, 1.0, 2.0, 3.0, 4.0));
 }
 
 }  // namespace

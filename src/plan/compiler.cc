@@ -229,6 +229,7 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
       compute.inputs = io[s].inputs;
       compute.outputs = io[s].outputs;
       compute.recompute = stage.recompute;
+      compute.recompute_layers = stage.recompute_layers;
       compute.activation_alloc_bytes = stage.activation_alloc_bytes;
       compute.activation_free_bytes = stage.activation_free_bytes;
       compute.latency_s = stage.latency_s;

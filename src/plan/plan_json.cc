@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -32,6 +33,9 @@ json ActionToJson(const Action& a) {
     j["inputs"] = a.inputs;
     j["outputs"] = a.outputs;
     j["recompute"] = graph::RecomputeName(a.recompute);
+    if (a.recompute_layers != std::array<int16_t, 4>{}) {
+      j["recompute_layers"] = a.recompute_layers;  // [none, selective, full, offload] layers
+    }
     j["activation_alloc_bytes"] = a.activation_alloc_bytes;
     j["activation_free_bytes"] = a.activation_free_bytes;
     j["latency_s"] = a.latency_s;
@@ -175,6 +179,19 @@ StatusOr<Action> ActionFromJson(const json& j, const std::string& path) {
     WEFT_RETURN_IF_ERROR(
         Reader::Integer(j, path, "activation_free_bytes", &a.activation_free_bytes, false, 0));
     WEFT_RETURN_IF_ERROR(Reader::Number(j, path, "latency_s", &a.latency_s, false));
+    if (j.contains("recompute_layers")) {
+      std::vector<int64_t> layers;
+      WEFT_RETURN_IF_ERROR(Reader::IntArray(j, path, "recompute_layers", &layers));
+      if (layers.size() != a.recompute_layers.size() ||
+          std::any_of(layers.begin(), layers.end(),
+                      [](int64_t n) { return n < 0 || n > 32767; })) {
+        return Reader::Bad(path + ".recompute_layers", j["recompute_layers"],
+                           "must be 4 layer counts [none, selective, full, offload], each 0..32767");
+      }
+      for (size_t i = 0; i < layers.size(); ++i) {
+        a.recompute_layers[i] = static_cast<int16_t>(layers[i]);
+      }
+    }
   } else {
     WEFT_ASSIGN_OR_RETURN(const json* pass, Reader::Get(*stage, stage_path, "pass"));
     WEFT_ASSIGN_OR_RETURN(a.stage.pass, ParsePass(stage_path + ".pass", *pass));

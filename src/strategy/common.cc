@@ -208,6 +208,7 @@ StatusOr<PlannedIteration> PlanAndEvaluate(const Strategy& strategy, const Job& 
                                            const PlanBudget& budget,
                                            const sim::SimOptions& options) {
   const bool auto_recompute =
+      !strategy.ManagesMemory() &&
       std::all_of(plan.recompute.begin(), plan.recompute.end(),
                   [](cost::Recompute r) { return r == cost::Recompute::kNone; });
   const std::vector<cost::Recompute> levels =

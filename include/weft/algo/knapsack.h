@@ -72,7 +72,7 @@ StatusOr<ParetoFrontier> MultipleChoiceParetoFrontier(std::span<const KnapsackGr
 // DIP §5.3 candidate selection, at most `num_candidates` (S >= 2) distinct selections by increasing
 // weight: the most memory-efficient (lightest; cheapest among the lightest), the fastest (cheapest;
 // lightest among the cheapest), and for each of S-2 equal-width weight buckets splitting
-// (lightest weight, fastest weight] the cheapest selection whose weight lies in the bucket (a
+// (lightest weight, fastest weight) the cheapest selection whose weight lies in the bucket (a
 // bucket with no frontier point adds nothing: every selection in it is dominated by a lighter one).
 StatusOr<std::vector<KnapsackSelection>> SelectMemoryBucketCandidates(
     std::span<const KnapsackGroup> groups,

@@ -10,6 +10,7 @@
 //
 // Thread-safety: a finalized StageGraph is immutable and safe to read from many threads.
 // Building (Add*, Finalize) is single-threaded. The graph owns its stages, edges and groups.
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -71,6 +72,9 @@ struct Stage {
   int64_t activation_alloc_bytes = 0;  // per GPU, allocated when the stage starts
   int64_t activation_free_bytes = 0;   // per GPU, freed when the stage ends
   Recompute recompute = Recompute::kNone;
+  // Per-layer memory options (DIP §5.3): how many of the chunk's layers use none / selective /
+  // full / offload (index = Recompute), layers in that order; all zero = every layer `recompute`.
+  std::array<int16_t, 4> recompute_layers{};
 };
 
 struct Edge {

@@ -12,6 +12,7 @@
 // memory can be checked. All byte counts are per GPU of the rank's device group.
 //
 // Thread-safety: plain value types, no shared state.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -83,6 +84,7 @@ struct Action {
   std::vector<BufferId> inputs;   // buffers read; must be ready (produced here or waited for)
   std::vector<BufferId> outputs;  // buffers written; allocated by this action
   graph::Recompute recompute = graph::Recompute::kNone;
+  std::array<int16_t, 4> recompute_layers{};  // per-layer mix (graph::Stage); all 0 = uniform
   int64_t activation_alloc_bytes = 0;  // stashed activation bytes allocated by this stage
   int64_t activation_free_bytes = 0;   // stashed activation bytes released by this stage
   double latency_s = 0;                // expected compute time (from the timeline); informative

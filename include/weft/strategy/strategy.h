@@ -119,6 +119,9 @@ class Strategy {
                                                 const StaticPlan& plan,
                                                 const spec::Batch& batch,
                                                 const PlanBudget& budget = {}) const = 0;
+  // True when PlanIteration chooses recomputation / offload itself (per stage or per layer); then
+  // PlanAndEvaluate does not retry it with uniform recompute levels.
+  virtual bool ManagesMemory() const { return false; }
 };
 
 // Names of all strategies, in the order `weft compare` lists them.

@@ -1,15 +1,20 @@
 // DIP strategies: modality-aware partitioner (Prepare), dual-queue interleaving, MCTS segment
-// reordering and the per-pair recompute upgrade (PlanIteration).
+// reordering and the §5.3 per-layer memory optimization (memory.h) (PlanIteration).
 #include "weft/strategy/dip/dip.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
+
+#include <fmt/format.h>
 
 #include "weft/algo/mcts.h"
 #include "weft/data/workload.h"
@@ -18,6 +23,7 @@
 #include "weft/sim/simulator.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/graph_builder.h"
+#include "weft/strategy/dip/memory.h"
 
 namespace weft::strategy::dip {
 namespace internal {
@@ -95,21 +101,61 @@ struct SearchResult {
   Score score;
 };
 
+// Scores a schedule of the graph being searched (default: simulate it as it is).
+using Evaluator = std::function<Score(const sched::Schedule&)>;
+
+std::vector<int> TopoRank(const spec::ModelSpec& model) {
+  std::vector<int> topo_rank(model.modules.size(), 0);
+  const auto topo = model.TopologicalOrder();
+  for (size_t i = 0; i < topo.size(); ++i) topo_rank[topo[i]] = static_cast<int>(i);
+  return topo_rank;
+}
+
+// The §5.1 search space: orders of the segment groups that keep each microbatch's flow order;
+// cost = the evaluated dual-queue schedule with those priorities. `g` must outlive the problem.
+algo::MctsProblem SegmentOrderProblem(std::shared_ptr<const Segments> seg,
+                                      std::shared_ptr<const DualQueueOptions> dq,
+                                      const graph::StageGraph* g, Evaluator evaluate) {
+  algo::MctsProblem problem;
+  problem.legal_actions = [seg](std::span<const int> partial, std::vector<int>& actions) {
+    actions.clear();
+    std::vector<int> placed(seg->by_mb.size(), 0);
+    for (int a : partial) ++placed[seg->microbatch[a]];
+    for (size_t mb = 0; mb < seg->by_mb.size(); ++mb) {
+      if (placed[mb] < static_cast<int>(seg->by_mb[mb].size())) {
+        actions.push_back(seg->by_mb[mb][placed[mb]]);
+      }
+    }
+  };
+  problem.cost = [seg, dq, g, evaluate = std::move(evaluate)](std::span<const int> complete) {
+    DualQueueOptions o = *dq;
+    o.priority_key = KeysFromOrder(*seg, complete);
+    auto s = DualQueueSchedule(*g, o);
+    if (!s.ok()) return std::numeric_limits<double>::infinity();
+    return evaluate(*s).Cost();
+  };
+  return problem;
+}
+
 // §5.1 + §5.2: the default dual-queue schedule, improved by MCTS over segment priorities.
+// `evaluate` scores a schedule of `g` (nullptr: simulate `g` as it is).
 StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g, bool search,
                                       const PlanBudget& budget, double time_share,
-                                      const DipOptions& options) {
-  DualQueueOptions dq;
-  dq.activation_cap_bytes = ActivationCaps(g, job.cluster);
-  dq.cluster = &job.cluster;
+                                      const DipOptions& options, Evaluator evaluate = nullptr) {
+  if (!evaluate) {
+    evaluate = [&](const sched::Schedule& s) { return Evaluate(g, s, job.cluster); };
+  }
+  auto dq = std::make_shared<DualQueueOptions>();
+  dq->activation_cap_bytes = ActivationCaps(g, job.cluster);
+  dq->cluster = &job.cluster;
   SearchResult best;
-  WEFT_ASSIGN_OR_RETURN(best.schedule, DualQueueSchedule(g, dq));
-  best.score = Evaluate(g, best.schedule, job.cluster);
+  WEFT_ASSIGN_OR_RETURN(best.schedule, DualQueueSchedule(g, *dq));
+  best.score = evaluate(best.schedule);
   best.schedule.name = "dip-interleave";
   // Keep the best seen: the rule order is a candidate too (the dual-queue rules are a heuristic
   // and can lose a fraction of a percent to 1F1B on balanced graphs).
   if (auto rule = RuleSchedule(g); rule.ok()) {
-    const Score score = Evaluate(g, *rule, job.cluster);
+    const Score score = evaluate(*rule);
     if (score.Cost() < best.score.Cost()) {
       best.schedule = std::move(*rule);
       best.score = score;
@@ -117,29 +163,10 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   }
   if (!search) return best;
 
-  std::vector<int> topo_rank(job.model.modules.size(), 0);
-  const auto topo = job.model.TopologicalOrder();
-  for (size_t i = 0; i < topo.size(); ++i) topo_rank[topo[i]] = static_cast<int>(i);
-  const Segments seg = MakeSegments(g, topo_rank);
-  const int num_segments = static_cast<int>(seg.microbatch.size());
-  algo::MctsProblem problem;
-  problem.legal_actions = [&](std::span<const int> partial, std::vector<int>& actions) {
-    actions.clear();
-    std::vector<int> placed(seg.by_mb.size(), 0);
-    for (int a : partial) ++placed[seg.microbatch[a]];
-    for (size_t mb = 0; mb < seg.by_mb.size(); ++mb) {
-      if (placed[mb] < static_cast<int>(seg.by_mb[mb].size())) {
-        actions.push_back(seg.by_mb[mb][placed[mb]]);
-      }
-    }
-  };
-  problem.cost = [&](std::span<const int> complete) {
-    DualQueueOptions o = dq;
-    o.priority_key = KeysFromOrder(seg, complete);
-    auto s = DualQueueSchedule(g, o);
-    if (!s.ok()) return std::numeric_limits<double>::infinity();
-    return Evaluate(g, *s, job.cluster).Cost();
-  };
+  auto seg = std::make_shared<const Segments>(MakeSegments(g, TopoRank(job.model)));
+  const int num_segments = static_cast<int>(seg->microbatch.size());
+  if (num_segments <= 1) return best;
+  const algo::MctsProblem problem = SegmentOrderProblem(seg, dq, &g, evaluate);
   algo::MctsOptions mo;
   mo.alpha = options.mcts_alpha;
   mo.beta = options.mcts_beta;
@@ -149,114 +176,18 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   mo.max_iterations = budget.work_budget > 0 ? budget.work_budget : 0;
   mo.time_budget_s = std::max(0.0, budget.time_budget_s * time_share);
   if (mo.max_iterations == 0 && mo.time_budget_s <= 0) mo.max_iterations = 50;
-  if (num_segments <= 1) return best;
   auto result = algo::MctsSearch(problem, mo);
   if (!result.ok()) return best;  // keep the default (never worse than dual-queue)
-  DualQueueOptions o = dq;
-  o.priority_key = KeysFromOrder(seg, result->best_assignment);
+  DualQueueOptions o = *dq;
+  o.priority_key = KeysFromOrder(*seg, result->best_assignment);
   WEFT_ASSIGN_OR_RETURN(sched::Schedule s, DualQueueSchedule(g, o));
-  const Score score = Evaluate(g, s, job.cluster);
+  const Score score = evaluate(s);
   if (score.Cost() < best.score.Cost()) {
     best.schedule = std::move(s);
     best.schedule.name = "dip-mcts";
     best.score = score;
   }
   return best;
-}
-
-// A copy of `variants[0]` whose stage s takes its costs from variants[choice[s]].
-StatusOr<graph::StageGraph> MixGraph(const std::vector<graph::StageGraph>& variants,
-                                     const std::vector<int>& choice) {
-  const auto& base = variants[0];
-  graph::StageGraph g;
-  g.Reserve(base.num_stages(), base.num_edges());
-  for (const auto& group : base.groups()) g.AddGroup(group);
-  for (int s = 0; s < base.num_stages(); ++s) g.AddStage(variants[choice[s]].stage(s));
-  for (const auto& e : base.edges()) g.AddEdge(e.from, e.to, e.bytes);
-  g.SetModuleNames(base.module_names());
-  WEFT_RETURN_IF_ERROR(g.Finalize());
-  return g;
-}
-
-// §5.3 (simplified): variants are ordered most memory-efficient first; every (F, B) pair starts at
-// variant 0 and is upgraded greedily (best time saved per byte first, in halving batches) while
-// the simulated iteration fits memory and does not get slower. The schedule stays fixed.
-StatusOr<std::pair<graph::StageGraph, Score>> UpgradeMemory(
-    const Job& job, const std::vector<graph::StageGraph>& variants,
-    const sched::Schedule& schedule, const DipOptions& options) {
-  const auto& base = variants[0];
-  const int n = base.num_stages();
-  for (const auto& v : variants) {
-    if (v.num_stages() != n) return InternalError("dip: recompute variants differ in shape");
-  }
-  // Pair each forward with its backward stages (same-group F→B edges).
-  std::vector<std::vector<int>> pair_of(n);  // forward -> its stages (F first)
-  std::vector<int> forwards;
-  for (int s = 0; s < n; ++s) {
-    if (base.stage(s).pass != graph::Pass::kForward) continue;
-    std::vector<int> members = {s};
-    for (graph::EdgeId e : base.out_edges(s)) {
-      const int to = base.edge(e).to;
-      if (graph::IsBackward(base.stage(to).pass) && base.stage(to).group == base.stage(s).group &&
-          base.stage(to).module == base.stage(s).module &&
-          base.stage(to).microbatch == base.stage(s).microbatch) {
-        members.push_back(to);
-      }
-    }
-    if (members.size() > 1) {
-      pair_of[s] = members;
-      forwards.push_back(s);
-    }
-  }
-  std::vector<int> choice(n, 0);
-  WEFT_ASSIGN_OR_RETURN(graph::StageGraph current, MixGraph(variants, choice));
-  Score best = Evaluate(current, schedule, job.cluster);
-  int sims = 0;
-  for (int level = 1; level < static_cast<int>(variants.size()); ++level) {
-    struct Cand {
-      int f;
-      double ratio;
-    };
-    std::vector<Cand> cands;
-    for (int f : forwards) {
-      if (choice[f] != level - 1) continue;
-      double dt = 0, dm = 0;
-      for (int s : pair_of[f]) {
-        dt += variants[level - 1].stage(s).latency_s - variants[level].stage(s).latency_s;
-      }
-      dm = static_cast<double>(variants[level].stage(f).activation_alloc_bytes -
-                               variants[level - 1].stage(f).activation_alloc_bytes);
-      if (dt <= 0) continue;
-      cands.push_back({f, dt / std::max(1.0, dm)});
-    }
-    std::stable_sort(cands.begin(), cands.end(),
-                     [](const Cand& a, const Cand& b) { return a.ratio > b.ratio; });
-    size_t i = 0;
-    size_t batch = cands.size();
-    while (i < cands.size() && sims < options.memory_max_simulations) {
-      batch = std::max<size_t>(1, std::min(batch, cands.size() - i));
-      std::vector<int> trial = choice;
-      for (size_t j = i; j < i + batch; ++j) {
-        for (int s : pair_of[cands[j].f]) trial[s] = level;
-      }
-      WEFT_ASSIGN_OR_RETURN(graph::StageGraph g, MixGraph(variants, trial));
-      const Score score = Evaluate(g, schedule, job.cluster);
-      ++sims;
-      const bool accept = !score.oom && (best.oom || score.time_s <= best.time_s);
-      if (accept) {
-        choice = std::move(trial);
-        best = score;
-        current = std::move(g);
-        i += batch;
-        batch = cands.size();  // grow back after a success
-      } else if (batch == 1) {
-        ++i;  // this pair cannot be upgraded
-      } else {
-        batch /= 2;
-      }
-    }
-  }
-  return std::make_pair(std::move(current), best);
 }
 
 class DipStrategy final : public Strategy {
@@ -277,13 +208,14 @@ class DipStrategy final : public Strategy {
         break;
       case DipVariant::kFull:
         name_ = "dip";
-        description_ = "DIP: partition, MCTS reordering, dual-queue interleaving, per-pair "
-                       "recompute selection";
+        description_ = "DIP: partition, MCTS reordering, dual-queue interleaving, per-layer "
+                       "memory optimization (recompute / offload)";
         break;
     }
   }
   std::string_view Name() const override { return name_; }
   std::string_view Description() const override { return description_; }
+  bool ManagesMemory() const override { return variant_ == DipVariant::kFull; }
 
   StatusOr<StaticPlan> Prepare(const Job& job) const override;
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
@@ -347,6 +279,15 @@ StatusOr<StaticPlan> DipStrategy::Prepare(const Job& job) const {
                                                        options_.efficiency_threshold));
     sub_size[i] = sizes[j];
     latency_s[i] = step_s[j];
+    if (i < static_cast<int>(options_.sub_microbatch_size_override.size()) &&
+        options_.sub_microbatch_size_override[i] > 0) {
+      sub_size[i] = options_.sub_microbatch_size_override[i];
+      WEFT_ASSIGN_OR_RETURN(
+          auto c, job.cost_model->Chunk(job.model, i, 0, std::max(1, job.model.modules[i].num_layers),
+                                        cost::TokenShape::Uniform(per_instance, sub_size[i]),
+                                        parallel[i]));
+      latency_s[i] = c.forward_s + c.BackwardS();
+    }
   }
   // T_1 over modules that can span the pipeline (a one-layer projector is not a segment unit).
   std::vector<double> segment_latency(num_modules, 0);
@@ -407,8 +348,9 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
                           return std::move(r.schedule);
                         });
   }
-  // dip: reorder on the fastest graph; if it does not fit, reorder on the most memory-efficient
-  // graph (full recompute) and upgrade (F, B) pairs to faster options while they fit.
+  // dip: reorder on the fastest graph; if that does not fit, reorder on the graph with every
+  // (F, B) pair at its most memory-efficient candidate, scoring each schedule after the per-rank
+  // §5.3 selection (greedy inside the search, CBC on the final schedule).
   const auto start = std::chrono::steady_clock::now();
   StaticPlan fast = plan;
   fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
@@ -416,18 +358,21 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   WEFT_ASSIGN_OR_RETURN(
       IterationPlan out,
       PlanReplicas(job, fast, batch, [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
-        WEFT_ASSIGN_OR_RETURN(auto r, SearchSchedule(job, g, true, budget, share * 0.5, options_));
+        WEFT_ASSIGN_OR_RETURN(auto r, SearchSchedule(job, g, true, budget, share / 3, options_));
         scores.push_back(r.score);
         return std::move(r.schedule);
       }));
   WEFT_ASSIGN_OR_RETURN(BatchSplit split, SplitBatch(batch, job.DataParallelSize(),
                                                      job.parallel.num_microbatches));
-  const std::vector<cost::Recompute> levels = {cost::Recompute::kFull, cost::Recompute::kSelective,
-                                               cost::Recompute::kNone};
+  std::map<std::pair<int, int>, int> layers_of;  // (group, local chunk) -> layers
+  for (const auto& c : plan.placement.chunks) layers_of[{c.group, c.chunk}] = c.num_layers;
+  int memory_replicas = 0, uniform_replicas = 0, milp_ranks = 0;
+  double extra_s = 0, bound_s = 0;
+  std::array<int64_t, 4> layers_by_option{};
   for (size_t r = 0; r < out.replicas.size() && r < scores.size(); ++r) {
     if (!scores[r].oom) continue;
     std::vector<graph::StageGraph> variants;
-    for (auto level : levels) {
+    for (auto level : cost::kAllRecompute) {
       GraphBuildOptions o{.sub_microbatch_size = plan.sub_microbatch_size,
                           .recompute = std::vector<cost::Recompute>(job.model.modules.size(), level),
                           .split_backward = false};
@@ -436,15 +381,83 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
                                                     job.workload, o));
       variants.push_back(std::move(g));
     }
-    WEFT_ASSIGN_OR_RETURN(auto searched,
-                          SearchSchedule(job, variants[0], true, budget, share * 0.5, options_));
-    WEFT_ASSIGN_OR_RETURN(auto upgraded,
-                          UpgradeMemory(job, variants, searched.schedule, options_));
-    if (upgraded.second.Cost() < scores[r].Cost()) {
-      out.replicas[r].graph = std::move(upgraded.first);
-      out.replicas[r].schedule = std::move(searched.schedule);
-      out.replicas[r].schedule.name = "dip";
+    std::vector<int> layers(variants[0].num_stages(), 1);
+    for (int s = 0; s < variants[0].num_stages(); ++s) {
+      const auto& st = variants[0].stage(s);
+      if (auto it = layers_of.find({st.group, st.chunk}); it != layers_of.end()) {
+        layers[s] = it->second;
+      }
     }
+    WEFT_ASSIGN_OR_RETURN(MemoryOptimizer memory,
+                          MemoryOptimizer::Create(variants, layers, job.cluster,
+                                                  {.num_candidates = options_.memory_candidates}));
+    const graph::StageGraph& lightest = memory.lightest();
+    Evaluator evaluate = [&](const sched::Schedule& s) -> Score {
+      auto choice = memory.Optimize(s, algo::LiveSelectionMethod::kGreedy);
+      if (!choice.ok()) return {};
+      return Evaluate(choice->graph, s, job.cluster);
+    };
+    // Candidates: (a) the search on the lightest graph scored after the per-rank selection;
+    // (b) dip-reorder's answer — the search on the first uniform recompute level that fits —
+    // as it is and after the per-rank selection. The best simulated one wins.
+    struct Candidate {
+      graph::StageGraph graph;
+      sched::Schedule schedule;
+      Score score;
+      MemoryChoice choice;
+      bool per_layer = false;
+    };
+    std::optional<Candidate> best;
+    auto consider = [&](const sched::Schedule& schedule, const graph::StageGraph* plain,
+                        Score plain_score) -> Status {
+      if (plain != nullptr && (!best || plain_score.Cost() < best->score.Cost())) {
+        best = Candidate{*plain, schedule, plain_score, {}, false};
+      }
+      for (auto method : {algo::LiveSelectionMethod::kMilp, algo::LiveSelectionMethod::kGreedy}) {
+        WEFT_ASSIGN_OR_RETURN(MemoryChoice choice, memory.Optimize(schedule, method));
+        const Score score = Evaluate(choice.graph, schedule, job.cluster);
+        if (!best || score.Cost() < best->score.Cost()) {
+          graph::StageGraph g = std::move(choice.graph);
+          best = Candidate{std::move(g), schedule, score, std::move(choice), true};
+        }
+      }
+      return OkStatus();
+    };
+    WEFT_ASSIGN_OR_RETURN(auto searched, SearchSchedule(job, lightest, true, budget, share / 3,
+                                                        options_, evaluate));
+    WEFT_RETURN_IF_ERROR(consider(searched.schedule, nullptr, {}));
+    for (int level : {1, 2}) {  // selective, full
+      WEFT_ASSIGN_OR_RETURN(auto uniform, SearchSchedule(job, variants[level], true, budget,
+                                                         share / 6, options_));
+      WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score));
+      if (!uniform.score.oom) break;
+    }
+    if (best && best->score.Cost() < scores[r].Cost()) {
+      out.replicas[r].graph = std::move(best->graph);
+      out.replicas[r].schedule = std::move(best->schedule);
+      out.replicas[r].schedule.name = "dip";
+      if (best->per_layer) {
+        ++memory_replicas;
+        milp_ranks += best->choice.milp_ranks;
+        extra_s += best->choice.extra_s;
+        bound_s += best->choice.lower_bound_extra_s;
+        for (int o = 0; o < 4; ++o) layers_by_option[o] += best->choice.layers_by_option[o];
+      } else {
+        ++uniform_replicas;
+      }
+    }
+  }
+  if (uniform_replicas > 0) {
+    out.notes += fmt::format("{}uniform recompute on {} replica(s) (faster than per-layer options)",
+                             out.notes.empty() ? "" : "; ", uniform_replicas);
+  }
+  if (memory_replicas > 0) {
+    out.notes += fmt::format(
+        "{}per-layer memory options on {} replica(s): layer-stages none {} / selective {} / "
+        "full {} / offload {}, +{:.3f} s over ranks (lower bound +{:.3f} s; CBC improved {} "
+        "rank(s))",
+        out.notes.empty() ? "" : "; ", memory_replicas, layers_by_option[0], layers_by_option[1],
+        layers_by_option[2], layers_by_option[3], extra_s, bound_s, milp_ranks);
   }
   out.plan_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
@@ -458,43 +471,21 @@ std::unique_ptr<Strategy> MakeDipStrategy(DipVariant variant, DipOptions options
 }
 
 StatusOr<SegmentOrderSearch> MakeSegmentOrderSearch(const Job& job, const graph::StageGraph& graph) {
-  struct State {
-    DualQueueOptions dq;
-    internal::Segments seg;
-  };
-  auto state = std::make_shared<State>();
-  state->dq.activation_cap_bytes = internal::ActivationCaps(graph, job.cluster);
-  state->dq.cluster = &job.cluster;
-  std::vector<int> topo_rank(job.model.modules.size(), 0);
-  const auto topo = job.model.TopologicalOrder();
-  for (size_t i = 0; i < topo.size(); ++i) topo_rank[topo[i]] = static_cast<int>(i);
-  state->seg = internal::MakeSegments(graph, topo_rank);
+  auto dq = std::make_shared<DualQueueOptions>();
+  dq->activation_cap_bytes = internal::ActivationCaps(graph, job.cluster);
+  dq->cluster = &job.cluster;
+  auto seg = std::make_shared<const internal::Segments>(
+      internal::MakeSegments(graph, internal::TopoRank(job.model)));
   SegmentOrderSearch out;
-  out.num_segments = static_cast<int>(state->seg.microbatch.size());
-  WEFT_ASSIGN_OR_RETURN(sched::Schedule base, DualQueueSchedule(graph, state->dq));
+  out.num_segments = static_cast<int>(seg->microbatch.size());
+  WEFT_ASSIGN_OR_RETURN(sched::Schedule base, DualQueueSchedule(graph, *dq));
   const internal::Score base_score = internal::Evaluate(graph, base, job.cluster);
   out.default_cost_s = base_score.Cost();
   out.default_oom = base_score.oom;
-  out.problem.legal_actions = [state](std::span<const int> partial, std::vector<int>& actions) {
-    const auto& seg = state->seg;
-    actions.clear();
-    std::vector<int> placed(seg.by_mb.size(), 0);
-    for (int a : partial) ++placed[seg.microbatch[a]];
-    for (size_t mb = 0; mb < seg.by_mb.size(); ++mb) {
-      if (placed[mb] < static_cast<int>(seg.by_mb[mb].size())) {
-        actions.push_back(seg.by_mb[mb][placed[mb]]);
-      }
-    }
-  };
   const spec::ClusterSpec* cluster = &job.cluster;
   const graph::StageGraph* g = &graph;
-  out.problem.cost = [state, cluster, g](std::span<const int> complete) {
-    DualQueueOptions o = state->dq;
-    o.priority_key = internal::KeysFromOrder(state->seg, complete);
-    auto s = DualQueueSchedule(*g, o);
-    if (!s.ok()) return std::numeric_limits<double>::infinity();
-    return internal::Evaluate(*g, *s, *cluster).Cost();
-  };
+  out.problem = internal::SegmentOrderProblem(
+      seg, dq, g, [g, cluster](const sched::Schedule& s) { return internal::Evaluate(*g, s, *cluster); });
   return out;
 }
 

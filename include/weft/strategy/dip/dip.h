@@ -8,8 +8,9 @@
 //    earliest-ready stage; the forward queue is disabled while the group is at its memory cap;
 //  - MCTS segment reordering (§5.1): priorities per (microbatch, module) segment group, scored
 //    by the simulated iteration time of the dual-queue schedule;
-//  - per-layer memory optimization (§5.3, simplified): per (F, B) stage pair a recompute option,
-//    greedily upgraded from the most memory-efficient one while the simulated peak fits.
+//  - per-layer memory optimization (§5.3, memory.h): per (F, B) stage pair up to S candidates of
+//    per-layer none / selective / full / offload options; per rank one candidate per pair within
+//    the memory cap at every stage start (greedy inside the search, CBC on the final schedule).
 // Registered variants: dip-partition-only, dip-interleave, dip-reorder, dip (docs/strategies_dip.md).
 // Thread-safety: pure functions; strategies are immutable.
 #include <cstdint>
@@ -62,7 +63,10 @@ struct DipOptions {
   double mcts_alpha = 1.0;             // UCB exponent on the normalized score
   double mcts_beta = 0.5;              // UCB exploration weight
   int mcts_rollouts = 4;               // random rollouts per expansion
-  int memory_max_simulations = 200;    // cap on simulations of the §5.3 greedy upgrade, per replica
+  int memory_candidates = 4;           // §5.3 S: memory candidates per (F, B) stage pair
+  // Per module (indexed like ModelSpec::modules): a fixed sub-microbatch size B_i in instances
+  // instead of the §4 choice; 0 or missing = let the partitioner choose (Fig. 9 sweeps use this).
+  std::vector<int> sub_microbatch_size_override;
 };
 
 enum class DipVariant { kPartitionOnly, kInterleave, kReorder, kFull };

@@ -1,0 +1,60 @@
+#pragma once
+// Multiple-choice selection under live-set capacities (DIP §5.3, per rank): each item (an (F, B)
+// stage pair) picks exactly one option (a memory candidate: time cost, bytes held); each
+// checkpoint (the start of a stage on the rank) names the items live at that moment and a byte
+// budget; minimize the total cost subject to every checkpoint's live bytes <= its budget.
+// Solved greedily (lightest options first, then the best time saved per byte while every
+// checkpoint still fits) and, optionally, with CBC warm-started by the greedy solution.
+// Thread-safety: pure functions (CBC solves are serialized inside algo::SolveMilp).
+#include <string>
+#include <vector>
+
+#include "weft/common/status.h"
+
+namespace weft::algo {
+
+struct LiveOption {
+  double cost = 0.0;    // e.g. extra seconds of recomputation; finite
+  double weight = 0.0;  // e.g. bytes held while live; finite, >= 0
+};
+
+struct LiveCheckpoint {
+  std::vector<int> items;  // items live at this checkpoint (distinct indices)
+  double budget = 0.0;     // the sum of their chosen weights must not exceed it
+};
+
+struct LiveSelectionProblem {
+  std::vector<std::vector<LiveOption>> items;  // options per item, each non-empty
+  std::vector<LiveCheckpoint> checkpoints;
+
+  Status Validate() const;
+};
+
+enum class LiveSelectionMethod {
+  kGreedy,  // greedy only
+  kMilp,    // greedy, then CBC warm-started by it (relative gap, time limit below)
+};
+
+struct LiveSelectionOptions {
+  LiveSelectionMethod method = LiveSelectionMethod::kMilp;
+  double relative_gap = 0.05;  // CBC stops within this gap of its bound
+  double time_limit_s = 0.05;  // CBC wall-clock limit (the greedy answer stands if it expires)
+  int max_nodes = 2000;        // CBC node limit (deterministic)
+};
+
+struct LiveSelection {
+  std::vector<int> choice;  // option per item
+  double total_cost = 0.0;
+  bool feasible = false;  // every checkpoint fits (false: the lightest options do not fit)
+  // Lower bound on the optimal cost (CBC's bound; the greedy's own cost when it is provably
+  // optimal, i.e. every item got its cheapest option; else the sum of cheapest options).
+  double lower_bound = 0.0;
+  std::string method;  // "greedy", "milp", "greedy (milp no better)"
+};
+
+// Errors: InvalidArgument for malformed problems. An infeasible problem is not an error: the
+// result has feasible = false and every item at its lightest option.
+StatusOr<LiveSelection> SolveLiveSelection(const LiveSelectionProblem& problem,
+                                           const LiveSelectionOptions& options = {});
+
+}  // namespace weft::algo

@@ -1,0 +1,86 @@
+#pragma once
+// DIP §5.3 per-layer memory optimization.
+//  Offline, per (F, B) stage pair: every layer of the pair's chunk may keep all activations,
+//  recompute selectively, recompute fully, or offload them to the host (when the cluster has a
+//  host link); the pair's candidates are at most S selections of per-layer options — the fastest,
+//  the most memory-efficient, and the cheapest in each of S−2 memory buckets (multiple-choice
+//  knapsack over the layers, algo::SelectMemoryBucketCandidates).
+//  Per rank, for a fixed stage order: choose one candidate per pair minimizing the rank's extra
+//  time subject to the memory cap at the start of every stage (algo::SolveLiveSelection: greedy,
+//  then CBC warm-started by it with a relative gap).
+// Per-layer costs are the chunk's (option − none) differences divided by its layer count (the
+// layers of one chunk are identical); offload's transfer is assumed to overlap compute as the cost
+// model prices it (max(compute, PCIe copy)) and PCIe is not shared between pairs.
+// Thread-safety: a MemoryOptimizer is immutable after Create; Optimize may run concurrently.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "weft/algo/live_selection.h"
+#include "weft/common/status.h"
+#include "weft/graph/stage_graph.h"
+#include "weft/sched/schedule.h"
+#include "weft/spec/cluster.h"
+
+namespace weft::strategy::dip {
+
+struct MemoryOptions {
+  int num_candidates = 4;  // S >= 2
+  algo::LiveSelectionOptions selection;
+};
+
+struct PairCandidate {
+  double forward_s = 0;
+  double backward_s = 0;  // the pair's backward stage (or backward-input stage when split)
+  int64_t activation_bytes = 0;
+  std::array<int16_t, 4> layers{};  // layers per option [none, selective, full, offload]
+};
+
+struct MemoryPair {
+  int forward = -1;               // forward stage id
+  int backward = -1;              // stage that frees the activations
+  std::vector<PairCandidate> candidates;  // by increasing activation bytes
+};
+
+struct MemoryChoice {
+  graph::StageGraph graph;     // the base graph with every pair at its chosen candidate
+  bool feasible = false;       // every rank fits its cap at every stage start
+  double extra_s = 0;          // Σ over ranks of the chosen candidates' extra time
+  double lower_bound_extra_s = 0;  // Σ over ranks of the selection's proven lower bounds
+  int milp_ranks = 0;          // ranks where CBC improved on the greedy choice
+  double solve_time_s = 0;     // wall time of the per-rank selections
+  std::array<int64_t, 4> layers_by_option{};  // layer-stages per option over all pairs
+};
+
+class MemoryOptimizer {
+ public:
+  // `variants[r]`: the same replica graph built with every module at Recompute r, in the order
+  // none, selective, full, offload (offload may be omitted: 3 variants). `layers_per_stage[s]`:
+  // the layer count of stage s's chunk. Stages without a same-group backward are left as they are.
+  static StatusOr<MemoryOptimizer> Create(const std::vector<graph::StageGraph>& variants,
+                                          const std::vector<int>& layers_per_stage,
+                                          const spec::ClusterSpec& cluster,
+                                          MemoryOptions options = {});
+
+  // Every pair at its most memory-efficient / fastest candidate.
+  const graph::StageGraph& lightest() const { return lightest_; }
+  const graph::StageGraph& fastest() const { return fastest_; }
+  const std::vector<MemoryPair>& pairs() const { return pairs_; }
+
+  // Per rank, the candidates that minimize extra time within the cap for `schedule`'s order.
+  StatusOr<MemoryChoice> Optimize(const sched::Schedule& schedule,
+                                  algo::LiveSelectionMethod method) const;
+
+ private:
+  StatusOr<graph::StageGraph> Build(const std::vector<int>& choice) const;
+
+  graph::StageGraph base_;  // the "none" variant (shape and edges)
+  graph::StageGraph lightest_, fastest_;
+  std::vector<MemoryPair> pairs_;
+  std::vector<int> pair_of_stage_;  // pair index of a forward or freeing stage, else -1
+  std::vector<int64_t> cap_bytes_;  // per group: capacity − static bytes
+  MemoryOptions options_;
+};
+
+}  // namespace weft::strategy::dip

@@ -1,0 +1,207 @@
+#include "weft/algo/live_selection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "weft/algo/milp.h"
+
+namespace weft::algo {
+
+Status LiveSelectionProblem::Validate() const {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].empty()) {
+      return InvalidArgumentError(fmt::format("items[{}] has no options; must have >= 1", i));
+    }
+    for (size_t o = 0; o < items[i].size(); ++o) {
+      const LiveOption& opt = items[i][o];
+      if (!std::isfinite(opt.cost) || !std::isfinite(opt.weight) || opt.weight < 0) {
+        return InvalidArgumentError(fmt::format(
+            "items[{}][{}] = (cost {}, weight {}); cost must be finite, weight finite and >= 0",
+            i, o, opt.cost, opt.weight));
+      }
+    }
+  }
+  for (size_t k = 0; k < checkpoints.size(); ++k) {
+    if (!std::isfinite(checkpoints[k].budget)) {
+      return InvalidArgumentError(fmt::format("checkpoints[{}].budget = {}; must be finite", k,
+                                              checkpoints[k].budget));
+    }
+    std::vector<int> sorted = checkpoints[k].items;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t j = 0; j < sorted.size(); ++j) {
+      if (sorted[j] < 0 || sorted[j] >= static_cast<int>(items.size())) {
+        return InvalidArgumentError(fmt::format("checkpoints[{}] names item {}; there are {}", k,
+                                                sorted[j], items.size()));
+      }
+      if (j > 0 && sorted[j] == sorted[j - 1]) {
+        return InvalidArgumentError(
+            fmt::format("checkpoints[{}] names item {} twice; items must be distinct", k, sorted[j]));
+      }
+    }
+  }
+  return OkStatus();
+}
+
+namespace {
+
+// Relative tolerance on budgets (byte counts as doubles).
+double Slack(double budget) { return 1e-9 * std::max(1.0, std::abs(budget)); }
+
+bool Fits(const LiveSelectionProblem& p, const std::vector<int>& choice) {
+  for (const auto& ck : p.checkpoints) {
+    double used = 0;
+    for (int i : ck.items) used += p.items[i][choice[i]].weight;
+    if (used > ck.budget + Slack(ck.budget)) return false;
+  }
+  return true;
+}
+
+double TotalCost(const LiveSelectionProblem& p, const std::vector<int>& choice) {
+  double c = 0;
+  for (size_t i = 0; i < choice.size(); ++i) c += p.items[i][choice[i]].cost;
+  return c;
+}
+
+}  // namespace
+
+StatusOr<LiveSelection> SolveLiveSelection(const LiveSelectionProblem& problem,
+                                           const LiveSelectionOptions& options) {
+  WEFT_RETURN_IF_ERROR(problem.Validate());
+  const int n = static_cast<int>(problem.items.size());
+  LiveSelection out;
+  out.method = "greedy";
+  // Start: the lightest option of each item (the cheapest among equally light ones).
+  out.choice.assign(n, 0);
+  double cheapest_sum = 0;
+  bool all_cheapest = true;
+  std::vector<double> min_cost(n);
+  for (int i = 0; i < n; ++i) {
+    const auto& opts = problem.items[i];
+    int best = 0;
+    min_cost[i] = opts[0].cost;
+    for (int o = 1; o < static_cast<int>(opts.size()); ++o) {
+      min_cost[i] = std::min(min_cost[i], opts[o].cost);
+      if (opts[o].weight < opts[best].weight ||
+          (opts[o].weight == opts[best].weight && opts[o].cost < opts[best].cost)) {
+        best = o;
+      }
+    }
+    out.choice[i] = best;
+    cheapest_sum += min_cost[i];
+  }
+  std::vector<std::vector<int>> checkpoints_of(n);
+  std::vector<double> slack(problem.checkpoints.size());
+  for (size_t k = 0; k < problem.checkpoints.size(); ++k) {
+    const auto& ck = problem.checkpoints[k];
+    slack[k] = ck.budget + Slack(ck.budget);
+    for (int i : ck.items) {
+      slack[k] -= problem.items[i][out.choice[i]].weight;
+      checkpoints_of[i].push_back(static_cast<int>(k));
+    }
+  }
+  out.feasible = std::all_of(slack.begin(), slack.end(), [](double s) { return s >= 0; });
+  if (!out.feasible) {
+    out.total_cost = TotalCost(problem, out.choice);
+    out.lower_bound = cheapest_sum;
+    return out;
+  }
+  // Greedy upgrades: the move with the most cost saved per extra byte that keeps every checkpoint
+  // of its item within budget; ties by item, then option index (deterministic).
+  while (true) {
+    int best_item = -1, best_option = -1;
+    double best_ratio = -1;
+    for (int i = 0; i < n; ++i) {
+      double room = std::numeric_limits<double>::infinity();
+      for (int k : checkpoints_of[i]) room = std::min(room, slack[k]);
+      const auto& opts = problem.items[i];
+      const LiveOption& cur = opts[out.choice[i]];
+      for (int o = 0; o < static_cast<int>(opts.size()); ++o) {
+        const double saved = cur.cost - opts[o].cost;
+        const double extra = opts[o].weight - cur.weight;
+        if (saved <= 0 || extra > room) continue;
+        const double ratio = saved / std::max(extra, 1e-9);
+        if (ratio > best_ratio) {
+          best_ratio = ratio;
+          best_item = i;
+          best_option = o;
+        }
+      }
+    }
+    if (best_item < 0) break;
+    const double extra = problem.items[best_item][best_option].weight -
+                         problem.items[best_item][out.choice[best_item]].weight;
+    for (int k : checkpoints_of[best_item]) slack[k] -= extra;
+    out.choice[best_item] = best_option;
+  }
+  out.total_cost = TotalCost(problem, out.choice);
+  for (int i = 0; i < n; ++i) {
+    if (problem.items[i][out.choice[i]].cost > min_cost[i]) all_cheapest = false;
+  }
+  out.lower_bound = all_cheapest ? out.total_cost : cheapest_sum;
+  if (options.method == LiveSelectionMethod::kGreedy || all_cheapest) return out;
+
+  // CBC: x[i][o] binary, one option per item, live weight per checkpoint <= budget. Weights are
+  // scaled so the largest budget is ~1 (byte counts would hurt CBC's tolerances).
+  double scale = 1;
+  for (const auto& ck : problem.checkpoints) scale = std::max(scale, std::abs(ck.budget));
+  MilpModel model;
+  std::vector<std::vector<int>> var(n);
+  std::vector<LinearTerm> objective;
+  std::vector<double> warm;
+  for (int i = 0; i < n; ++i) {
+    std::vector<LinearTerm> one;
+    for (int o = 0; o < static_cast<int>(problem.items[i].size()); ++o) {
+      const int v = model.AddBinary();
+      var[i].push_back(v);
+      one.push_back({v, 1.0});
+      // Relative to the item's cheapest option: CBC's relative gap then applies to the extra cost.
+      objective.push_back({v, problem.items[i][o].cost - min_cost[i]});
+      warm.push_back(o == out.choice[i] ? 1.0 : 0.0);
+    }
+    model.AddEqual(std::move(one), 1.0);
+  }
+  for (const auto& ck : problem.checkpoints) {
+    std::vector<LinearTerm> terms;
+    for (int i : ck.items) {
+      for (int o = 0; o < static_cast<int>(problem.items[i].size()); ++o) {
+        if (problem.items[i][o].weight > 0) {
+          terms.push_back({var[i][o], problem.items[i][o].weight / scale});
+        }
+      }
+    }
+    if (!terms.empty()) model.AddLessEqual(std::move(terms), ck.budget / scale);
+  }
+  model.SetObjective(std::move(objective), ObjectiveSense::kMinimize, cheapest_sum);
+  MilpOptions mo;
+  mo.relative_gap = options.relative_gap;
+  mo.time_limit_s = options.time_limit_s;
+  mo.max_nodes = options.max_nodes;
+  mo.warm_start = std::move(warm);
+  WEFT_ASSIGN_OR_RETURN(MilpResult r, SolveMilp(model, mo));
+  if (std::isfinite(r.best_bound)) out.lower_bound = std::max(cheapest_sum, r.best_bound);
+  if (!r.has_solution()) return out;
+  std::vector<int> choice(n, 0);
+  for (int i = 0; i < n; ++i) {
+    for (int o = 0; o < static_cast<int>(var[i].size()); ++o) {
+      if (r.values[var[i][o]] > 0.5) choice[i] = o;
+    }
+  }
+  const double cost = TotalCost(problem, choice);
+  // Keep CBC's answer only when it truly fits (unscaled) and is cheaper.
+  if (cost < out.total_cost - 1e-12 * std::max(1.0, std::abs(out.total_cost)) &&
+      Fits(problem, choice)) {
+    out.choice = std::move(choice);
+    out.total_cost = cost;
+    out.method = "milp";
+  } else {
+    out.method = "greedy (milp no better)";
+  }
+  out.lower_bound = std::min(out.lower_bound, out.total_cost);
+  return out;
+}
+
+}  // namespace weft::algo

@@ -1,0 +1,138 @@
+#include "weft/algo/live_selection.h"
+
+#include <algorithm>
+#include <limits>
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace weft::algo {
+namespace {
+
+// Optimal cost by enumeration (infinity when nothing fits).
+double BruteForce(const LiveSelectionProblem& p) {
+  const int n = static_cast<int>(p.items.size());
+  std::vector<int> choice(n, 0);
+  double best = std::numeric_limits<double>::infinity();
+  while (true) {
+    bool fits = true;
+    for (const auto& ck : p.checkpoints) {
+      double used = 0;
+      for (int i : ck.items) used += p.items[i][choice[i]].weight;
+      fits = fits && used <= ck.budget + 1e-9;
+    }
+    if (fits) {
+      double c = 0;
+      for (int i = 0; i < n; ++i) c += p.items[i][choice[i]].cost;
+      best = std::min(best, c);
+    }
+    int i = 0;
+    while (i < n && ++choice[i] == static_cast<int>(p.items[i].size())) choice[i++] = 0;
+    if (i == n) break;
+  }
+  return best;
+}
+
+// Items = (F, B) pairs on one rank with 1F1B-like lifetimes; options trade time for bytes.
+LiveSelectionProblem RandomProblem(std::mt19937& rng, int n) {
+  LiveSelectionProblem p;
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int i = 0; i < n; ++i) {
+    const double bytes = 4 + 8 * u(rng);
+    const double time = 1 + 2 * u(rng);
+    p.items.push_back({{0, bytes}, {0.3 * time, 0.5 * bytes}, {time, 0.1 * bytes}});
+  }
+  // Checkpoint k: items k-2..k live (a window of 3).
+  double total = 0;
+  for (const auto& it : p.items) total += it[0].weight;
+  for (int k = 0; k < n; ++k) {
+    LiveCheckpoint ck;
+    for (int i = std::max(0, k - 2); i <= k; ++i) ck.items.push_back(i);
+    ck.budget = (0.25 + 0.5 * u(rng)) * 3 * total / n;
+    p.checkpoints.push_back(ck);
+  }
+  return p;
+}
+
+TEST(LiveSelectionTest, EverythingFitsTakesCheapest) {
+  LiveSelectionProblem p;
+  p.items = {{{5, 1}, {0, 10}}, {{3, 1}, {1, 2}}};
+  p.checkpoints = {{{0, 1}, 100}};
+  auto r = SolveLiveSelection(p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->feasible);
+  EXPECT_EQ(r->choice, (std::vector<int>{1, 1}));
+  EXPECT_DOUBLE_EQ(r->total_cost, 1);
+  EXPECT_DOUBLE_EQ(r->lower_bound, 1);
+}
+
+TEST(LiveSelectionTest, BudgetForcesLighterOption) {
+  LiveSelectionProblem p;
+  // Two items live together; budget 12 fits only one heavy option: upgrade the one saving more.
+  p.items = {{{4, 2}, {0, 10}}, {{6, 2}, {0, 10}}};
+  p.checkpoints = {{{0, 1}, 12}};
+  auto r = SolveLiveSelection(p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->feasible);
+  EXPECT_EQ(r->choice, (std::vector<int>{0, 1}));
+  EXPECT_DOUBLE_EQ(r->total_cost, 4);
+}
+
+TEST(LiveSelectionTest, InfeasibleReportsLightest) {
+  LiveSelectionProblem p;
+  p.items = {{{4, 5}, {0, 10}}};
+  p.checkpoints = {{{0}, 3}};
+  auto r = SolveLiveSelection(p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->feasible);
+  EXPECT_EQ(r->choice, (std::vector<int>{0}));
+}
+
+TEST(LiveSelectionTest, RejectsMalformedProblems) {
+  LiveSelectionProblem p;
+  p.items = {{}};
+  EXPECT_FALSE(SolveLiveSelection(p).ok());
+  p.items = {{{1, 1}}};
+  p.checkpoints = {{{0, 0}, 5}};
+  auto r = SolveLiveSelection(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("twice"), std::string::npos) << r.status().ToString();
+  p.checkpoints = {{{3}, 5}};
+  EXPECT_FALSE(SolveLiveSelection(p).ok());
+  p.checkpoints = {};
+  p.items = {{{1, -1}}};
+  EXPECT_FALSE(SolveLiveSelection(p).ok());
+}
+
+TEST(LiveSelectionTest, GreedyFeasibleAndMilpNearOptimalOnRandomProblems) {
+  std::mt19937 rng(7);
+  double greedy_gap_sum = 0, milp_gap_sum = 0;
+  int counted = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const LiveSelectionProblem p = RandomProblem(rng, 7);
+    const double opt = BruteForce(p);
+    auto greedy = SolveLiveSelection(p, {.method = LiveSelectionMethod::kGreedy});
+    auto milp = SolveLiveSelection(p, {.method = LiveSelectionMethod::kMilp, .relative_gap = 0});
+    ASSERT_TRUE(greedy.ok() && milp.ok());
+    if (!std::isfinite(opt)) {
+      EXPECT_FALSE(greedy->feasible);
+      continue;
+    }
+    ASSERT_TRUE(greedy->feasible) << "trial " << trial;
+    ASSERT_TRUE(milp->feasible);
+    EXPECT_GE(greedy->total_cost, opt - 1e-9);
+    EXPECT_LE(milp->total_cost, greedy->total_cost + 1e-9);
+    EXPECT_NEAR(milp->total_cost, opt, 1e-6 * std::max(1.0, opt)) << "trial " << trial;
+    EXPECT_LE(milp->lower_bound, opt + 1e-6);
+    const double denom = std::max(opt, 1e-9);
+    greedy_gap_sum += (greedy->total_cost - opt) / denom;
+    milp_gap_sum += (milp->total_cost - opt) / denom;
+    ++counted;
+  }
+  ASSERT_GT(counted, 20);
+  EXPECT_LT(milp_gap_sum / counted, 1e-6);
+  EXPECT_LT(greedy_gap_sum / counted, 0.25);  // a heuristic: bounded, not optimal
+}
+
+}  // namespace
+}  // namespace weft::algo

@@ -1,0 +1,228 @@
+// DIP §5.3: per-pair memory candidates and the per-rank selection (see memory.h).
+#include "weft/strategy/dip/memory.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "weft/algo/knapsack.h"
+
+namespace weft::strategy::dip {
+namespace {
+
+constexpr int kOffload = static_cast<int>(graph::Recompute::kOffload);
+
+// The backward stage that frees `f`'s activations (same group, module, chunk and slice).
+int FreeingStage(const graph::StageGraph& g, int f) {
+  const graph::Stage& fs = g.stage(f);
+  for (graph::EdgeId e : g.out_edges(f)) {
+    const int to = g.edge(e).to;
+    const graph::Stage& ts = g.stage(to);
+    if (graph::IsBackward(ts.pass) && ts.group == fs.group && ts.module == fs.module &&
+        ts.chunk == fs.chunk && ts.microbatch == fs.microbatch &&
+        ts.sub_microbatch == fs.sub_microbatch &&
+        ts.activation_free_bytes == fs.activation_alloc_bytes) {
+      return to;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::StageGraph>& variants,
+                                                  const std::vector<int>& layers_per_stage,
+                                                  const spec::ClusterSpec& cluster,
+                                                  MemoryOptions options) {
+  if (variants.size() < 3 || variants.size() > 4) {
+    return InvalidArgumentError(fmt::format(
+        "dip memory: {} recompute variants; need none, selective, full[, offload]",
+        variants.size()));
+  }
+  if (options.num_candidates < 2) {
+    return InvalidArgumentError(
+        fmt::format("dip memory: num_candidates = {}; must be >= 2", options.num_candidates));
+  }
+  const graph::StageGraph& base = variants[0];
+  const int n = base.num_stages();
+  for (const auto& v : variants) {
+    if (v.num_stages() != n || v.num_edges() != base.num_edges()) {
+      return InvalidArgumentError("dip memory: recompute variants differ in shape");
+    }
+  }
+  if (static_cast<int>(layers_per_stage.size()) != n) {
+    return InvalidArgumentError(fmt::format("dip memory: {} layer counts for {} stages",
+                                            layers_per_stage.size(), n));
+  }
+  MemoryOptimizer m;
+  m.base_ = base;
+  m.options_ = options;
+  m.pair_of_stage_.assign(n, -1);
+  const bool offload = variants.size() == 4 && cluster.host_link_bandwidth_bytes_per_s > 0;
+  const int num_options = offload ? 4 : 3;
+  for (int f = 0; f < n; ++f) {
+    const graph::Stage& fs = base.stage(f);
+    if (fs.pass != graph::Pass::kForward || fs.activation_alloc_bytes <= 0) continue;
+    const int b = FreeingStage(base, f);
+    if (b < 0) continue;
+    bool same_pair = true;
+    for (int r = 1; r < num_options; ++r) same_pair = same_pair && FreeingStage(variants[r], f) == b;
+    if (!same_pair) continue;
+    const int layers = std::max(1, layers_per_stage[f]);
+    // Per-layer options: extra time over "none" and bytes held.
+    std::vector<double> dforward(num_options), dbackward(num_options), bytes(num_options);
+    algo::KnapsackGroup layer;
+    for (int r = 0; r < num_options; ++r) {
+      dforward[r] = (variants[r].stage(f).latency_s - fs.latency_s) / layers;
+      dbackward[r] = (variants[r].stage(b).latency_s - base.stage(b).latency_s) / layers;
+      bytes[r] = static_cast<double>(variants[r].stage(f).activation_alloc_bytes) / layers;
+      layer.push_back({std::max(0.0, dforward[r] + dbackward[r]), bytes[r]});
+    }
+    const std::vector<algo::KnapsackGroup> groups(layers, layer);
+    WEFT_ASSIGN_OR_RETURN(auto selections,
+                          algo::SelectMemoryBucketCandidates(groups, options.num_candidates,
+                                                             {.max_points = 256}));
+    MemoryPair pair;
+    pair.forward = f;
+    pair.backward = b;
+    for (const auto& sel : selections) {
+      PairCandidate c;
+      c.forward_s = fs.latency_s;
+      c.backward_s = base.stage(b).latency_s;
+      double held = 0;
+      for (int o : sel.choice) {
+        ++c.layers[o];
+        c.forward_s += dforward[o];
+        c.backward_s += dbackward[o];
+        held += bytes[o];
+      }
+      c.forward_s = std::max(0.0, c.forward_s);
+      c.backward_s = std::max(0.0, c.backward_s);
+      c.activation_bytes = std::llround(held);
+      pair.candidates.push_back(c);
+    }
+    std::stable_sort(pair.candidates.begin(), pair.candidates.end(),
+                     [](const PairCandidate& a, const PairCandidate& b) {
+                       return a.activation_bytes < b.activation_bytes;
+                     });
+    m.pair_of_stage_[f] = m.pair_of_stage_[b] = static_cast<int>(m.pairs_.size());
+    m.pairs_.push_back(std::move(pair));
+  }
+  for (const auto& group : base.groups()) {
+    m.cap_bytes_.push_back(cluster.gpu.memory_capacity_bytes - group.static_bytes);
+  }
+  std::vector<int> lightest(m.pairs_.size(), 0), fastest(m.pairs_.size(), 0);
+  for (size_t p = 0; p < m.pairs_.size(); ++p) {
+    const auto& cands = m.pairs_[p].candidates;
+    for (size_t c = 0; c < cands.size(); ++c) {
+      const auto t = [&](size_t i) { return cands[i].forward_s + cands[i].backward_s; };
+      if (t(c) < t(fastest[p])) fastest[p] = static_cast<int>(c);
+    }
+  }
+  WEFT_ASSIGN_OR_RETURN(m.lightest_, m.Build(lightest));
+  WEFT_ASSIGN_OR_RETURN(m.fastest_, m.Build(fastest));
+  return m;
+}
+
+StatusOr<graph::StageGraph> MemoryOptimizer::Build(const std::vector<int>& choice) const {
+  graph::StageGraph g;
+  g.Reserve(base_.num_stages(), base_.num_edges());
+  for (const auto& group : base_.groups()) g.AddGroup(group);
+  for (int s = 0; s < base_.num_stages(); ++s) {
+    graph::Stage st = base_.stage(s);
+    const int p = pair_of_stage_[s];
+    if (p >= 0) {
+      const PairCandidate& c = pairs_[p].candidates[choice[p]];
+      const bool forward = s == pairs_[p].forward;
+      st.latency_s = forward ? c.forward_s : c.backward_s;
+      if (forward) {
+        st.activation_alloc_bytes = c.activation_bytes;
+      } else {
+        st.activation_free_bytes = c.activation_bytes;
+      }
+      int dominant = 0, kinds = 0;
+      for (int o = 0; o < 4; ++o) {
+        if (c.layers[o] > 0) ++kinds;
+        if (c.layers[o] > c.layers[dominant]) dominant = o;
+      }
+      st.recompute = static_cast<graph::Recompute>(dominant);
+      st.recompute_layers = kinds > 1 ? c.layers : std::array<int16_t, 4>{};
+    }
+    g.AddStage(st);
+  }
+  for (const auto& e : base_.edges()) g.AddEdge(e.from, e.to, e.bytes);
+  g.SetModuleNames(base_.module_names());
+  WEFT_RETURN_IF_ERROR(g.Finalize());
+  return g;
+}
+
+StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule,
+                                                 algo::LiveSelectionMethod method) const {
+  const auto start = std::chrono::steady_clock::now();
+  if (static_cast<int>(schedule.order.size()) != base_.num_groups()) {
+    return InvalidArgumentError(fmt::format("dip memory: schedule has {} groups; graph has {}",
+                                            schedule.order.size(), base_.num_groups()));
+  }
+  MemoryChoice out;
+  out.feasible = true;
+  std::vector<int> choice(pairs_.size(), 0);
+  algo::LiveSelectionOptions options = options_.selection;
+  options.method = method;
+  for (size_t g = 0; g < schedule.order.size(); ++g) {
+    algo::LiveSelectionProblem problem;
+    std::vector<int> global;                    // local item -> pair
+    std::vector<int> local(pairs_.size(), -1);  // pair -> local item (this group)
+    std::vector<int> live;
+    int64_t other_bytes = 0;  // stashed bytes of stages outside pairs
+    for (int s : schedule.order[g]) {
+      const graph::Stage& st = base_.stage(s);
+      const int p = pair_of_stage_[s];
+      const bool starts_pair = p >= 0 && pairs_[p].forward == s;
+      if (starts_pair) {
+        local[p] = static_cast<int>(global.size());
+        global.push_back(p);
+        problem.items.emplace_back();
+        for (const auto& c : pairs_[p].candidates) {
+          problem.items.back().push_back(
+              {c.forward_s + c.backward_s, static_cast<double>(c.activation_bytes)});
+        }
+        live.push_back(local[p]);
+      } else if (p < 0) {
+        other_bytes += st.activation_alloc_bytes;
+      }
+      if (starts_pair || (p < 0 && st.activation_alloc_bytes > 0)) {
+        problem.checkpoints.push_back(
+            {live, static_cast<double>(cap_bytes_[g] - other_bytes)});
+      }
+      if (p >= 0 && pairs_[p].backward == s && local[p] >= 0) {
+        live.erase(std::find(live.begin(), live.end(), local[p]));
+      } else if (p < 0) {
+        other_bytes -= st.activation_free_bytes;
+      }
+    }
+    if (problem.items.empty()) continue;
+    WEFT_ASSIGN_OR_RETURN(algo::LiveSelection sel, algo::SolveLiveSelection(problem, options));
+    out.feasible = out.feasible && sel.feasible;
+    double fastest_s = 0;
+    for (size_t i = 0; i < global.size(); ++i) {
+      choice[global[i]] = sel.choice[i];
+      double best = problem.items[i][0].cost;
+      for (const auto& o : problem.items[i]) best = std::min(best, o.cost);
+      fastest_s += best;
+    }
+    out.extra_s += sel.total_cost - fastest_s;
+    out.lower_bound_extra_s += sel.lower_bound - fastest_s;
+    if (sel.method == "milp") ++out.milp_ranks;
+  }
+  for (size_t p = 0; p < pairs_.size(); ++p) {
+    for (int o = 0; o < 4; ++o) out.layers_by_option[o] += pairs_[p].candidates[choice[p]].layers[o];
+  }
+  WEFT_ASSIGN_OR_RETURN(out.graph, Build(choice));
+  out.solve_time_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace weft::strategy::dip
