@@ -181,6 +181,7 @@ StatusOr<LiveSelection> SolveLiveSelection(const LiveSelectionProblem& problem,
   mo.time_limit_s = options.time_limit_s;
   mo.max_nodes = options.max_nodes;
   mo.warm_start = std::move(warm);
+  mo.lightweight = options.lightweight_milp;
   WEFT_ASSIGN_OR_RETURN(MilpResult r, SolveMilp(model, mo));
   if (std::isfinite(r.best_bound)) out.lower_bound = std::max(cheapest_sum, r.best_bound);
   if (!r.has_solution()) return out;

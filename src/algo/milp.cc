@@ -174,6 +174,11 @@ StatusOr<MilpResult> SolveMilp(const MilpModel& model, const MilpOptions& option
   if (options.time_limit_s > 0) Cbc_setMaximumSeconds(m, options.time_limit_s);
   if (options.max_nodes > 0) Cbc_setMaximumNodes(m, options.max_nodes);
   Cbc_setAllowableFractionGap(m, options.relative_gap);
+  if (options.lightweight) {
+    Cbc_setParameter(m, "preprocess", "off");
+    Cbc_setParameter(m, "cuts", "off");
+    Cbc_setParameter(m, "heuristicsOnOff", "off");
+  }
   if (!options.warm_start.empty()) {
     std::vector<int> idx(n);
     for (int v = 0; v < n; ++v) idx[v] = v;

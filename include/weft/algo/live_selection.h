@@ -40,6 +40,7 @@ struct LiveSelectionOptions {
   double relative_gap = 0.05;  // CBC stops within this gap of its bound
   double time_limit_s = 0.05;  // CBC wall-clock limit (the greedy answer stands if it expires)
   int max_nodes = 2000;        // CBC node limit (deterministic)
+  bool lightweight_milp = true;  // CBC without preprocessing / cuts / heuristics (MilpOptions)
 };
 
 struct LiveSelection {
