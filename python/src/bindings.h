@@ -36,5 +36,6 @@ void RegisterData(py::module_& m);
 void RegisterCost(py::module_& m);
 void RegisterStrategy(py::module_& m);
 void RegisterPlan(py::module_& m);
+void RegisterGraph(py::module_& m);
 
 }  // namespace weft::python

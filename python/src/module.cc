@@ -26,4 +26,5 @@ PYBIND11_MODULE(_weft, m) {
   weft::python::RegisterCost(m);
   weft::python::RegisterStrategy(m);
   weft::python::RegisterPlan(m);
+  weft::python::RegisterGraph(m);
 }

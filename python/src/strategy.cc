@@ -59,14 +59,12 @@ struct PlanOutput {
 };
 
 Status RunPlan(const std::string& strategy_name, const strategy::JobOptions& job,
-               int64_t iteration, double budget_s, PlanOutput& out) {
+               int64_t iteration, const strategy::PlanBudget& budget, PlanOutput& out) {
   WEFT_ASSIGN_OR_RETURN(out.setup, strategy::MakeJobSetup(job));
   WEFT_ASSIGN_OR_RETURN(auto s, strategy::MakeStrategy(strategy_name));
   WEFT_ASSIGN_OR_RETURN(out.fixed, s->Prepare(out.setup->job));
   WEFT_ASSIGN_OR_RETURN(auto batches, strategy::MakeIterationBatches(*out.setup, iteration, 1));
   out.batch = batches.at(0);
-  strategy::PlanBudget budget;
-  budget.time_budget_s = budget_s;
   WEFT_ASSIGN_OR_RETURN(out.planned, strategy::PlanAndEvaluate(*s, out.setup->job, out.fixed,
                                                                 out.batch, budget));
   WEFT_ASSIGN_OR_RETURN(auto split,
@@ -99,14 +97,19 @@ void RegisterStrategy(py::module_& m) {
       "plan",
       [](const std::string& strategy_name, const std::string& model, const std::string& cluster,
          int gpus, const std::string& data, int64_t iteration, uint64_t seed,
-         int num_microbatches, int sequences_per_batch, double budget_s, int pipeline_size) {
+         int num_microbatches, int sequences_per_batch, double budget_s, int pipeline_size,
+         int64_t work_budget, int threads) {
         auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
                                   sequences_per_batch, seed, pipeline_size);
+        strategy::PlanBudget budget;
+        budget.time_budget_s = budget_s;
+        budget.work_budget = work_budget;
+        budget.threads = threads;
         PlanOutput out;
         Status status;
         {
           py::gil_scoped_release release;
-          status = RunPlan(strategy_name, job, iteration, budget_s, out);
+          status = RunPlan(strategy_name, job, iteration, budget, out);
         }
         Check(status);
         py::dict d;
@@ -144,10 +147,13 @@ void RegisterStrategy(py::module_& m) {
       py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
       py::arg("data") = "mixed", py::arg("iteration") = 0, py::arg("seed") = 1,
       py::arg("num_microbatches") = 0, py::arg("sequences_per_batch") = 0,
-      py::arg("budget_s") = 1.0, py::arg("pipeline_size") = 0,
+      py::arg("budget_s") = 1.0, py::arg("pipeline_size") = 0, py::arg("work_budget") = 0,
+      py::arg("threads") = 1,
       "Plans and simulates one iteration; returns the compiled, validated plan of replica 0 "
       "(plan_json), the simulated summary (iteration_time_s, mfu, bubble_ratio, ...), the "
-      "placement chunks, the batch and replica 0's microbatches (sequence indices).");
+      "placement chunks, the batch and replica 0's microbatches (sequence indices). "
+      "work_budget > 0 bounds a search by deterministic work units (PlanBudget::work_budget); "
+      "threads = search threads. weft.plan_graph gives the stage graph and per-group order.");
   m.def(
       "simulate",
       [](const std::string& strategy_name, const std::string& model, const std::string& cluster,

@@ -57,14 +57,27 @@ Status PlannerService::Submit(const spec::Batch& batch) {
 
 StatusOr<strategy::IterationPlan> PlannerService::Fallback(const spec::Batch& batch) const {
   // The strategy's placement with a rule order: 1F1B when the graph allows it, else GPipe
-  // (which never deadlocks on a DAG placement).
-  strategy::StaticPlan plan = static_plan_;
-  return strategy::PlanReplicas(job_, plan, batch,
-                                [](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
-                                  auto s = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
-                                  if (s.ok()) return s;
-                                  return sched::MakeSchedule(sched::ScheduleKind::kGPipe, g);
-                                });
+  // (which never deadlocks on a DAG placement). Without a recompute policy of its own, the first
+  // uniform level (none, selective, full) whose simulation fits memory.
+  const bool uniform = std::all_of(static_plan_.recompute.begin(), static_plan_.recompute.end(),
+                                   [](cost::Recompute r) { return r == cost::Recompute::kNone; });
+  std::vector<cost::Recompute> levels = {cost::Recompute::kNone};
+  if (uniform) levels = {cost::Recompute::kNone, cost::Recompute::kSelective, cost::Recompute::kFull};
+  StatusOr<strategy::IterationPlan> out = InternalError("no fallback level");
+  for (cost::Recompute level : levels) {
+    strategy::StaticPlan plan = static_plan_;
+    if (uniform) plan.recompute.assign(job_.model.modules.size(), level);
+    out = strategy::PlanReplicas(job_, plan, batch,
+                                 [](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
+                                   auto s = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
+                                   if (s.ok()) return s;
+                                   return sched::MakeSchedule(sched::ScheduleKind::kGPipe, g);
+                                 });
+    if (!out.ok()) return out;
+    auto eval = strategy::EvaluateIteration(job_, *out);
+    if (eval.ok() && !eval->oom) break;
+  }
+  return out;
 }
 
 void PlannerService::WorkerLoop() {

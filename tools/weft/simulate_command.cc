@@ -179,7 +179,11 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
       WEFT_ASSIGN_OR_RETURN(auto compiled,
                             plan::CompilePlan(replica.graph, replica.schedule, e.timelines[0], c));
       auto report = plan::ValidatePlan(compiled);
-      if (!report.ok()) return InternalError("compiled plan does not validate: " + report.status().message());
+      if (!report.ok()) {
+        return InternalError("iteration " + std::to_string(it) +
+                             ": compiled plan does not validate: " + report.status().message() +
+                             (p.plan.notes.empty() ? "" : " [" + p.plan.notes + "]"));
+      }
       const std::string path =
           !o->out.empty() ? o->out
                           : (std::filesystem::path(o->out_dir) /

@@ -18,6 +18,8 @@
 
 #include "weft/algo/mcts.h"
 #include "weft/data/workload.h"
+#include "weft/plan/compiler.h"
+#include "weft/plan/validator.h"
 #include "weft/sched/generators.h"
 #include "weft/sched/partition.h"
 #include "weft/sim/simulator.h"
@@ -137,7 +139,37 @@ algo::MctsProblem SegmentOrderProblem(std::shared_ptr<const Segments> seg,
   return problem;
 }
 
-// §5.1 + §5.2: the default dual-queue schedule, improved by MCTS over segment priorities.
+// Local polish of a searched order (beyond the paper): swap adjacent stages of one group's order
+// and keep the swap when the evaluated cost drops (first improvement, groups in turn, repeated
+// while something improves). Reaches orders the dual-queue decoder cannot express (it starts
+// the earliest-ready stage). A swap that breaks a dependency fails to simulate and is rejected.
+// Stops after `max_evaluations` evaluations or at `deadline` (whichever comes first).
+void PolishOrder(SearchResult& best, const Evaluator& evaluate, int64_t max_evaluations,
+                 std::chrono::steady_clock::time_point deadline) {
+  int64_t evaluations = 0;
+  bool improved = true;
+  while (improved) {
+    improved = false;
+    for (size_t gi = 0; gi < best.schedule.order.size(); ++gi) {
+      auto& order = best.schedule.order[gi];
+      for (size_t i = 0; i + 1 < order.size(); ++i) {
+        if (evaluations >= max_evaluations || std::chrono::steady_clock::now() >= deadline) return;
+        std::swap(order[i], order[i + 1]);
+        const Score score = evaluate(best.schedule);
+        ++evaluations;
+        if (score.Cost() < best.score.Cost() * (1 - 1e-9)) {
+          best.score = score;
+          improved = true;
+        } else {
+          std::swap(order[i], order[i + 1]);
+        }
+      }
+    }
+  }
+}
+
+// §5.1 + §5.2: the default dual-queue schedule, improved by MCTS over segment priorities, then
+// polished by adjacent swaps.
 // `evaluate` scores a schedule of `g` (nullptr: simulate `g` as it is).
 StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g, bool search,
                                       const PlanBudget& budget, double time_share,
@@ -174,20 +206,89 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   mo.seed = job.seed;
   mo.threads = std::max(1, budget.threads);
   mo.max_iterations = budget.work_budget > 0 ? budget.work_budget : 0;
-  mo.time_budget_s = std::max(0.0, budget.time_budget_s * time_share);
+  // Three quarters of the time for MCTS, the rest for the polish.
+  const double time_s = std::max(0.0, budget.time_budget_s * time_share);
+  mo.time_budget_s = 0.75 * time_s;
   if (mo.max_iterations == 0 && mo.time_budget_s <= 0) mo.max_iterations = 50;
+  const auto start = std::chrono::steady_clock::now();
   auto result = algo::MctsSearch(problem, mo);
-  if (!result.ok()) return best;  // keep the default (never worse than dual-queue)
-  DualQueueOptions o = *dq;
-  o.priority_key = KeysFromOrder(*seg, result->best_assignment);
-  WEFT_ASSIGN_OR_RETURN(sched::Schedule s, DualQueueSchedule(g, o));
-  const Score score = evaluate(s);
-  if (score.Cost() < best.score.Cost()) {
-    best.schedule = std::move(s);
-    best.schedule.name = "dip-mcts";
-    best.score = score;
+  if (result.ok()) {  // else keep the default (never worse than dual-queue)
+    DualQueueOptions o = *dq;
+    o.priority_key = KeysFromOrder(*seg, result->best_assignment);
+    WEFT_ASSIGN_OR_RETURN(sched::Schedule s, DualQueueSchedule(g, o));
+    const Score score = evaluate(s);
+    if (score.Cost() < best.score.Cost()) {
+      best.schedule = std::move(s);
+      best.schedule.name = "dip-mcts";
+      best.score = score;
+    }
+  }
+  if (options.polish) {
+    const int64_t n = g.num_stages();
+    const int64_t max_evaluations =
+        budget.work_budget > 0 ? std::max<int64_t>(200, 4 * n) : 50 * n;
+    const auto deadline =
+        time_s > 0 && budget.work_budget <= 0
+            ? start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                          std::chrono::duration<double>(time_s))
+            : std::chrono::steady_clock::time_point::max();
+    PolishOrder(best, evaluate, max_evaluations, deadline);
   }
   return best;
+}
+
+// A schedule with its graph (per-layer memory options chosen by `choice` when per_layer).
+struct MemoryCandidate {
+  graph::StageGraph graph;
+  sched::Schedule schedule;
+  Score score;
+  MemoryChoice choice;
+  bool per_layer = false;
+  algo::LiveSelectionMethod method = algo::LiveSelectionMethod::kGreedy;
+};
+
+// Per group of the compiled plan of (graph, schedule): its peak (static + activations + P2P
+// buffers) and its buffer peak. The simulator does not count the buffers.
+StatusOr<plan::ValidationReport> CompiledMemory(const Job& job, const graph::StageGraph& graph,
+                                                const sched::Schedule& schedule) {
+  WEFT_ASSIGN_OR_RETURN(sim::Timeline t, sim::Simulate(graph, schedule, job.cluster));
+  WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled, plan::CompilePlan(graph, schedule, t));
+  return plan::ValidatePlan(compiled, {.check_memory = false});
+}
+
+bool CompiledPlanFits(const Job& job, const graph::StageGraph& graph,
+                      const sched::Schedule& schedule) {
+  auto report = CompiledMemory(job, graph, schedule);
+  if (!report.ok()) return false;
+  for (const auto& rank : report->ranks) {
+    if (rank.peak_bytes > job.cluster.gpu.memory_capacity_bytes) return false;
+  }
+  return true;
+}
+
+// The compiled plan also holds P2P buffers, which the simulator's memory does not count: while a
+// rank of the compiled plan peaks above the capacity, re-select with that rank's cap lowered by
+// its measured buffer peak (at most 3 rounds).
+Status FitPlanBuffers(const Job& job, const MemoryOptimizer& memory, MemoryCandidate& c) {
+  const int64_t capacity = job.cluster.gpu.memory_capacity_bytes;
+  if (capacity <= 0) return OkStatus();
+  std::vector<int64_t> reserve(c.graph.num_groups(), 0);
+  for (int round = 0; round < 3; ++round) {
+    WEFT_ASSIGN_OR_RETURN(plan::ValidationReport report, CompiledMemory(job, c.graph, c.schedule));
+    bool fits = true;
+    for (size_t g = 0; g < report.ranks.size() && g < reserve.size(); ++g) {
+      if (report.ranks[g].peak_bytes > capacity) {
+        fits = false;
+        reserve[g] = std::max(reserve[g], report.ranks[g].peak_buffer_bytes);
+      }
+    }
+    if (fits) return OkStatus();
+    WEFT_ASSIGN_OR_RETURN(MemoryChoice choice, memory.Optimize(c.schedule, c.method, reserve));
+    c.graph = std::move(choice.graph);
+    c.choice = std::move(choice);
+    c.score = Evaluate(c.graph, c.schedule, job.cluster);
+  }
+  return OkStatus();
 }
 
 class DipStrategy final : public Strategy {
@@ -334,7 +435,10 @@ StatusOr<StaticPlan> DipStrategy::Prepare(const Job& job) const {
 StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticPlan& plan,
                                                    const spec::Batch& batch,
                                                    const PlanBudget& budget) const {
-  const double share = 1.0 / std::max(1, job.DataParallelSize());
+  // Search time per DP replica; `dip` keeps a fifth of the budget for graph builds, the per-rank
+  // selections and the buffer check around its searches.
+  const double share = (variant_ == DipVariant::kFull ? 0.8 : 1.0) /
+                       std::max(1, job.DataParallelSize());
   if (variant_ == DipVariant::kPartitionOnly) {
     return PlanReplicas(job, plan, batch,
                         [](const graph::StageGraph& g) { return RuleSchedule(g); });
@@ -359,6 +463,11 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
       IterationPlan out,
       PlanReplicas(job, fast, batch, [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
         WEFT_ASSIGN_OR_RETURN(auto r, SearchSchedule(job, g, true, budget, share / 3, options_));
+        // A schedule that fits only without its P2P buffers goes through the memory path too.
+        if (!r.score.oom && job.cluster.gpu.memory_capacity_bytes > 0 &&
+            !CompiledPlanFits(job, g, r.schedule)) {
+          r.score.oom = true;
+        }
         scores.push_back(r.score);
         return std::move(r.schedule);
       }));
@@ -390,7 +499,8 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
     }
     WEFT_ASSIGN_OR_RETURN(MemoryOptimizer memory,
                           MemoryOptimizer::Create(variants, layers, job.cluster,
-                                                  {.num_candidates = options_.memory_candidates}));
+                                                  {.num_candidates = options_.memory_candidates,
+                                                   .selection = {.time_limit_s = 0.02}}));
     const graph::StageGraph& lightest = memory.lightest();
     Evaluator evaluate = [&](const sched::Schedule& s) -> Score {
       auto choice = memory.Optimize(s, algo::LiveSelectionMethod::kGreedy);
@@ -400,26 +510,19 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
     // Candidates: (a) the search on the lightest graph scored after the per-rank selection;
     // (b) dip-reorder's answer — the search on the first uniform recompute level that fits —
     // as it is and after the per-rank selection. The best simulated one wins.
-    struct Candidate {
-      graph::StageGraph graph;
-      sched::Schedule schedule;
-      Score score;
-      MemoryChoice choice;
-      bool per_layer = false;
-    };
-    std::optional<Candidate> best;
+    std::optional<MemoryCandidate> best;
     auto consider = [&](const sched::Schedule& schedule, const graph::StageGraph* plain,
                         Score plain_score) -> Status {
       if (plain != nullptr && (!best || plain_score.Cost() < best->score.Cost())) {
-        best = Candidate{*plain, schedule, plain_score, {}, false};
+        best = MemoryCandidate{*plain, schedule, plain_score, {}, false};
       }
-      for (auto method : {algo::LiveSelectionMethod::kMilp, algo::LiveSelectionMethod::kGreedy}) {
-        WEFT_ASSIGN_OR_RETURN(MemoryChoice choice, memory.Optimize(schedule, method));
-        const Score score = Evaluate(choice.graph, schedule, job.cluster);
-        if (!best || score.Cost() < best->score.Cost()) {
-          graph::StageGraph g = std::move(choice.graph);
-          best = Candidate{std::move(g), schedule, score, std::move(choice), true};
-        }
+      WEFT_ASSIGN_OR_RETURN(MemoryChoice choice,
+                            memory.Optimize(schedule, algo::LiveSelectionMethod::kGreedy));
+      const Score score = Evaluate(choice.graph, schedule, job.cluster);
+      if (!best || score.Cost() < best->score.Cost()) {
+        graph::StageGraph g = std::move(choice.graph);
+        best = MemoryCandidate{std::move(g), schedule, score, std::move(choice), true,
+                               algo::LiveSelectionMethod::kGreedy};
       }
       return OkStatus();
     };
@@ -431,6 +534,20 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
                                                          share / 6, options_));
       WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score));
       if (!uniform.score.oom) break;
+    }
+    if (best && best->per_layer) {
+      // CBC on the winner's selection (warm-started by the greedy one); kept if the span is not
+      // longer (its objective is the summed extra time, not the span).
+      WEFT_ASSIGN_OR_RETURN(MemoryChoice exact,
+                            memory.Optimize(best->schedule, algo::LiveSelectionMethod::kMilp));
+      const Score score = Evaluate(exact.graph, best->schedule, job.cluster);
+      if (score.Cost() <= best->score.Cost()) {
+        best->graph = std::move(exact.graph);
+        best->choice = std::move(exact);
+        best->score = score;
+        best->method = algo::LiveSelectionMethod::kMilp;
+      }
+      WEFT_RETURN_IF_ERROR(FitPlanBuffers(job, memory, *best));
     }
     if (best && best->score.Cost() < scores[r].Cost()) {
       out.replicas[r].graph = std::move(best->graph);

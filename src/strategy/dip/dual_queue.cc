@@ -130,6 +130,14 @@ StatusOr<sched::Schedule> DualQueueSchedule(const graph::StageGraph& g,
       }
     }
     if (pick < 0) {
+      // Stages that can start without idling the group: the highest priority among them.
+      for (int idx = 0; idx < static_cast<int>(q.size()); ++idx) {
+        const graph::StageId s = q[idx];
+        if (!eligible(gi, s, ignore_cap) || t_start[s] > t_last[gi]) continue;
+        if (pick < 0 || before(s, q[pick])) pick = idx;
+      }
+    }
+    if (pick < 0) {
       // Greedy: the earliest start (ties: priority).
       for (int idx = 0; idx < static_cast<int>(q.size()); ++idx) {
         const graph::StageId s = q[idx];

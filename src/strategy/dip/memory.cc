@@ -159,7 +159,8 @@ StatusOr<graph::StageGraph> MemoryOptimizer::Build(const std::vector<int>& choic
 }
 
 StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule,
-                                                 algo::LiveSelectionMethod method) const {
+                                                 algo::LiveSelectionMethod method,
+                                                 std::span<const int64_t> reserve_bytes) const {
   const auto start = std::chrono::steady_clock::now();
   if (static_cast<int>(schedule.order.size()) != base_.num_groups()) {
     return InvalidArgumentError(fmt::format("dip memory: schedule has {} groups; graph has {}",
@@ -175,7 +176,8 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
     std::vector<int> global;                    // local item -> pair
     std::vector<int> local(pairs_.size(), -1);  // pair -> local item (this group)
     std::vector<int> live;
-    int64_t other_bytes = 0;  // stashed bytes of stages outside pairs
+    // Stashed bytes of stages outside pairs, plus the caller's reserve.
+    int64_t other_bytes = g < reserve_bytes.size() ? reserve_bytes[g] : 0;
     for (int s : schedule.order[g]) {
       const graph::Stage& st = base_.stage(s);
       const int p = pair_of_stage_[s];

@@ -64,6 +64,7 @@ struct DipOptions {
   double mcts_beta = 0.5;              // UCB exploration weight
   int mcts_rollouts = 4;               // random rollouts per expansion
   int memory_candidates = 4;           // §5.3 S: memory candidates per (F, B) stage pair
+  bool polish = true;  // adjacent-swap polish of the searched order (dip-reorder, dip)
   // Per module (indexed like ModelSpec::modules): a fixed sub-microbatch size B_i in instances
   // instead of the §4 choice; 0 or missing = let the partitioner choose (Fig. 9 sweeps use this).
   std::vector<int> sub_microbatch_size_override;

@@ -14,6 +14,7 @@
 // Thread-safety: a MemoryOptimizer is immutable after Create; Optimize may run concurrently.
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -69,8 +70,11 @@ class MemoryOptimizer {
   const std::vector<MemoryPair>& pairs() const { return pairs_; }
 
   // Per rank, the candidates that minimize extra time within the cap for `schedule`'s order.
+  // `reserve_bytes` (per group, optional): bytes kept free besides the static ones (e.g. for the
+  // plan's P2P buffers, which the simulator does not count).
   StatusOr<MemoryChoice> Optimize(const sched::Schedule& schedule,
-                                  algo::LiveSelectionMethod method) const;
+                                  algo::LiveSelectionMethod method,
+                                  std::span<const int64_t> reserve_bytes = {}) const;
 
  private:
   StatusOr<graph::StageGraph> Build(const std::vector<int>& choice) const;
