@@ -316,7 +316,7 @@ class DipStrategy final : public Strategy {
   }
   std::string_view Name() const override { return name_; }
   std::string_view Description() const override { return description_; }
-  bool ManagesMemory() const override { return variant_ == DipVariant::kFull; }
+  bool ManagesMemory() const override { return true; }
 
   StatusOr<StaticPlan> Prepare(const Job& job) const override;
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
@@ -439,18 +439,70 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   // selections and the buffer check around its searches.
   const double share = (variant_ == DipVariant::kFull ? 0.8 : 1.0) /
                        std::max(1, job.DataParallelSize());
-  if (variant_ == DipVariant::kPartitionOnly) {
-    return PlanReplicas(job, plan, batch,
-                        [](const graph::StageGraph& g) { return RuleSchedule(g); });
-  }
   if (variant_ != DipVariant::kFull) {
-    const bool search = variant_ == DipVariant::kReorder;
-    return PlanReplicas(job, plan, batch,
-                        [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
-                          WEFT_ASSIGN_OR_RETURN(auto r, SearchSchedule(job, g, search, budget,
-                                                                       share, options_));
-                          return std::move(r.schedule);
-                        });
+    // Without §5.3 the variants use one uniform recompute level per replica: the StaticPlan's
+    // when it names one, else the fastest of none / selective / full whose plan fits (a
+    // memory-capped schedule without recomputation can be slower than one with it).
+    const int num_modules = static_cast<int>(job.model.modules.size());
+    std::vector<std::vector<cost::Recompute>> levels;
+    if (std::any_of(plan.recompute.begin(), plan.recompute.end(),
+                    [](cost::Recompute r) { return r != cost::Recompute::kNone; })) {
+      levels.push_back(plan.recompute);
+    } else {
+      for (auto level : {cost::Recompute::kNone, cost::Recompute::kSelective,
+                         cost::Recompute::kFull}) {
+        levels.emplace_back(num_modules, level);
+      }
+    }
+    const double level_share = share / static_cast<double>(levels.size());
+    std::optional<IterationPlan> out;
+    std::vector<Score> best_scores;
+    std::vector<int> best_level;
+    double plan_time_s = 0;
+    for (size_t l = 0; l < levels.size(); ++l) {
+      StaticPlan p = plan;
+      p.recompute = levels[l];
+      std::vector<Score> scores;
+      WEFT_ASSIGN_OR_RETURN(
+          IterationPlan planned,
+          PlanReplicas(job, p, batch, [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
+            if (variant_ == DipVariant::kPartitionOnly) {
+              WEFT_ASSIGN_OR_RETURN(sched::Schedule s, RuleSchedule(g));
+              scores.push_back(Evaluate(g, s, job.cluster));
+              return s;
+            }
+            WEFT_ASSIGN_OR_RETURN(auto r, SearchSchedule(job, g, variant_ == DipVariant::kReorder,
+                                                         budget, level_share, options_));
+            scores.push_back(r.score);
+            return std::move(r.schedule);
+          }));
+      plan_time_s += planned.plan_time_s;
+      if (!out) {
+        out = std::move(planned);
+        best_scores = scores;
+        best_level.assign(scores.size(), 0);
+        continue;
+      }
+      for (size_t r = 0; r < out->replicas.size() && r < scores.size(); ++r) {
+        if (scores[r].Cost() < best_scores[r].Cost()) {
+          out->replicas[r] = std::move(planned.replicas[r]);
+          best_scores[r] = scores[r];
+          best_level[r] = static_cast<int>(l);
+        }
+      }
+    }
+    out->plan_time_s = plan_time_s;
+    if (levels.size() > 1) {
+      std::string chosen;
+      for (int l : best_level) {
+        chosen += std::string(chosen.empty() ? "" : ", ") +
+                  std::string(cost::RecomputeName(levels[l].empty() ? cost::Recompute::kNone
+                                                                    : levels[l][0]));
+      }
+      out->notes += std::string(out->notes.empty() ? "" : "; ") +
+                    "recompute per replica (fastest that fits): " + chosen;
+    }
+    return std::move(*out);
   }
   // dip: reorder on the fastest graph; if that does not fit, reorder on the graph with every
   // (F, B) pair at its most memory-efficient candidate, scoring each schedule after the per-rank
@@ -479,7 +531,8 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   double extra_s = 0, bound_s = 0;
   std::array<int64_t, 4> layers_by_option{};
   for (size_t r = 0; r < out.replicas.size() && r < scores.size(); ++r) {
-    if (!scores[r].oom) continue;
+    // Also when the fastest graph fits: a memory-capped schedule without recomputation can be
+    // slower than one with per-layer options or a uniform level.
     std::vector<graph::StageGraph> variants;
     for (auto level : cost::kAllRecompute) {
       GraphBuildOptions o{.sub_microbatch_size = plan.sub_microbatch_size,
@@ -508,7 +561,7 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
       return Evaluate(choice->graph, s, job.cluster);
     };
     // Candidates: (a) the search on the lightest graph scored after the per-rank selection;
-    // (b) dip-reorder's answer — the search on the first uniform recompute level that fits —
+    // (b) dip-reorder's answers — the searches on the uniform selective and full levels —
     // as it is and after the per-rank selection. The best simulated one wins.
     std::optional<MemoryCandidate> best;
     auto consider = [&](const sched::Schedule& schedule, const graph::StageGraph* plain,
@@ -533,7 +586,6 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
       WEFT_ASSIGN_OR_RETURN(auto uniform, SearchSchedule(job, variants[level], true, budget,
                                                          share / 6, options_));
       WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score));
-      if (!uniform.score.oom) break;
     }
     if (best && best->per_layer) {
       // CBC on the winner's selection (warm-started by the greedy one); kept if the span is not
