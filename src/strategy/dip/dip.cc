@@ -139,11 +139,13 @@ algo::MctsProblem SegmentOrderProblem(std::shared_ptr<const Segments> seg,
   return problem;
 }
 
-// Local polish of a searched order (beyond the paper): swap adjacent stages of one group's order
-// and keep the swap when the evaluated cost drops (first improvement, groups in turn, repeated
-// while something improves). Reaches orders the dual-queue decoder cannot express (it starts
-// the earliest-ready stage). A swap that breaks a dependency fails to simulate and is rejected.
-// Stops after `max_evaluations` evaluations or at `deadline` (whichever comes first).
+// Local polish of a searched order (beyond the paper): move one stage of a group's order by up to
+// kPolishWindow positions and keep the move when the evaluated cost drops (first improvement,
+// groups in turn, repeated while something improves). Reaches orders the dual-queue decoder
+// cannot express (it starts the earliest-ready stage). A move that breaks a dependency fails to
+// simulate and is rejected. Stops after `max_evaluations` evaluations or at `deadline`.
+constexpr int kPolishWindow = 6;
+
 void PolishOrder(SearchResult& best, const Evaluator& evaluate, int64_t max_evaluations,
                  std::chrono::steady_clock::time_point deadline) {
   int64_t evaluations = 0;
@@ -152,16 +154,31 @@ void PolishOrder(SearchResult& best, const Evaluator& evaluate, int64_t max_eval
     improved = false;
     for (size_t gi = 0; gi < best.schedule.order.size(); ++gi) {
       auto& order = best.schedule.order[gi];
-      for (size_t i = 0; i + 1 < order.size(); ++i) {
-        if (evaluations >= max_evaluations || std::chrono::steady_clock::now() >= deadline) return;
-        std::swap(order[i], order[i + 1]);
-        const Score score = evaluate(best.schedule);
-        ++evaluations;
-        if (score.Cost() < best.score.Cost() * (1 - 1e-9)) {
-          best.score = score;
-          improved = true;
-        } else {
-          std::swap(order[i], order[i + 1]);
+      const int len = static_cast<int>(order.size());
+      for (int i = 0; i < len; ++i) {
+        for (int d = 1; d <= kPolishWindow; ++d) {
+          for (int j : {i + d, i - d}) {
+            if (j < 0 || j >= len) continue;
+            if (evaluations >= max_evaluations || std::chrono::steady_clock::now() >= deadline) {
+              return;
+            }
+            // Move order[i] to position j (rotate the range between them).
+            if (j > i) {
+              std::rotate(order.begin() + i, order.begin() + i + 1, order.begin() + j + 1);
+            } else {
+              std::rotate(order.begin() + j, order.begin() + i, order.begin() + i + 1);
+            }
+            const Score score = evaluate(best.schedule);
+            ++evaluations;
+            if (score.Cost() < best.score.Cost() * (1 - 1e-9)) {
+              best.score = score;
+              improved = true;
+            } else if (j > i) {
+              std::rotate(order.begin() + i, order.begin() + j, order.begin() + j + 1);
+            } else {
+              std::rotate(order.begin() + j, order.begin() + j + 1, order.begin() + i + 1);
+            }
+          }
         }
       }
     }
@@ -226,7 +243,7 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   if (options.polish) {
     const int64_t n = g.num_stages();
     const int64_t max_evaluations =
-        budget.work_budget > 0 ? std::max<int64_t>(200, 4 * n) : 50 * n;
+        budget.work_budget > 0 ? std::max<int64_t>(1000, 20 * n) : 200 * n;
     const auto deadline =
         time_s > 0 && budget.work_budget <= 0
             ? start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
