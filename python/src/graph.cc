@@ -14,6 +14,7 @@
 #include "weft/graph/stage_graph.h"
 #include "weft/sched/schedule.h"
 #include "weft/sim/simulator.h"
+#include "weft/cost/cost_model.h"
 #include "weft/spec/cluster.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
@@ -125,6 +126,11 @@ Status RunPlanGraph(const std::string& strategy_name, const strategy::JobOptions
   WEFT_ASSIGN_OR_RETURN(auto setup, strategy::MakeJobSetup(job_options));
   WEFT_ASSIGN_OR_RETURN(auto s, strategy::MakeStrategy(strategy_name));
   WEFT_ASSIGN_OR_RETURN(auto fixed, s->Prepare(setup->job));
+  // No recomputation, stated explicitly: strategies that would pick a level per replica (the DIP
+  // variants) then all order the same graph.
+  if (fixed.recompute.empty()) {
+    fixed.recompute.assign(setup->job.model.modules.size(), cost::Recompute::kNone);
+  }
   WEFT_ASSIGN_OR_RETURN(auto batches, strategy::MakeIterationBatches(*setup, iteration, 1));
   // PlanIteration directly (not PlanAndEvaluate): no recompute fallback, so every strategy with
   // the same static plan options sees the same graph.

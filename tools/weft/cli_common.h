@@ -26,5 +26,6 @@ void RegisterExportCommand(CLI::App& app, int& exit_code);
 void RegisterCompareCommand(CLI::App& app, int& exit_code);
 void RegisterSimulateCommand(CLI::App& app, int& exit_code);
 void RegisterPlanCommand(CLI::App& app, int& exit_code);
+void RegisterBenchCommand(CLI::App& app, int& exit_code);
 
 }  // namespace weft::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   weft::cli::RegisterCompareCommand(app, exit_code);
   weft::cli::RegisterSimulateCommand(app, exit_code);
   weft::cli::RegisterPlanCommand(app, exit_code);
+  weft::cli::RegisterBenchCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

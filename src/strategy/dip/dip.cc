@@ -191,6 +191,7 @@ void PolishOrder(SearchResult& best, const Evaluator& evaluate, int64_t max_eval
 StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g, bool search,
                                       const PlanBudget& budget, double time_share,
                                       const DipOptions& options, Evaluator evaluate = nullptr) {
+  const bool custom_evaluator = static_cast<bool>(evaluate);
   if (!evaluate) {
     evaluate = [&](const sched::Schedule& s) { return Evaluate(g, s, job.cluster); };
   }
@@ -242,8 +243,11 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   }
   if (options.polish) {
     const int64_t n = g.num_stages();
+    // Under a work budget: 4 evaluations per stage (1 with a custom evaluator, which runs the
+    // per-rank memory selection each time), at most 2000; under a time budget the deadline binds.
     const int64_t max_evaluations =
-        budget.work_budget > 0 ? std::max<int64_t>(1000, 20 * n) : 200 * n;
+        budget.work_budget > 0 ? std::min<int64_t>(2000, (custom_evaluator ? 1 : 4) * n)
+                               : 200 * n;
     const auto deadline =
         time_s > 0 && budget.work_budget <= 0
             ? start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -458,12 +462,11 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
                        std::max(1, job.DataParallelSize());
   if (variant_ != DipVariant::kFull) {
     // Without §5.3 the variants use one uniform recompute level per replica: the StaticPlan's
-    // when it names one, else the fastest of none / selective / full whose plan fits (a
+    // when it names one (non-empty), else the fastest of none / selective / full whose plan fits (a
     // memory-capped schedule without recomputation can be slower than one with it).
     const int num_modules = static_cast<int>(job.model.modules.size());
     std::vector<std::vector<cost::Recompute>> levels;
-    if (std::any_of(plan.recompute.begin(), plan.recompute.end(),
-                    [](cost::Recompute r) { return r != cost::Recompute::kNone; })) {
+    if (!plan.recompute.empty()) {
       levels.push_back(plan.recompute);
     } else {
       for (auto level : {cost::Recompute::kNone, cost::Recompute::kSelective,
@@ -521,9 +524,9 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
     }
     return std::move(*out);
   }
-  // dip: reorder on the fastest graph; if that does not fit, reorder on the graph with every
-  // (F, B) pair at its most memory-efficient candidate, scoring each schedule after the per-rank
-  // §5.3 selection (greedy inside the search, CBC on the final schedule).
+  // dip: reorder on the fastest graph (no recomputation); reorder again scoring each schedule
+  // after the per-rank §5.3 selection (greedy inside the search, CBC on the final schedule);
+  // reorder on the uniform selective and full graphs; keep the fastest that fits.
   const auto start = std::chrono::steady_clock::now();
   StaticPlan fast = plan;
   fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
@@ -552,6 +555,7 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
     // slower than one with per-layer options or a uniform level.
     std::vector<graph::StageGraph> variants;
     for (auto level : cost::kAllRecompute) {
+      if (level == cost::Recompute::kOffload && !options_.memory_offload) continue;
       GraphBuildOptions o{.sub_microbatch_size = plan.sub_microbatch_size,
                           .recompute = std::vector<cost::Recompute>(job.model.modules.size(), level),
                           .split_backward = false};
@@ -571,13 +575,14 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
                           MemoryOptimizer::Create(variants, layers, job.cluster,
                                                   {.num_candidates = options_.memory_candidates,
                                                    .selection = {.time_limit_s = 0.02}}));
-    const graph::StageGraph& lightest = memory.lightest();
     Evaluator evaluate = [&](const sched::Schedule& s) -> Score {
       auto choice = memory.Optimize(s, algo::LiveSelectionMethod::kGreedy);
       if (!choice.ok()) return {};
       return Evaluate(choice->graph, s, job.cluster);
     };
-    // Candidates: (a) the search on the lightest graph scored after the per-rank selection;
+    // Candidates: (a) the search scored after the per-rank selection (the dual-queue's memory caps
+    // count uniform full-recompute activations: with the lightest candidates — offload holds ~0
+    // bytes — it would run every forward first and leave the selection nothing to upgrade);
     // (b) dip-reorder's answers — the searches on the uniform selective and full levels —
     // as it is and after the per-rank selection. The best simulated one wins.
     std::optional<MemoryCandidate> best;
@@ -596,7 +601,7 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
       }
       return OkStatus();
     };
-    WEFT_ASSIGN_OR_RETURN(auto searched, SearchSchedule(job, lightest, true, budget, share / 3,
+    WEFT_ASSIGN_OR_RETURN(auto searched, SearchSchedule(job, variants[2], true, budget, share / 3,
                                                         options_, evaluate));
     WEFT_RETURN_IF_ERROR(consider(searched.schedule, nullptr, {}));
     for (int level : {1, 2}) {  // selective, full

@@ -63,7 +63,8 @@ struct DipOptions {
   double mcts_alpha = 1.0;             // UCB exponent on the normalized score
   double mcts_beta = 0.5;              // UCB exploration weight
   int mcts_rollouts = 4;               // random rollouts per expansion
-  int memory_candidates = 4;           // §5.3 S: memory candidates per (F, B) stage pair
+  int memory_candidates = 8;           // §5.3 S: memory candidates per (F, B) stage pair
+  bool memory_offload = true;         // §5.3: offer offload as a per-layer option (host link)
   bool polish = true;  // adjacent-swap polish of the searched order (dip-reorder, dip)
   // Per module (indexed like ModelSpec::modules): a fixed sub-microbatch size B_i in instances
   // instead of the §4 choice; 0 or missing = let the partitioner choose (Fig. 9 sweeps use this).
