@@ -547,12 +547,25 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
                                                      job.parallel.num_microbatches));
   std::map<std::pair<int, int>, int> layers_of;  // (group, local chunk) -> layers
   for (const auto& c : plan.placement.chunks) layers_of[{c.group, c.chunk}] = c.num_layers;
-  int memory_replicas = 0, uniform_replicas = 0, milp_ranks = 0;
+  int memory_replicas = 0, uniform_replicas = 0, milp_ranks = 0, skipped_replicas = 0,
+      hurried_replicas = 0;
   double extra_s = 0, bound_s = 0;
   std::array<int64_t, 4> layers_by_option{};
   for (size_t r = 0; r < out.replicas.size() && r < scores.size(); ++r) {
-    // Also when the fastest graph fits: a memory-capped schedule without recomputation can be
-    // slower than one with per-layer options or a uniform level.
+    // Also when the fastest graph fits (a memory-capped schedule without recomputation can be
+    // slower than one with per-layer options or a uniform level) — unless the time budget is
+    // spent (many DP replicas): then only replicas that do not fit go on.
+    const bool time_mode = budget.work_budget <= 0 && budget.time_budget_s > 0;
+    const double elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const bool hurry = time_mode && elapsed_s > budget.time_budget_s;
+    if (!scores[r].oom && hurry) {
+      ++skipped_replicas;
+      continue;
+    }
+    // Budget spent and this replica does not fit: no search, no CBC — rule orders and the greedy
+    // selection only.
+    if (hurry) ++hurried_replicas;
     std::vector<graph::StageGraph> variants;
     for (auto level : cost::kAllRecompute) {
       if (level == cost::Recompute::kOffload && !options_.memory_offload) continue;
@@ -601,25 +614,27 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
       }
       return OkStatus();
     };
-    WEFT_ASSIGN_OR_RETURN(auto searched, SearchSchedule(job, variants[2], true, budget, share / 3,
+    WEFT_ASSIGN_OR_RETURN(auto searched, SearchSchedule(job, variants[2], !hurry, budget, share / 3,
                                                         options_, evaluate));
     WEFT_RETURN_IF_ERROR(consider(searched.schedule, nullptr, {}));
     for (int level : {1, 2}) {  // selective, full
-      WEFT_ASSIGN_OR_RETURN(auto uniform, SearchSchedule(job, variants[level], true, budget,
+      WEFT_ASSIGN_OR_RETURN(auto uniform, SearchSchedule(job, variants[level], !hurry, budget,
                                                          share / 6, options_));
       WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score));
     }
     if (best && best->per_layer) {
-      // CBC on the winner's selection (warm-started by the greedy one); kept if the span is not
-      // longer (its objective is the summed extra time, not the span).
-      WEFT_ASSIGN_OR_RETURN(MemoryChoice exact,
-                            memory.Optimize(best->schedule, algo::LiveSelectionMethod::kMilp));
-      const Score score = Evaluate(exact.graph, best->schedule, job.cluster);
-      if (score.Cost() <= best->score.Cost()) {
-        best->graph = std::move(exact.graph);
-        best->choice = std::move(exact);
-        best->score = score;
-        best->method = algo::LiveSelectionMethod::kMilp;
+      if (!hurry) {
+        // CBC on the winner's selection (warm-started by the greedy one); kept if the span is
+        // not longer (its objective is the summed extra time, not the span).
+        WEFT_ASSIGN_OR_RETURN(MemoryChoice exact,
+                              memory.Optimize(best->schedule, algo::LiveSelectionMethod::kMilp));
+        const Score score = Evaluate(exact.graph, best->schedule, job.cluster);
+        if (score.Cost() <= best->score.Cost()) {
+          best->graph = std::move(exact.graph);
+          best->choice = std::move(exact);
+          best->score = score;
+          best->method = algo::LiveSelectionMethod::kMilp;
+        }
       }
       WEFT_RETURN_IF_ERROR(FitPlanBuffers(job, memory, *best));
     }
@@ -637,6 +652,15 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
         ++uniform_replicas;
       }
     }
+  }
+  if (hurried_replicas > 0) {
+    out.notes += fmt::format("{}budget spent: {} replica(s) that do not fit planned without search",
+                             out.notes.empty() ? "" : "; ", hurried_replicas);
+  }
+  if (skipped_replicas > 0) {
+    out.notes += fmt::format("{}memory options not tried on {} replica(s) (budget spent; their "
+                             "no-recompute plans fit)",
+                             out.notes.empty() ? "" : "; ", skipped_replicas);
   }
   if (uniform_replicas > 0) {
     out.notes += fmt::format("{}uniform recompute on {} replica(s) (faster than per-layer options)",
