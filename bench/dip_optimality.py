@@ -732,6 +732,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except (ValueError, RuntimeError) as err:
             print(f"# {inst.name}: skipped ({err})", file=sys.stderr)
             continue
+        if row.optimum.status not in ("OPTIMAL", "FEASIBLE"):
+            print(f"# {inst.name}: skipped (CP-SAT found no solution in {args.time_limit:g} s: "
+                  f"{row.optimum.status})", file=sys.stderr)
+            continue
         rows.append(row)
         print(f"# {inst.name}: {row.num_stages} stages, {row.optimum.status}, "
               f"reorder gap {row.gap_to_opt('dip-reorder'):.2f}%, "
