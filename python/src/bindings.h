@@ -37,5 +37,6 @@ void RegisterCost(py::module_& m);
 void RegisterStrategy(py::module_& m);
 void RegisterPlan(py::module_& m);
 void RegisterGraph(py::module_& m);
+void RegisterService(py::module_& m);
 
 }  // namespace weft::python

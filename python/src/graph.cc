@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "plan_dict.h"
 #include "weft/graph/stage_graph.h"
 #include "weft/sched/schedule.h"
 #include "weft/sim/simulator.h"
@@ -195,15 +196,8 @@ void RegisterGraph(py::module_& m) {
          int gpus, const std::string& data, int64_t iteration, uint64_t seed,
          int num_microbatches, int sequences_per_batch, int pipeline_size, double budget_s,
          int64_t work_budget, int threads, int replica) {
-        strategy::JobOptions job;
-        job.model = model;
-        job.cluster = cluster;
-        job.gpus = gpus;
-        job.data = data;
-        job.seed = seed;
-        job.num_microbatches = num_microbatches;
-        job.sequences_per_batch = sequences_per_batch;
-        job.pipeline_size = pipeline_size;
+        auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
+                                  sequences_per_batch, seed, pipeline_size);
         strategy::PlanBudget budget;
         budget.time_budget_s = budget_s;
         budget.work_budget = work_budget;

@@ -27,4 +27,5 @@ PYBIND11_MODULE(_weft, m) {
   weft::python::RegisterStrategy(m);
   weft::python::RegisterPlan(m);
   weft::python::RegisterGraph(m);
+  weft::python::RegisterService(m);
 }

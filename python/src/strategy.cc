@@ -4,9 +4,7 @@
 #include <vector>
 
 #include "bindings.h"
-#include "weft/plan/compiler.h"
-#include "weft/plan/plan_json.h"
-#include "weft/plan/validator.h"
+#include "plan_dict.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
 #include "weft/strategy/graph_builder.h"
@@ -16,46 +14,13 @@ namespace weft::python {
 
 namespace {
 
-strategy::JobOptions MakeJobOptions(const std::string& model, const std::string& cluster,
-                                    int gpus, const std::string& data, int num_microbatches,
-                                    int sequences_per_batch, uint64_t seed,
-                                    int pipeline_size = 0) {
-  strategy::JobOptions o;
-  o.pipeline_size = pipeline_size;
-  o.model = model;
-  o.cluster = cluster;
-  o.gpus = gpus;
-  o.data = data;
-  o.num_microbatches = num_microbatches;
-  o.sequences_per_batch = sequences_per_batch;
-  o.seed = seed;
-  return o;
-}
-
-void FillSummary(py::dict& d, const strategy::PlannedIteration& p) {
-  const auto& e = p.evaluation;
-  d["iteration_time_s"] = e.iteration_time_s;
-  d["lower_bound_s"] = e.lower_bound_s;
-  d["bubble_ratio"] = e.bubble_ratio;
-  d["mfu"] = e.mfu;
-  d["samples_per_s"] = e.samples_per_s;
-  d["tokens_per_s"] = e.tokens_per_s;
-  d["peak_memory_bytes"] = e.peak_memory_bytes;
-  d["oom"] = e.oom;
-  d["plan_time_s"] = p.plan.plan_time_s;
-  d["recompute_used"] = std::string(cost::RecomputeName(p.recompute_used));
-  d["notes"] = p.plan.notes;
-}
-
 // Everything computed without the GIL.
 struct PlanOutput {
   std::unique_ptr<strategy::JobSetup> setup;
   strategy::StaticPlan fixed;
   spec::Batch batch;
   strategy::PlannedIteration planned;
-  std::vector<std::vector<int>> microbatches;  // replica 0: sequence indices per microbatch
-  std::string plan_json;
-  std::string validation;
+  CompiledReplica compiled;
 };
 
 Status RunPlan(const std::string& strategy_name, const strategy::JobOptions& job,
@@ -67,26 +32,8 @@ Status RunPlan(const std::string& strategy_name, const strategy::JobOptions& job
   out.batch = batches.at(0);
   WEFT_ASSIGN_OR_RETURN(out.planned, strategy::PlanAndEvaluate(*s, out.setup->job, out.fixed,
                                                                 out.batch, budget));
-  WEFT_ASSIGN_OR_RETURN(auto split,
-                        strategy::SplitBatch(out.batch, out.setup->job.DataParallelSize(),
-                                             out.setup->job.parallel.num_microbatches));
-  out.microbatches = split.replicas.at(0);
-  const auto& replica = out.planned.plan.replicas.at(0);
-  plan::CompileOptions c;
-  c.model = out.setup->model_name;
-  c.strategy = strategy_name;
-  c.iteration = iteration;
-  for (const auto& m : out.setup->job.model.modules) c.hidden_size_by_module.push_back(m.hidden_size);
-  WEFT_ASSIGN_OR_RETURN(auto compiled,
-                        plan::CompilePlan(replica.graph, replica.schedule,
-                                          out.planned.evaluation.timelines.at(0), c));
-  auto report = plan::ValidatePlan(compiled);
-  if (!report.ok()) {
-    return InternalError("compiled plan does not validate: " + report.status().message());
-  }
-  out.validation = report->BriefReport();
-  out.plan_json = plan::PlanToJson(compiled);
-  return OkStatus();
+  return CompileReplica0(*out.setup, strategy_name, iteration, out.planned, out.batch,
+                         out.compiled);
 }
 
 }  // namespace
@@ -112,37 +59,8 @@ void RegisterStrategy(py::module_& m) {
           status = RunPlan(strategy_name, job, iteration, budget, out);
         }
         Check(status);
-        py::dict d;
-        d["strategy"] = strategy_name;
-        d["model"] = out.setup->model_name;
-        d["cluster"] = out.setup->cluster_name;
-        d["data"] = out.setup->data_name;
-        d["iteration"] = iteration;
-        d["description"] = out.fixed.description;
-        FillSummary(d, out.planned);
-        d["plan_json"] = out.plan_json;
-        d["validation"] = out.validation;
-        d["pipeline_size"] = out.setup->job.PipelineSize();
-        d["dp"] = out.setup->job.DataParallelSize();
-        d["num_microbatches"] = static_cast<int>(out.microbatches.size());
-        d["microbatches"] = out.microbatches;
-        d["batch"] = BatchToDict(out.batch);
-        py::list modules, chunks;
-        for (const auto& mod : out.setup->job.model.modules) modules.append(mod.name);
-        for (const auto& ch : out.fixed.placement.chunks) {
-          py::dict c;
-          c["module"] = ch.module;
-          c["module_name"] = out.setup->job.model.modules.at(ch.module).name;
-          c["first_layer"] = ch.first_layer;
-          c["num_layers"] = ch.num_layers;
-          c["group"] = ch.group;
-          c["chunk"] = ch.chunk;
-          chunks.append(c);
-        }
-        d["modules"] = modules;
-        d["chunks"] = chunks;
-        d["placement"] = out.fixed.placement.Describe(out.setup->job.model);
-        return d;
+        return PlannedIterationDict(*out.setup, out.fixed, strategy_name, iteration,
+                                    out.planned, out.batch, out.compiled);
       },
       py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
       py::arg("data") = "mixed", py::arg("iteration") = 0, py::arg("seed") = 1,

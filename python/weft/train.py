@@ -2,22 +2,33 @@
 per pipeline rank, print loss, wall time and planning time.
 
   python -m weft.train --model tiny-vlm --strategy megatron-1f1b --procs 4 --iterations 5
+  python -m weft.train --model tiny-vlm --strategy dip --procs 4 --iterations 5 --check \\
+      --trace out/measured.json
+
+Online planning (default for search strategies such as dip): the parent plans iteration i + 1
+with weft.PlannerService (background C++ threads) while the workers run iteration i; a plan that
+is not ready when its iteration starts is replaced by the service's fallback plan. --offline plans
+every iteration first (weft.plan), then runs them.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
+import torch
+
 import weft
-from weft.runtime.executor import PlanExecutionError, run_plans
-from weft.runtime.harness import max_relative_error, plan_jobs, reference
+from weft.runtime.executor import PlanExecutionError, run_streamed
+from weft.runtime.harness import (SEARCH_STRATEGIES, OnlinePlanner, max_relative_error,
+                                  plan_jobs, reference)
+from weft.runtime.trace import write_trace
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m weft.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="tiny-vlm", help="model preset (the runtime builds tiny-vlm-"
-                   "like models: ViT + MLP projector + LLM)")
+    p.add_argument("--model", default="tiny-vlm", help="model preset: tiny-vlm (ViT + projector + LLM) or "
+                   "tiny-valm (vision and audio encoders feeding one LLM)")
     p.add_argument("--strategy", default="megatron-1f1b")
     p.add_argument("--procs", type=int, default=0,
                    help="worker processes = pipeline ranks of one pipeline (0 = the model's setup)")
@@ -27,13 +38,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout-s", type=float, default=60.0, help="per wait before failing")
     p.add_argument("--check", action="store_true",
                    help="also run a single-process reference and print the max gradient error")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--online", dest="online", action="store_true", default=None,
+                      help="plan iteration i+1 with PlannerService while iteration i runs "
+                      f"(default for {', '.join(SEARCH_STRATEGIES)})")
+    mode.add_argument("--offline", dest="online", action="store_false",
+                      help="plan all iterations first, then run them")
+    p.add_argument("--budget-s", type=float, default=0.5, help="search budget per iteration")
+    p.add_argument("--plan-deadline-s", type=float, default=0.0,
+                   help="online: how long iteration i+1 may wait for its search after iteration "
+                   "i ends before the fallback plan is used")
+    p.add_argument("--trace", default="", help="write a measured Chrome trace (JSON) here")
     a = p.parse_args(argv)
     if a.iterations <= 0:
         print(f"error: --iterations = {a.iterations}; must be > 0", file=sys.stderr)
         return 2
+    online = a.strategy in SEARCH_STRATEGIES if a.online is None else a.online
     try:
-        first, jobs = plan_jobs(a.strategy, a.model, a.iterations, data=a.data, seed=a.seed,
-                                gpus=a.procs, pipeline_size=a.procs)
+        if online:
+            planner = OnlinePlanner(a.strategy, a.model, a.iterations, data=a.data, seed=a.seed,
+                                    budget_s=a.budget_s, deadline_s=a.plan_deadline_s,
+                                    gpus=a.procs, pipeline_size=a.procs)
+            first_job = planner.next_job(0)
+            first, jobs = first_job["summary"], None
+        else:
+            first, jobs = plan_jobs(a.strategy, a.model, a.iterations, data=a.data, seed=a.seed,
+                                    gpus=a.procs, pipeline_size=a.procs, budget_s=a.budget_s)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -43,10 +73,19 @@ def main(argv: list[str] | None = None) -> int:
               f"--procs {first['pipeline_size']}", file=sys.stderr)
         return 2
     print(f"{a.strategy} on {first['model']}: {first['pipeline_size']} ranks, "
-          f"{first['num_microbatches']} microbatches; {first['placement']}")
+          f"{first['num_microbatches']} microbatches; {first['placement']}; "
+          f"{'online' if online else 'offline'} planning")
+    model = weft.load_model(a.model)
+    if online:
+        def next_job(i: int, prev: dict | None) -> dict | None:
+            return first_job if i == 0 else planner.next_job(i, prev)
+    else:
+        def next_job(i: int, prev: dict | None) -> dict | None:
+            return jobs[i] if i < len(jobs) else None
     try:
-        runs = run_plans(weft.load_model(a.model), first["chunks"], jobs, first["pipeline_size"],
-                         seed=a.seed, timeout_s=a.timeout_s)
+        runs = run_streamed(model, first["chunks"], first["pipeline_size"], next_job, seed=a.seed,
+                            timeout_s=a.timeout_s, record=bool(a.trace), keep_grads=a.check)
+        jobs = [r["job"] for r in runs]
     except PlanExecutionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -55,9 +94,18 @@ def main(argv: list[str] | None = None) -> int:
         line = (f"iteration {it}: loss {run['loss']:.6f}  wall {run['wall_s'] * 1e3:.1f} ms  "
                 f"plan {job['plan_wall_s'] * 1e3:.1f} ms  simulated "
                 f"{job['summary']['iteration_time_s'] * 1e3:.3f} ms")
+        if online:
+            line += (f"  search {job['search_time_s'] * 1e3:.1f} ms  "
+                     f"{'ready' if job['ready'] else 'fallback (search not ready)'}")
         if refs:
-            line += f"  max grad rel err {max_relative_error(run['grads'], refs[it]['grads']):.2e}"
+            grads = {n: torch.from_numpy(g) for n, g in run["grads"].items()}
+            line += f"  max grad rel err {max_relative_error(grads, refs[it]['grads']):.2e}"
         print(line, flush=True)
+    if a.trace:
+        write_trace(a.trace, [{"iteration": it, "plan": job["plan"], "records": run["records"]}
+                              for it, (job, run) in enumerate(zip(jobs, runs))],
+                    title=f"{a.strategy} on {first['model']} (measured)")
+        print(f"wrote {a.trace}")
     return 0
 
 

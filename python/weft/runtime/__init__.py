@@ -1,4 +1,5 @@
 """Runtime: executes weft execution plans on a tiny real PyTorch model (CPU, gloo)."""
-from weft.runtime.executor import PlanExecutionError, RankExecutor, run_plans  # noqa: F401
+from weft.runtime.executor import (  # noqa: F401
+    PlanExecutionError, RankExecutor, run_plans, run_streamed)
 from weft.runtime.model import (  # noqa: F401
     MicrobatchData, ModuleChunk, build_chunks, reference_step)

@@ -68,9 +68,17 @@ class RankExecutor:
             self._fail(index, action, f"timed out after {self.timeout_s:g} s: {what} rank "
                        f"{action['peer']} ({str(e).splitlines()[0][-60:]})")
 
-    def run_iteration(self, plan: dict, batch: dict, microbatches: list[list[int]]) -> dict:
+    def run_iteration(self, plan: dict, batch: dict, microbatches: list[list[int]],
+                      on_action=None) -> dict:
+        """Runs this rank's actions of `plan` on `batch`, then the SGD step. Returns {loss, grads}.
+
+        on_action, when given, is called as on_action(index, action, t_start_s, t_end_s) after
+        each action, with time.perf_counter() timestamps taken around the action."""
         rank_plan = plan["ranks"][self.rank]
         specs = {b["id"]: b["shape"] for b in rank_plan["buffers"]}
+        # A buffer's producer module is in its name: "g1 F mb0.0 c0 vision_projector -> g2 ...".
+        producers = {b["id"]: b.get("name", "").split(" -> ")[0].split(" ")[-1]
+                     for b in rank_plan["buffers"]}
         denom = float(batch_llm_tokens(batch))
         mb_data: dict[int, MicrobatchData] = {}
         buffers: dict[int, torch.Tensor] = {}
@@ -79,6 +87,7 @@ class RankExecutor:
         saved: dict[tuple, tuple] = {}  # (inputs, output[, output grad])
         loss = 0.0
         for i, a in enumerate(rank_plan["actions"]):
+            t_start_s = time.perf_counter() if on_action is not None else 0.0
             op = a["op"]
             st = a.get("stage", {})
             key = (st.get("module"), st.get("chunk"), st.get("mb"), st.get("sub", 0))
@@ -98,7 +107,7 @@ class RankExecutor:
                         self._fail(i, a, f"input buf {b} is not ready")
                     inputs.append(buffers[b].detach().reshape(-1, buffers[b].shape[-1])
                                   .requires_grad_())
-                out = chunk(inputs, mb_data[mb])
+                out = chunk(inputs, mb_data[mb], [producers.get(b, "") for b in a["inputs"]])
                 saved[key] = (inputs, out)
                 if out.dim() == 0:
                     loss += float(out.detach())
@@ -120,9 +129,10 @@ class RankExecutor:
                         if b not in buffers:
                             self._fail(i, a, f"gradient buf {b} is not ready")
                         grads.append(buffers[b].reshape(out.shape))
-                    if not grads:
+                    if not grads and out.numel() != 0:
                         self._fail(i, a, "no output gradient among the inputs")
-                    grad = sum(grads)
+                    # A stage with no work in this microbatch (no audio clip): zero gradient.
+                    grad = sum(grads) if grads else torch.zeros_like(out)
                 if op == "backward_weight":
                     params = list(self.chunks[(st["module"], st["chunk"])].parameters())
                     pg = torch.autograd.grad(out, params, grad, allow_unused=True)
@@ -130,6 +140,8 @@ class RankExecutor:
                         if g is not None:
                             p.grad = g if p.grad is None else p.grad + g
                     del saved[key]
+                    if on_action is not None:
+                        on_action(i, a, t_start_s, time.perf_counter())
                     continue
                 if op == "backward_input":
                     igrads = torch.autograd.grad(out, inputs, grad, retain_graph=True) \
@@ -139,8 +151,9 @@ class RankExecutor:
                     out.backward(grad)
                     igrads = [x.grad for x in inputs]
                     del saved[key]
-                for b, g in zip(a["outputs"], igrads):
-                    buffers[b] = g.detach().reshape(specs[b])
+                for b, g, x in zip(a["outputs"], igrads, inputs):
+                    buffers[b] = (g if g is not None else torch.zeros_like(x)).detach() \
+                        .reshape(specs[b])
             elif op == "isend":
                 b = a["buffer"]
                 if b not in buffers:
@@ -166,6 +179,8 @@ class RankExecutor:
                 buffers.pop(a["buffer"], None)
             else:
                 self._fail(i, a, f"unknown op {op!r}")
+            if on_action is not None:
+                on_action(i, a, t_start_s, time.perf_counter())
         if sends or recvs:
             raise PlanExecutionError(
                 f"rank {self.rank}: end of plan with posts never waited for: sends {sorted(sends)}, "
@@ -179,26 +194,37 @@ class RankExecutor:
                 p.grad = None
         return {"loss": loss, "grads": grads}
 
+    def param_values(self) -> dict[str, torch.Tensor]:
+        """Copies of this rank's parameters by global name (after the last SGD step)."""
+        return {n: p.detach().clone() for n, p in self.params().items()}
 
-def _worker(rank: int, world: int, port: int, model: dict, chunks: list[dict], jobs: list[dict],
-            seed: int, lr: float, timeout_s: float, results) -> None:
+
+def _stream_worker(rank: int, world: int, port: int, model: dict, chunks: list[dict], seed: int,
+                   lr: float, timeout_s: float, record: bool, keep_grads: bool, keep_params: bool,
+                   jobs, results) -> None:
     try:
         torch.set_num_threads(1)
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                 world_size=world, timeout=timedelta(seconds=max(timeout_s, 30)))
         ex = RankExecutor(rank, model, chunks, seed, lr, timeout_s)
-        out = []
-        for job in jobs:
+        while True:
+            job = jobs.get()
+            if job is None:
+                break
+            records: list[tuple[int, float, float]] = []
+            on_action = (lambda i, a, t0, t1: records.append((i, t0, t1))) if record else None
             dist.barrier()
             t0 = time.perf_counter()
-            r = ex.run_iteration(job["plan"], job["batch"], job["microbatches"])
-            r["wall_s"] = time.perf_counter() - t0
-            out.append(r)
-        for r in out:  # by value: tensors through a queue would share memory with this process
-            r["grads"] = {n: g.numpy() for n, g in r["grads"].items()}
-        results.put(("ok", rank, out))
+            r = ex.run_iteration(job["plan"], job["batch"], job["microbatches"],
+                                 on_action=on_action)
+            wall_s = time.perf_counter() - t0
+            grads = {n: g.numpy() for n, g in r["grads"].items()} if keep_grads else {}
+            results.put(("ok", rank, {"iteration": job["iteration"], "loss": r["loss"],
+                                      "wall_s": wall_s, "grads": grads, "records": records}))
         dist.barrier()
         dist.destroy_process_group()
+        params = ({n: v.numpy() for n, v in ex.param_values().items()} if keep_params else {})
+        results.put(("done", rank, params))
     except Exception as e:  # reported to the parent, which raises
         msg = str(e) if isinstance(e, PlanExecutionError) else traceback.format_exc()
         results.put(("error", rank, msg))
@@ -216,52 +242,96 @@ def free_port() -> int:
 def run_plans(model: dict, chunks: list[dict], jobs: list[dict], num_ranks: int, seed: int = 1,
               lr: float = 0.1, timeout_s: float = 30.0) -> list[dict]:
     """Runs the iterations `jobs` ({plan (parsed JSON), batch, microbatches}) on num_ranks worker
-    processes. Returns per iteration {loss, grads (all ranks' parameters), wall_s}. Raises
+    processes. Returns per iteration {loss, grads (all ranks' parameters), wall_s}; the last one
+    also has params (every parameter after its SGD step). Raises
     PlanExecutionError with every failing rank's message."""
+    jobs = [dict(job, iteration=job.get("iteration", i)) for i, job in enumerate(jobs)]
+    runs = run_streamed(model, chunks, num_ranks,
+                        lambda i, _: jobs[i] if i < len(jobs) else None, seed=seed, lr=lr,
+                        timeout_s=timeout_s, keep_grads=True, keep_params=True)
+    merged = []
+    for run in runs:
+        out = {"loss": run["loss"], "wall_s": run["wall_s"],
+               "grads": {n: torch.from_numpy(g) for n, g in run["grads"].items()}}
+        if "params" in run:
+            out["params"] = {n: torch.from_numpy(v) for n, v in run["params"].items()}
+        merged.append(out)
+    return merged
+
+
+def run_streamed(model: dict, chunks: list[dict], num_ranks: int,
+                 next_job: Callable[[int, Optional[dict]], Optional[dict]], seed: int = 1,
+                 lr: float = 0.1, timeout_s: float = 30.0, record: bool = False,
+                 keep_grads: bool = False, keep_params: bool = False) -> list[dict]:
+    """Runs iterations produced by next_job(i, previous merged result) (None = stop) on num_ranks
+    worker processes. A job is {iteration, plan (parsed JSON), batch, microbatches}. next_job is
+    called for job 0 before any iteration runs and for job i + 1 once iteration i has finished on
+    all ranks; planning ahead happens in next_job's own background threads (PlannerService).
+    Returns per iteration {iteration, loss, wall_s, grads (numpy, when keep_grads),
+    records {rank: [(index, t0, t1)]}, job}; with keep_params the last one also has params (every
+    parameter after its SGD step, numpy). Raises PlanExecutionError with every failing rank's
+    message; a rank that hangs fails on its own wait timeout (timeout_s)."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
+    queues = [ctx.Queue() for _ in range(num_ranks)]
     port = free_port()
-    procs = [ctx.Process(target=_worker, args=(r, num_ranks, port, model, chunks, jobs, seed, lr,
-                                               timeout_s, results), daemon=True)
+    procs = [ctx.Process(target=_stream_worker,
+                         args=(r, num_ranks, port, model, chunks, seed, lr, timeout_s, record,
+                               keep_grads, keep_params, queues[r], results), daemon=True)
              for r in range(num_ranks)]
     for p in procs:
         p.start()
-    outs: dict[int, list] = {}
+    merged: list[dict] = []
     errors: list[tuple[int, str]] = []
-    deadline = time.monotonic() + timeout_s * (len(jobs) + 2) + 60
-    try:
-        while len(outs) + len(errors) < num_ranks:
+
+    def collect(expect: str) -> dict[int, object]:
+        got: dict[int, object] = {}
+        deadline = time.monotonic() + timeout_s + 60
+        while len(got) < num_ranks:
             try:
                 kind, rank, payload = results.get(timeout=1.0)
             except queue_mod.Empty:
                 if time.monotonic() > deadline:
-                    errors.append((-1, "runtime: workers did not report before the deadline"))
-                    break
-                if errors and all(not p.is_alive() or i in outs or i in dict(errors)
-                                  for i, p in enumerate(procs)):
+                    raise PlanExecutionError("runtime: workers did not report before the deadline")
+                if errors and not any(p.is_alive() for p in procs):
                     break
                 continue
-            if kind == "ok":
-                outs[rank] = payload
-            else:
+            if kind == "error":
                 errors.append((rank, payload))
-                # The other ranks fail too (their waits time out); give them timeout_s to say so.
                 deadline = min(deadline, time.monotonic() + timeout_s + 10)
+                if len(errors) + len(got) >= num_ranks:
+                    break
+                continue
+            if kind != expect:
+                raise PlanExecutionError(f"runtime: rank {rank} sent {kind!r}, expected {expect!r}")
+            got[rank] = payload
+        if errors:
+            errors.sort()
+            raise PlanExecutionError("; ".join(msg for _, msg in errors))
+        return got
+
+    try:
+        job = next_job(0, None)
+        while job is not None:
+            for q in queues:
+                q.put(job)
+            outs = collect("ok")
+            it = {"iteration": job["iteration"], "job": job,
+                  "loss": sum(o["loss"] for o in outs.values()),
+                  "wall_s": max(o["wall_s"] for o in outs.values()),
+                  "grads": {n: g for o in outs.values() for n, g in o["grads"].items()},
+                  "records": {r: o["records"] for r, o in outs.items()}}
+            merged.append(it)
+            job = next_job(len(merged), it)
+        for q in queues:
+            q.put(None)
+        params = collect("done")
+        if keep_params and merged:
+            merged[-1]["params"] = {n: v for p in params.values() for n, v in p.items()}
     finally:
         for p in procs:
             p.join(timeout=5 if not errors else 0.5)
             if p.is_alive():
                 p.kill()
                 p.join()
-    if errors:
-        errors.sort()
-        raise PlanExecutionError("; ".join(msg for _, msg in errors))
-    merged = []
-    for it in range(len(jobs)):
-        grads, loss, wall = {}, 0.0, 0.0
-        for r in range(num_ranks):
-            grads.update({n: torch.from_numpy(g) for n, g in outs[r][it]["grads"].items()})
-            loss += outs[r][it]["loss"]
-            wall = max(wall, outs[r][it]["wall_s"])
-        merged.append({"loss": loss, "grads": grads, "wall_s": wall})
     return merged

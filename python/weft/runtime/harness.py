@@ -18,32 +18,32 @@ def plan_jobs(strategy: str, model: str = "tiny-vlm", iterations: int = 2, data:
     for it in range(iterations):
         t0 = time.perf_counter()
         r = weft.plan(strategy, model, data=data, iteration=it, seed=seed, **kwargs)
-        jobs.append({"plan": json.loads(r["plan_json"]), "batch": r["batch"],
-                     "microbatches": r["microbatches"], "plan_wall_s": time.perf_counter() - t0,
-                     "chunks": r["chunks"], "summary": r})
+        jobs.append(job_from_plan(r, time.perf_counter() - t0))
         first = first or r
     return first, jobs
 
 
 def reference(model_name: str, chunks: list[dict], jobs: list[dict], seed: int = 1,
               lr: float = 0.1) -> list[dict]:
-    """Single process: same chunks in model order, same batches and microbatches, same SGD."""
+    """Single process: same chunks in model order, same batches and microbatches, same SGD.
+    Returns per iteration {loss, grads}; the last one also has params (after its SGD step)."""
     model = weft.load_model(model_name)
     ordered = sorted(chunks, key=lambda c: (model_order(model, c["module"]), c["first_layer"]))
     modules = build_chunks(model, ordered, seed)
     out = []
     for job in jobs:
         loss = reference_step(model, modules, job["batch"], job["microbatches"], seed)
-        grads = {}
-        for m in modules:
-            for n, p in m.parameter_names().items():
-                grads[n] = p.grad.detach().clone()
+        grads = {n: p.grad.detach().clone() for m in modules
+                 for n, p in m.parameter_names().items()}
         with torch.no_grad():
             for m in modules:
                 for p in m.parameters():
                     p -= lr * p.grad
                     p.grad = None
         out.append({"loss": loss, "grads": grads})
+    if out:
+        out[-1]["params"] = {n: p.detach().clone() for m in modules
+                             for n, p in m.parameter_names().items()}
     return out
 
 
@@ -71,3 +71,46 @@ def run(strategy: str, model_name: str = "tiny-vlm", iterations: int = 2, timeou
     model = weft.load_model(model_name)
     runs = run_plans(model, first["chunks"], jobs, first["pipeline_size"], timeout_s=timeout_s)
     return first, jobs, runs
+
+
+# Strategies whose PlanIteration searches (per-batch, within a time budget); the others are rules
+# that plan in microseconds, so `python -m weft.train` plans them offline by default.
+SEARCH_STRATEGIES = ("dip", "dip-interleave", "dip-reorder", "dip-partition-only", "nnscaler")
+
+
+def job_from_plan(r: dict, plan_wall_s: float) -> dict:
+    """A runtime job ({iteration, plan, batch, microbatches, ...}) from a weft.plan-style dict."""
+    return {"iteration": r["iteration"], "plan": json.loads(r["plan_json"]), "batch": r["batch"],
+            "microbatches": r["microbatches"], "plan_wall_s": plan_wall_s, "chunks": r["chunks"],
+            "summary": r}
+
+
+class OnlinePlanner:
+    """Plans iteration i + 1 with weft.PlannerService while iteration i runs.
+
+    next_job(i, _) is what weft.runtime.executor.run_streamed calls: for i = 0 it waits for the
+    searched plan (first_timeout_s; nothing runs yet to overlap with); for i > 0 it takes the plan
+    of iteration i with a deadline of deadline_s from the moment iteration i - 1 ended: a search
+    that is not done by then is replaced by the service's fallback plan (job["ready"] = False).
+    Then it submits iteration i + 1 so its search overlaps iteration i."""
+
+    def __init__(self, strategy: str, model: str, iterations: int, data: str = "coco-llava",
+                 seed: int = 1, budget_s: float = 0.5, deadline_s: float = 0.0,
+                 first_timeout_s: float = 120.0, threads: int = 1, **kwargs):
+        self.iterations, self.deadline_s, self.first_timeout_s = iterations, deadline_s, \
+            first_timeout_s
+        self.service = weft.PlannerService(strategy, model, data=data, seed=seed,
+                                           budget_s=budget_s, threads=threads, **kwargs)
+        self.service.submit(0)
+
+    def next_job(self, i: int, _previous: dict | None = None) -> dict | None:
+        if i >= self.iterations:
+            return None
+        t0 = time.perf_counter()
+        r = self.service.get(i, self.first_timeout_s if i == 0 else self.deadline_s)
+        job = job_from_plan(r, time.perf_counter() - t0)
+        job["ready"] = not r["fallback"]
+        job["search_time_s"] = r["search_time_s"]
+        if i + 1 < self.iterations:
+            self.service.submit(i + 1)
+        return job

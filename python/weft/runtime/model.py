@@ -12,6 +12,8 @@ Attention is block-diagonal per image (ViT) and per sample (LLM, causal).
 """
 from __future__ import annotations
 
+import math
+import re
 import zlib
 
 import torch
@@ -80,6 +82,7 @@ class ModuleChunk(torch.nn.Module):
 
     def __init__(self, model: dict, module: int, first_layer: int, num_layers: int, seed: int):
         super().__init__()
+        attach_yaml_blocks(model)
         self.spec = model["modules"][module]
         self.kind = self.spec["kind"]
         self.module, self.first, self.num = module, first_layer, num_layers
@@ -88,7 +91,9 @@ class ModuleChunk(torch.nn.Module):
         s = self.spec
         self.layers = torch.nn.ModuleList()
         if self.kind == "mlp_projector":
-            sizes = [s["input_size"], s["ffn_hidden_size"], s["output_size"]]
+            self.source_kind = upstream_encoder_kind(model, s["name"])
+            sizes = ([s["input_size"]] + [s["ffn_hidden_size"]] * (s["num_layers"] - 1)
+                     + [s["output_size"]])
             for layer in range(first_layer, first_layer + num_layers):
                 g = _generator(seed, module, layer)
                 lin = torch.nn.Linear(sizes[layer], sizes[layer + 1])
@@ -102,10 +107,15 @@ class ModuleChunk(torch.nn.Module):
             if self.kind == "vit":
                 patch_dim = s["in_channels"] * s["patch_size"] ** 2
                 self.embed = _param(g, s["hidden_size"], patch_dim)
+            elif self.kind == "audio_encoder":
+                self.embed = _param(g, s["hidden_size"], audio_feature_size(s))
             else:
                 self.embed = _param(g, s["vocab_size"], s["hidden_size"], scale=1.0)
         for layer in range(first_layer, first_layer + num_layers):
             self.layers.append(TransformerLayer(s, _generator(seed, module, layer)))
+        if self.kind == "llm":
+            self.source_kinds = {a: upstream_encoder_kind(model, a) for a, b in model["edges"]
+                                 if b == s["name"]}
         if self.is_last and self.kind == "llm":
             g = _generator(seed, module, "head")
             self.final_norm = torch.nn.LayerNorm(s["hidden_size"])
@@ -123,14 +133,21 @@ class ModuleChunk(torch.nn.Module):
                 out[f"{name}.{pname}"] = p
         return out
 
-    def forward(self, inputs: list[torch.Tensor], mb: "MicrobatchData"):
+    def forward(self, inputs: list[torch.Tensor], mb: "MicrobatchData",
+                sources: list[str] | None = None):
         """Runs the chunk on a microbatch. `inputs` are the boundary tensors from upstream:
-        for an LLM's first chunk the projector outputs (image tokens); else the previous chunk's
-        output. Returns the boundary output, or the loss for the model's last chunk."""
+        for an LLM's first chunk the projector outputs (`sources` names each one's module;
+        without it the single input is image tokens); else the previous chunk's output.
+        Returns the boundary output, or the loss for the model's last chunk."""
         s = self.spec
         if self.kind == "mlp_projector":
-            x = inputs[0]
+            if inputs:
+                x = inputs[0]
+            else:  # no upstream work in this microbatch (e.g. no audio clip)
+                x = torch.zeros(0, s["input_size"])
             if self.is_first:
+                if self.source_kind == "audio_encoder":
+                    x = x[mb.audio_keep]  # drop the padding of each audio window
                 x = x.reshape(-1, s["input_size"])
             for i, lin in enumerate(self.layers):
                 x = lin(x)
@@ -140,11 +157,17 @@ class ModuleChunk(torch.nn.Module):
         if self.kind == "vit":
             x = mb.pixels @ self.embed.T if self.is_first else inputs[0]
             mask = mb.vit_mask
+        elif self.kind == "audio_encoder":
+            x = mb.audio_features @ self.embed.T if self.is_first else inputs[0]
+            mask = mb.audio_mask
         else:
             if self.is_first:
                 x = self.embed[mb.token_ids]
-                if inputs:
-                    x = x.index_copy(0, mb.image_positions, inputs[0])
+                srcs = sources if sources is not None else [None] * len(inputs)
+                for inp, src in zip(inputs, srcs):
+                    kind = "vit" if src is None else self.source_kinds[src]
+                    pos = mb.audio_positions if kind == "audio_encoder" else mb.image_positions
+                    x = x.index_copy(0, pos, inp)
             else:
                 x = inputs[0]
             mask = mb.llm_mask
@@ -157,41 +180,136 @@ class ModuleChunk(torch.nn.Module):
 
 
 class MicrobatchData:
-    """Seeded input tensors of one microbatch (sequences of a weft batch)."""
+    """Seeded input tensors of one microbatch (sequences of a weft batch).
+
+    Per sample, in this order: its images (ViT patches), its audio clips (mel features, one
+    attention window = max_source_positions encoder tokens, padded like weft's encoder view; the
+    LLM gets the unpadded ceil(frames / conv_downsample) tokens of each window), then the LLM's
+    tokens: image tokens, audio tokens, text tokens."""
 
     def __init__(self, model: dict, batch: dict, sequence_indices: list[int], seed: int,
                  loss_denominator: float):
-        vit = next(m for m in model["modules"] if m["kind"] == "vit")
+        attach_yaml_blocks(model)
+        vit = next((m for m in model["modules"] if m["kind"] == "vit"), None)
+        audio = next((m for m in model["modules"] if m["kind"] == "audio_encoder"), None)
         llm = next(m for m in model["modules"] if m["kind"] == "llm")
-        grid = vit["image_size_px"] // vit["patch_size"]
-        patches = grid * grid
-        merged = patches // (vit["spatial_merge"] ** 2)
-        patch_dim = vit["in_channels"] * vit["patch_size"] ** 2
+        patches = merged = patch_dim = 0
+        if vit is not None:
+            grid = vit["image_size_px"] // vit["patch_size"]
+            patches = grid * grid
+            merged = patches // (vit["spatial_merge"] ** 2)
+            patch_dim = vit["in_channels"] * vit["patch_size"] ** 2
+        feat = audio_feature_size(audio) if audio is not None else 0
         pixels, token_ids, labels, image_pos, vit_segments, llm_segments = [], [], [], [], [], []
+        feats, audio_segments, audio_keep, audio_pos = [], [], [], []
         offset = 0
+        audio_rows = 0
         for q in sequence_indices:
             seq = batch["sequences"][q] if batch["sequences"] else {"sample_indices": [q]}
             for si in seq["sample_indices"]:
                 sample = batch["samples"][si]
                 g = _generator(seed, batch["iteration"], sample["id"])
-                n_img = len(sample["images"])
+                n_img = len(sample["images"]) if vit is not None else 0
                 for _ in range(n_img):
                     pixels.append(torch.randn(patches, patch_dim, generator=g))
                     vit_segments.append(patches)
-                n_tokens = n_img * merged + sample["text_tokens"]
+                n_audio = 0
+                for clip in (sample.get("audios", []) if audio is not None else []):
+                    for kept in audio_window_tokens(audio, clip["duration_s"]):
+                        window = spec_field(audio, "max_source_positions")
+                        feats.append(torch.randn(window, feat, generator=g))
+                        audio_segments.append(window)
+                        audio_keep.extend(range(audio_rows, audio_rows + kept))
+                        audio_rows += window
+                        n_audio += kept
+                n_tokens = n_img * merged + n_audio + sample["text_tokens"]
                 image_pos.extend(range(offset, offset + n_img * merged))
+                audio_pos.extend(range(offset + n_img * merged, offset + n_img * merged + n_audio))
                 token_ids.append(torch.randint(0, llm["vocab_size"], (n_tokens,), generator=g))
                 labels.append(torch.randint(0, llm["vocab_size"], (n_tokens,), generator=g))
                 llm_segments.append(n_tokens)
                 offset += n_tokens
         self.pixels = torch.cat(pixels) if pixels else torch.zeros(0, patch_dim)
+        self.audio_features = torch.cat(feats) if feats else torch.zeros(0, feat)
+        self.audio_keep = torch.tensor(audio_keep, dtype=torch.long)
+        self.audio_positions = torch.tensor(audio_pos, dtype=torch.long)
         self.token_ids = torch.cat(token_ids)
         self.labels = torch.cat(labels)
         self.image_positions = torch.tensor(image_pos, dtype=torch.long)
         self.vit_segments, self.llm_segments = vit_segments, llm_segments
         self.vit_mask = _segment_mask(vit_segments, causal=False)
+        self.audio_mask = _segment_mask(audio_segments, causal=False)
         self.llm_mask = _segment_mask(llm_segments, causal=True)
         self.loss_denominator = loss_denominator
+
+
+# Module fields the binding's model dict leaves out, with weft's defaults (spec/model.h).
+_SPEC_DEFAULTS = {"mel_bins": 80, "frames_per_second": 100, "conv_downsample": 2,
+                  "max_source_positions": 1500, "vae_spatial_downsample": 8,
+                  "vae_temporal_downsample": 4, "text_condition_hidden": 0}
+
+
+def spec_field(spec: dict, key: str):
+    """A module field: from the dict, else from the module's block in the resolved YAML that
+    load_model returns ("yaml"; it omits fields at their default), else weft's default."""
+    if key in spec:
+        return spec[key]
+    block = spec.get("_yaml_block", "")
+    m = re.search(rf"^\s*{key}:\s*([0-9.]+)\s*$", block, re.M)
+    if m:
+        return int(m.group(1)) if m.group(1).isdigit() else float(m.group(1))
+    return _SPEC_DEFAULTS[key]
+
+
+def attach_yaml_blocks(model: dict) -> dict:
+    """Stores each module's block of model["yaml"] in its dict as "_yaml_block" (idempotent)."""
+    text = model.get("yaml", "")
+    body = text.split("\nmodules:\n", 1)[1] if "\nmodules:\n" in text else ""
+    body = re.split(r"^\S", body, maxsplit=1, flags=re.M)[0]
+    blocks = re.split(r"^  - ", body, flags=re.M)
+    by_name = {}
+    for b in blocks:
+        m = re.search(r"^(?:\s*)name:\s*(\S+)", b, re.M)
+        if m:
+            by_name[m.group(1).strip('"')] = b
+    for spec in model["modules"]:
+        spec.setdefault("_yaml_block", by_name.get(spec["name"], ""))
+    return model
+
+
+def audio_feature_size(audio: dict) -> int:
+    """Input features of one audio encoder token: conv_downsample mel frames stacked."""
+    return spec_field(audio, "mel_bins") * spec_field(audio, "conv_downsample")
+
+
+def audio_window_tokens(audio: dict, duration_s: float) -> list[int]:
+    """Unpadded encoder tokens of each attention window of a clip (data::AudioEncoderWindowTokens
+    with pad_audio_to_window = false)."""
+    fps, conv = spec_field(audio, "frames_per_second"), spec_field(audio, "conv_downsample")
+    frames = math.ceil(duration_s * fps - 1e-9) if duration_s > 0 else 0
+    window_frames = spec_field(audio, "max_source_positions") * conv
+    out = []
+    while frames > 0:
+        out.append(-(-min(frames, window_frames) // conv))
+        frames -= window_frames
+    return out
+
+
+def upstream_encoder_kind(model: dict, name: str) -> str:
+    """Kind of the first non-projector module upstream of `name` through projectors."""
+    by_name = {m["name"]: m for m in model["modules"]}
+    stack, seen = [name], {name}
+    while stack:
+        cur = stack.pop()
+        for a, b in model["edges"]:
+            if b != cur or a in seen:
+                continue
+            seen.add(a)
+            if by_name[a]["kind"] == "mlp_projector":
+                stack.append(a)
+            else:
+                return by_name[a]["kind"]
+    return by_name[name]["kind"]
 
 
 def batch_llm_tokens(batch: dict) -> int:
@@ -205,15 +323,28 @@ def build_chunks(model: dict, chunks: list[dict], seed: int) -> list[ModuleChunk
 def reference_step(model: dict, chunk_modules: list[ModuleChunk], batch: dict,
                    microbatches: list[list[int]], seed: int) -> float:
     """Single-process reference: runs every microbatch through the whole model in module order
-    (the chain of `chunk_modules`), accumulating gradients. Returns the loss."""
+    (`chunk_modules` sorted by module topological order, then layer), accumulating gradients.
+    A module's first chunk takes the outputs of its predecessor modules (model edges); later
+    chunks the previous chunk's output. Returns the loss."""
     denom = float(batch_llm_tokens(batch))
+    names = [m["name"] for m in model["modules"]]
     total = 0.0
     for mb_seqs in microbatches:
         mb = MicrobatchData(model, batch, mb_seqs, seed, denom)
-        x: list[torch.Tensor] = []
+        outs: dict[int, torch.Tensor] = {}
+        loss = None
         for chunk in chunk_modules:
-            out = chunk(x, mb)
-            x = [out]
-        x[0].backward()
-        total += float(x[0].detach())
+            if chunk.is_first:
+                preds = [names.index(a) for a, b in model["edges"] if b == names[chunk.module]]
+                inputs = [outs[p] for p in preds if p in outs]
+                sources = [names[p] for p in preds if p in outs]
+            else:
+                inputs, sources = [outs[chunk.module]], None
+            out = chunk(inputs, mb, sources) if sources else chunk(inputs, mb)
+            if out.dim() == 0:
+                loss = out
+            else:
+                outs[chunk.module] = out
+        loss.backward()
+        total += float(loss.detach())
     return total

@@ -1,0 +1,101 @@
+// Shared by weft.plan and weft.PlannerService: see plan_dict.h.
+#include "plan_dict.h"
+
+#include "weft/plan/compiler.h"
+#include "weft/plan/plan_json.h"
+#include "weft/plan/validator.h"
+
+namespace weft::python {
+
+strategy::JobOptions MakeJobOptions(const std::string& model, const std::string& cluster,
+                                    int gpus, const std::string& data, int num_microbatches,
+                                    int sequences_per_batch, uint64_t seed,
+                                    int pipeline_size) {
+  strategy::JobOptions o;
+  o.pipeline_size = pipeline_size;
+  o.model = model;
+  o.cluster = cluster;
+  o.gpus = gpus;
+  o.data = data;
+  o.num_microbatches = num_microbatches;
+  o.sequences_per_batch = sequences_per_batch;
+  o.seed = seed;
+  return o;
+}
+
+Status CompileReplica0(const strategy::JobSetup& setup, const std::string& strategy_name,
+                       int64_t iteration, const strategy::PlannedIteration& planned,
+                       const spec::Batch& batch, CompiledReplica& out) {
+  WEFT_ASSIGN_OR_RETURN(auto split, strategy::SplitBatch(batch, setup.job.DataParallelSize(),
+                                                         setup.job.parallel.num_microbatches));
+  out.microbatches = split.replicas.at(0);
+  const auto& replica = planned.plan.replicas.at(0);
+  plan::CompileOptions c;
+  c.model = setup.model_name;
+  c.strategy = strategy_name;
+  c.iteration = iteration;
+  for (const auto& m : setup.job.model.modules) c.hidden_size_by_module.push_back(m.hidden_size);
+  WEFT_ASSIGN_OR_RETURN(auto compiled, plan::CompilePlan(replica.graph, replica.schedule,
+                                                         planned.evaluation.timelines.at(0), c));
+  auto report = plan::ValidatePlan(compiled);
+  if (!report.ok()) {
+    return InternalError("compiled plan does not validate: " + report.status().message());
+  }
+  out.validation = report->BriefReport();
+  out.plan_json = plan::PlanToJson(compiled);
+  return OkStatus();
+}
+
+void FillSummary(py::dict& d, const strategy::PlannedIteration& p) {
+  const auto& e = p.evaluation;
+  d["iteration_time_s"] = e.iteration_time_s;
+  d["lower_bound_s"] = e.lower_bound_s;
+  d["bubble_ratio"] = e.bubble_ratio;
+  d["mfu"] = e.mfu;
+  d["samples_per_s"] = e.samples_per_s;
+  d["tokens_per_s"] = e.tokens_per_s;
+  d["peak_memory_bytes"] = e.peak_memory_bytes;
+  d["oom"] = e.oom;
+  d["plan_time_s"] = p.plan.plan_time_s;
+  d["recompute_used"] = std::string(cost::RecomputeName(p.recompute_used));
+  d["notes"] = p.plan.notes;
+}
+
+py::dict PlannedIterationDict(const strategy::JobSetup& setup, const strategy::StaticPlan& fixed,
+                              const std::string& strategy_name, int64_t iteration,
+                              const strategy::PlannedIteration& planned, const spec::Batch& batch,
+                              const CompiledReplica& compiled) {
+  py::dict d;
+  d["strategy"] = strategy_name;
+  d["model"] = setup.model_name;
+  d["cluster"] = setup.cluster_name;
+  d["data"] = setup.data_name;
+  d["iteration"] = iteration;
+  d["description"] = fixed.description;
+  FillSummary(d, planned);
+  d["plan_json"] = compiled.plan_json;
+  d["validation"] = compiled.validation;
+  d["pipeline_size"] = setup.job.PipelineSize();
+  d["dp"] = setup.job.DataParallelSize();
+  d["num_microbatches"] = static_cast<int>(compiled.microbatches.size());
+  d["microbatches"] = compiled.microbatches;
+  d["batch"] = BatchToDict(batch);
+  py::list modules, chunks;
+  for (const auto& mod : setup.job.model.modules) modules.append(mod.name);
+  for (const auto& ch : fixed.placement.chunks) {
+    py::dict c;
+    c["module"] = ch.module;
+    c["module_name"] = setup.job.model.modules.at(ch.module).name;
+    c["first_layer"] = ch.first_layer;
+    c["num_layers"] = ch.num_layers;
+    c["group"] = ch.group;
+    c["chunk"] = ch.chunk;
+    chunks.append(c);
+  }
+  d["modules"] = modules;
+  d["chunks"] = chunks;
+  d["placement"] = fixed.placement.Describe(setup.job.model);
+  return d;
+}
+
+}  // namespace weft::python

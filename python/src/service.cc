@@ -1,0 +1,169 @@
+// Bindings: weft::service::PlannerService, the asynchronous planner. Python submits iterations
+// (their batches come from the job's data generator), background threads plan them, get() hands
+// out each plan in the same dict `weft.plan` returns plus `fallback` and `search_time_s`.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.h"
+#include "plan_dict.h"
+#include "weft/service/planner_service.h"
+#include "weft/strategy/common.h"
+#include "weft/strategy/compare.h"
+#include "weft/strategy/strategy.h"
+
+namespace weft::python {
+
+namespace {
+
+// One PlannerService with everything it refers to (job setup, strategy, static plan).
+class PyPlannerService {
+ public:
+  static Status Create(const std::string& strategy_name, const strategy::JobOptions& job,
+                       const service::PlannerServiceOptions& options,
+                       std::unique_ptr<PyPlannerService>& out) {
+    auto self = std::unique_ptr<PyPlannerService>(new PyPlannerService());
+    self->strategy_name_ = strategy_name;
+    WEFT_RETURN_IF_ERROR(options.Validate());
+    WEFT_ASSIGN_OR_RETURN(self->setup_, strategy::MakeJobSetup(job));
+    WEFT_ASSIGN_OR_RETURN(self->strategy_, strategy::MakeStrategy(strategy_name));
+    WEFT_ASSIGN_OR_RETURN(self->fixed_, self->strategy_->Prepare(self->setup_->job));
+    self->service_ = std::make_unique<service::PlannerService>(
+        self->setup_->job, *self->strategy_, self->fixed_, options);
+    out = std::move(self);
+    return OkStatus();
+  }
+
+  Status Submit(int64_t iteration, spec::Batch& batch) {
+    WEFT_ASSIGN_OR_RETURN(auto batches, strategy::MakeIterationBatches(*setup_, iteration, 1));
+    batch = batches.at(0);
+    WEFT_RETURN_IF_ERROR(service_->Submit(batch));
+    return OkStatus();
+  }
+
+  // Waits (up to timeout_s) for the plan, evaluates it in the simulator and compiles replica 0.
+  struct Output {
+    service::ServedPlan served;
+    strategy::PlannedIteration planned;
+    spec::Batch batch;
+    CompiledReplica compiled;
+  };
+  Status Get(int64_t iteration, double timeout_s, const spec::Batch& batch, Output& out) {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(timeout_s));
+    WEFT_ASSIGN_OR_RETURN(out.served, service_->Get(iteration, deadline));
+    out.batch = batch;
+    out.planned.plan = out.served.plan;
+    WEFT_ASSIGN_OR_RETURN(out.planned.evaluation,
+                          strategy::EvaluateIteration(setup_->job, out.served.plan));
+    return CompileReplica0(*setup_, strategy_name_, iteration, out.planned, batch, out.compiled);
+  }
+
+  py::dict ToDict(int64_t iteration, const Output& out) const {
+    py::dict d = PlannedIterationDict(*setup_, fixed_, strategy_name_, iteration, out.planned,
+                                      out.batch, out.compiled);
+    d["fallback"] = out.served.fallback;
+    d["fallback_reason"] = out.served.fallback_reason;
+    d["search_time_s"] = out.served.search_time_s;
+    d["wait_time_s"] = out.served.wait_time_s;
+    return d;
+  }
+
+  int threads() const { return service_->threads(); }
+  // Batches of submitted, not yet served iterations (the service keeps its own copies).
+  std::map<int64_t, spec::Batch> pending;
+
+  ~PyPlannerService() { service_.reset(); }  // joins the threads before the strategy goes
+
+ private:
+  PyPlannerService() = default;
+  std::string strategy_name_;
+  std::unique_ptr<strategy::JobSetup> setup_;
+  std::unique_ptr<strategy::Strategy> strategy_;
+  strategy::StaticPlan fixed_;
+  std::unique_ptr<service::PlannerService> service_;
+};
+
+}  // namespace
+
+void RegisterService(py::module_& m) {
+  py::class_<PyPlannerService>(
+      m, "PlannerService",
+      "Asynchronous planner: submit(iteration) queues the iteration's batch (from the data "
+      "generator) for background planning; get(iteration, timeout_s) returns its plan (the dict "
+      "weft.plan returns, plus fallback, fallback_reason, search_time_s, wait_time_s). If the "
+      "search is not done by the timeout, the safe fallback plan is served (fallback = True).")
+      .def(py::init([](const std::string& strategy_name, const std::string& model,
+                       const std::string& cluster, int gpus, const std::string& data,
+                       uint64_t seed, int num_microbatches, int sequences_per_batch,
+                       int pipeline_size, double budget_s, int threads, int search_threads,
+                       int max_queued) {
+             auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
+                                       sequences_per_batch, seed, pipeline_size);
+             service::PlannerServiceOptions options;
+             options.budget_s = budget_s;
+             options.threads = threads;
+             options.search_threads = search_threads;
+             options.max_queued = max_queued;
+             std::unique_ptr<PyPlannerService> out;
+             Status status;
+             {
+               py::gil_scoped_release release;
+               status = PyPlannerService::Create(strategy_name, job, options, out);
+             }
+             Check(status);
+             return out;
+           }),
+           py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
+           py::arg("data") = "mixed", py::arg("seed") = 1, py::arg("num_microbatches") = 0,
+           py::arg("sequences_per_batch") = 0, py::arg("pipeline_size") = 0,
+           py::arg("budget_s") = 1.0, py::arg("threads") = 1, py::arg("search_threads") = 1,
+           py::arg("max_queued") = 64)
+      .def(
+          "submit",
+          [](PyPlannerService& self, int64_t iteration) {
+            if (self.pending.count(iteration)) {
+              throw py::value_error("iteration " + std::to_string(iteration) +
+                                    " was already submitted");
+            }
+            spec::Batch batch;
+            Status status;
+            {
+              py::gil_scoped_release release;
+              status = self.Submit(iteration, batch);
+            }
+            Check(status);
+            self.pending.emplace(iteration, std::move(batch));
+          },
+          py::arg("iteration"), "Queues the batch of `iteration` for background planning.")
+      .def(
+          "get",
+          [](PyPlannerService& self, int64_t iteration, double timeout_s) {
+            auto it = self.pending.find(iteration);
+            if (it == self.pending.end()) {
+              throw py::value_error("iteration " + std::to_string(iteration) +
+                                    " was never submitted (or already served)");
+            }
+            if (!(timeout_s >= 0)) throw py::value_error("timeout_s must be >= 0");
+            spec::Batch batch = std::move(it->second);
+            self.pending.erase(it);
+            PyPlannerService::Output out;
+            Status status;
+            {
+              py::gil_scoped_release release;
+              status = self.Get(iteration, timeout_s, batch, out);
+            }
+            Check(status);
+            return self.ToDict(iteration, out);
+          },
+          py::arg("iteration"), py::arg("timeout_s") = 60.0,
+          "The plan of `iteration`: searched if ready within timeout_s, else the fallback.")
+      .def_property_readonly("threads", &PyPlannerService::threads);
+}
+
+}  // namespace weft::python
