@@ -54,8 +54,7 @@ def test_valm_token_counts_match_weft_workload(tmp_path):
 
 def test_valm_plan_execution_matches_single_process_reference(tmp_path):
     # megatron-1f1b and zb-h1 plans, 3 iterations each (different batches), on one spawn of 4
-    # workers; the reference runs the same batches with the same SGD steps. (dip plans of
-    # tiny-valm do not execute yet: see docs/runtime.md.)
+    # workers; the reference runs the same batches with the same SGD steps.
     data = _valm_data(tmp_path / "valm.jsonl")
     first, jobs = None, []
     for strategy in ["megatron-1f1b", "zb-h1"]:
@@ -82,3 +81,22 @@ def test_valm_plan_execution_matches_single_process_reference(tmp_path):
     # Iterations see different batches; the SGD step is the reference's: the loss of every
     # iteration (computed with the weights after all earlier steps) matches above.
     assert len({round(r["loss"], 6) for r in runs}) == len(runs)
+
+
+def test_valm_dip_sub_microbatches_match_the_reference(tmp_path):
+    # DIP slices each module's instances into sub-microbatches (images, audio windows, clips,
+    # sequences); the stage graph routes each slice's rows to the consumer slices that hold its
+    # samples, and the runtime executes exactly that routing: same loss, gradients and weights.
+    data = _valm_data(tmp_path / "valm.jsonl")
+    first, jobs = plan_jobs("dip", "tiny-valm", iterations=2, data=data, gpus=4,
+                            pipeline_size=4, budget_s=0.3)
+    subs = {(a["stage"]["module"], a["stage"].get("sub", 0)) for job in jobs
+            for r in job["plan"]["ranks"] for a in r["actions"] if a["op"] == "forward"}
+    assert {m for m, s in subs if s > 0} >= {0, 1}, subs  # both encoders are sliced
+    runs = run_plans(weft.load_model("tiny-valm"), first["chunks"], jobs, 4, timeout_s=30)
+    ref = reference("tiny-valm", first["chunks"], jobs)
+    for got, want in zip(runs, ref):
+        assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
+        assert max_relative_error({k: torch.as_tensor(v) for k, v in got["grads"].items()},
+                                  want["grads"]) < 1e-5
+    assert max_relative_error(runs[-1]["params"], ref[-1]["params"]) < 1e-5

@@ -125,10 +125,14 @@ Status CheckSegment(int64_t tokens, const std::string& what) {
 Status AppendEncoderInstances(const ModelSpec& model, const ModuleSpec& enc,
                               const spec::Sample& sample, const WorkloadOptions& options,
                               bool llm_view, std::vector<WorkloadInstance>& out) {
+  int32_t item = 0;  // numbered per sample; an item without tokens keeps its number
   auto push = [&](int64_t tokens, const char* what) -> Status {
     WEFT_RETURN_IF_ERROR(CheckSegment(tokens, std::string(what) + " of sample " +
                                                   std::to_string(sample.id)));
-    if (tokens > 0) out.push_back(WorkloadInstance{{static_cast<int32_t>(tokens)}});
+    if (tokens > 0) {
+      out.push_back(WorkloadInstance{.segment_tokens = {static_cast<int32_t>(tokens)}, .item = item});
+    }
+    ++item;
     return OkStatus();
   };
   switch (enc.kind) {
@@ -171,7 +175,10 @@ Status AppendEncoderInstances(const ModelSpec& model, const ModuleSpec& enc,
           WEFT_RETURN_IF_ERROR(push(tokens, "an audio clip"));
         } else {
           WEFT_ASSIGN_OR_RETURN(auto windows, AudioEncoderWindowTokens(enc, clip, options));
-          for (int32_t w : windows) out.push_back(WorkloadInstance{{w}});
+          for (int32_t w : windows) {
+            out.push_back(WorkloadInstance{.segment_tokens = {w}, .item = item});
+          }
+          ++item;
         }
       }
       return OkStatus();
@@ -434,7 +441,10 @@ StatusOr<ModuleWorkload> DeriveModuleWorkload(const spec::ModelSpec& model, int 
         for (int i : members) {
           WEFT_ASSIGN_OR_RETURN(int64_t tokens, SampleLlmTokens(model, module, batch.samples[i], options));
           WEFT_RETURN_IF_ERROR(internal::CheckSegment(tokens, "sample " + std::to_string(batch.samples[i].id)));
-          if (tokens > 0) instance.segment_tokens.push_back(static_cast<int32_t>(tokens));
+          if (tokens > 0) {
+            instance.segment_tokens.push_back(static_cast<int32_t>(tokens));
+            instance.segment_samples.push_back(i);
+          }
         }
         if (!instance.segment_tokens.empty()) workload.instances.push_back(std::move(instance));
       }
@@ -448,10 +458,17 @@ StatusOr<ModuleWorkload> DeriveModuleWorkload(const spec::ModelSpec& model, int 
       }
       for (const auto& members : sequences) {
         for (int i : members) {
+          const size_t first = workload.instances.size();
           for (int e : encoders) {
             WEFT_RETURN_IF_ERROR(internal::AppendEncoderInstances(
                 model, model.modules[e], batch.samples[i], options, /*llm_view=*/true,
                 workload.instances));
+          }
+          if (encoders.size() > 1) {  // items of several encoders do not share numbers
+            for (size_t k = first; k < workload.instances.size(); ++k) workload.instances[k].item = -1;
+          }
+          for (size_t k = first; k < workload.instances.size(); ++k) {
+            workload.instances[k].segment_samples = {i};
           }
         }
       }
@@ -460,9 +477,13 @@ StatusOr<ModuleWorkload> DeriveModuleWorkload(const spec::ModelSpec& model, int 
     default: {
       for (const auto& members : sequences) {
         for (int i : members) {
+          const size_t first = workload.instances.size();
           WEFT_RETURN_IF_ERROR(internal::AppendEncoderInstances(
               model, spec_module, batch.samples[i], options, /*llm_view=*/false,
               workload.instances));
+          for (size_t k = first; k < workload.instances.size(); ++k) {
+            workload.instances[k].segment_samples = {i};
+          }
         }
       }
       break;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "weft/cost/ops.h"
@@ -42,8 +44,37 @@ struct FlowStages {
   std::vector<graph::StageId> weight;    // kBackwardWeight (split only)
   std::vector<graph::GroupId> group;     // group of each chunk
   double output_bytes = 0;               // what its last chunk sends downstream
+  int instance_begin = 0, instance_end = 0;  // its instances of the module's workload
   std::vector<double> chunk_output_bytes;  // per chunk: bytes to the next chunk
 };
+
+// Producer tokens of instances [pb, pe) of `pw` that consumer instances [cb, ce) of `cw` take:
+// an encoder's instance goes to the projector instance of the same (sample, item); otherwise a
+// segment goes to the consumer instances holding its sample. nullopt when the workloads do not
+// say where their tokens come from.
+std::optional<int64_t> RoutedTokens(const data::ModuleWorkload& pw, int pb, int pe,
+                                    const data::ModuleWorkload& cw, int cb, int ce,
+                                    bool by_item) {
+  std::set<std::pair<int32_t, int32_t>> wanted;  // (sample, item); item = -1 when by sample
+  for (int j = cb; j < ce; ++j) {
+    const auto& inst = cw.instances[j];
+    if (inst.segment_samples.size() != inst.segment_tokens.size()) return std::nullopt;
+    if (by_item && inst.item < 0) return std::nullopt;
+    for (int32_t sample : inst.segment_samples) wanted.insert({sample, by_item ? inst.item : -1});
+  }
+  int64_t tokens = 0;
+  for (int i = pb; i < pe; ++i) {
+    const auto& inst = pw.instances[i];
+    if (inst.segment_samples.size() != inst.segment_tokens.size()) return std::nullopt;
+    if (by_item && inst.item < 0) return std::nullopt;
+    for (size_t k = 0; k < inst.segment_tokens.size(); ++k) {
+      if (wanted.count({inst.segment_samples[k], by_item ? inst.item : -1})) {
+        tokens += inst.segment_tokens[k];
+      }
+    }
+  }
+  return tokens;
+}
 
 // Edges inside one module's flow: F(k)→B(k) and B→W on each chunk, and the chain of chunks
 // (activations forward, gradients back). Replicated modules have independent copies: no chain.
@@ -218,12 +249,14 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
     // flows[module][sub] for this microbatch.
     std::vector<std::vector<FlowStages>> flows(num_modules);
     std::vector<int64_t> module_tokens(num_modules, 0);
+    std::vector<data::ModuleWorkload> works(num_modules);
     for (int i : order) {
       if (chunks_of[i].empty()) continue;
       WEFT_ASSIGN_OR_RETURN(
           data::ModuleWorkload w,
           data::DeriveModuleWorkload(model, i, batch, microbatches[mb], workload));
       const int n = w.NumInstances();
+      works[i] = w;
       if (n == 0 || w.TotalTokens() == 0) {
         if (!options.keep_empty_stages) continue;
         // Zero-time pass-through stages on every chunk (no activations, no bytes).
@@ -266,6 +299,8 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
         auto [begin, end] = EvenSlice(n, subs, s);
         cost::TokenShape shape = ShapeOf(w, begin, end, context / subs);
         FlowStages flow;
+        flow.instance_begin = begin;
+        flow.instance_end = end;
         const double out_bytes =
             cost::OutputActivationBytes(model.modules[i], shape, parallel);
         for (int ci : chunks_of[i]) {
@@ -345,9 +380,27 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
       const int c = *model.FindModule(edge.to);
       if (flows[p].empty() || flows[c].empty()) continue;
       const double consumer_subs = static_cast<double>(flows[c].size());
+      const auto producer_kind = model.modules[p].kind;
+      const bool by_item = model.modules[c].kind == spec::ModuleKind::kMlpProjector &&
+                           producer_kind != spec::ModuleKind::kMlpProjector &&
+                           producer_kind != spec::ModuleKind::kLlm;
       for (const FlowStages& pf : flows[p]) {
         for (const FlowStages& cf : flows[c]) {
-          const auto bytes = static_cast<int64_t>(pf.output_bytes / consumer_subs);
+          // Sub-microbatches: each consumer gets exactly its instances' tokens (no edge where it
+          // takes none); empty flows and workloads without provenance split evenly.
+          auto bytes = static_cast<int64_t>(pf.output_bytes / consumer_subs);
+          if (pf.instance_end > pf.instance_begin && cf.instance_end > cf.instance_begin) {
+            const auto routed =
+                RoutedTokens(works[p], pf.instance_begin, pf.instance_end, works[c],
+                             cf.instance_begin, cf.instance_end, by_item);
+            if (routed) {
+              if (*routed == 0) continue;
+              cost::TokenShape shape;
+              shape.tokens = *routed;
+              bytes = static_cast<int64_t>(
+                  cost::OutputActivationBytes(model.modules[p], shape, placement.parallel[p]));
+            }
+          }
           auto link = [&](size_t pk, size_t ck) {
             g.AddEdge(pf.forward[pk], cf.forward[ck], bytes);
             if (cf.backward[ck] >= 0 && pf.backward[pk] >= 0) {

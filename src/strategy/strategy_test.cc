@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "weft/plan/compiler.h"
@@ -170,6 +171,66 @@ TEST(BuildStageGraph, FanInFeedsTheLlmFromEveryEncoder) {
     if (from.size() >= 2) fan_in = true;
   }
   EXPECT_TRUE(fan_in);
+}
+
+TEST(BuildStageGraph, SubMicrobatchEdgesCarryExactlyTheRoutedTokens) {
+  auto setup = MakeSetup("tiny-valm");
+  ASSERT_NE(setup, nullptr);
+  auto strategy = MakeStrategy("megatron-1f1b");
+  auto fixed = (*strategy)->Prepare(setup->job);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  const auto& model = setup->job.model;
+  // 4 samples in one microbatch: sample i has i + 1 images; one sequence per sample.
+  spec::Batch batch;
+  for (int i = 0; i < 4; ++i) {
+    spec::Sample sample;
+    sample.id = i;
+    sample.text_tokens = 10;
+    for (int k = 0; k <= i; ++k) sample.images.push_back({.width_px = 56, .height_px = 56});
+    batch.samples.push_back(sample);
+  }
+  const int vision = *model.FindModule("vision");
+  const int projector = *model.FindModule("vision_projector");
+  const int llm = *model.FindModule("llm");
+  GraphBuildOptions options;
+  options.sub_microbatch_size.assign(model.modules.size(), 0);
+  options.sub_microbatch_size[vision] = 3;     // 10 images -> 4 subs: 3, 3, 2, 2 images
+  options.sub_microbatch_size[projector] = 4;  // 3 subs: 4, 3, 3 images
+  options.sub_microbatch_size[llm] = 2;        // 2 subs: samples {0, 1}, {2, 3}
+  auto g = BuildStageGraph(model, fixed->placement, batch, {{0, 1, 2, 3}},
+                           *setup->job.cost_model, setup->job.workload, options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  // Routed edges: every producer token reaches exactly one consumer sub-microbatch, so the
+  // bytes out of a module's last chunk add up to its whole output, and a ViT sub feeds only the
+  // projector subs that hold its images.
+  std::map<std::pair<int, int>, std::set<int>> feeds;  // (module, sub) -> consumer subs
+  std::map<int, int64_t> sent_bytes;                   // producer module -> bytes to consumers
+  for (int e = 0; e < g->num_edges(); ++e) {
+    const auto& from = g->stage(g->edge(e).from);
+    const auto& to = g->stage(g->edge(e).to);
+    if (from.pass != graph::Pass::kForward || from.module == to.module) continue;
+    feeds[{from.module, from.sub_microbatch}].insert(to.sub_microbatch);
+    sent_bytes[from.module] += g->edge(e).bytes;
+  }
+  // Images 0-2 (vision sub 0) -> projector sub 0; images 3-5 -> projector subs 0 and 1; images
+  // 6-7 -> sub 1; images 8-9 -> sub 2 (projector subs: images 0-3, 4-6, 7-9).
+  EXPECT_EQ(feeds[std::make_pair(vision, 0)], (std::set<int>{0}));
+  EXPECT_EQ(feeds[std::make_pair(vision, 1)], (std::set<int>{0, 1}));
+  EXPECT_EQ(feeds[std::make_pair(vision, 2)], (std::set<int>{1, 2}));
+  EXPECT_EQ(feeds[std::make_pair(vision, 3)], (std::set<int>{2}));
+  // Projector sub 0 (images of samples 0-2) -> LLM subs 0 and 1; sub 2 (sample 3) -> LLM sub 1.
+  EXPECT_EQ(feeds[std::make_pair(projector, 0)], (std::set<int>{0, 1}));
+  EXPECT_EQ(feeds[std::make_pair(projector, 2)], (std::set<int>{1}));
+  // Bytes: 2 bytes a value, width = hidden size (ViT) / output size (projector).
+  auto tokens = [&](int module) {
+    auto w = data::DeriveModuleWorkload(model, module, batch, std::vector<int>{0, 1, 2, 3},
+                                        setup->job.workload);
+    EXPECT_TRUE(w.ok());
+    return w.ok() ? w->TotalTokens() : 0;
+  };
+  EXPECT_EQ(sent_bytes[vision], 2 * tokens(vision) * model.modules[vision].hidden_size);
+  EXPECT_EQ(sent_bytes[projector], 2 * tokens(projector) * model.modules[projector].output_size);
+  EXPECT_GT(tokens(vision), tokens(projector));
 }
 
 TEST(Strategies, FrozenEncodersWithoutTrainableUpstreamHaveNoBackward) {

@@ -29,6 +29,13 @@ namespace weft::data {
 // in it. Attention cost is Σ s_i² over segments (block-diagonal masks), linear cost Σ s_i.
 struct WorkloadInstance {
   std::vector<int32_t> segment_tokens;
+  // Where the tokens come from (filled by DeriveModuleWorkload; empty / -1 = unknown): the batch
+  // sample of each segment (Batch::samples index), and for an encoder or projector instance the
+  // item of its sample it belongs to (image, audio clip, video or frame; numbered per sample in
+  // this order). An encoder's instances and its projector's share item numbers (the windows of
+  // one audio clip share the clip's), so stage graphs can route each instance's tokens exactly.
+  std::vector<int32_t> segment_samples;
+  int32_t item = -1;
 };
 
 // The workload of one module for one microbatch. Value type.

@@ -9,8 +9,11 @@
 //  - with a sub-microbatch size B_i > 0 its instances are split into ⌈N_i/B_i⌉ sub-microbatches
 //    of near-equal instance counts (DIP §4);
 //  - forward stages follow each module's chunks in layer order; the last chunk of a producer
-//    feeds the first chunk of each consumer (fan-in and fan-out by the model's edges; every
-//    producer sub-microbatch feeds every consumer sub-microbatch, bytes split evenly);
+//    feeds the first chunk of each consumer (fan-in and fan-out by the model's edges). Between
+//    sub-microbatches the tokens are routed: an encoder instance goes to the projector
+//    sub-microbatch holding the same (sample, item), anything else to the consumer
+//    sub-microbatches holding its sample; an edge carries exactly those tokens and exists only
+//    where it carries some (workloads without provenance: all pairs, bytes split evenly);
 //  - backward stages exist per the frozen-status rule (cost::BackwardModeOf): kNone modules
 //    have none; gradients flow along the reversed forward edges between modules that have them;
 //    each sink module's last forward feeds its own last backward (the loss);

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import queue as queue_mod
+import re
 import socket
 import time
 import traceback
@@ -18,7 +19,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from weft.runtime.model import MicrobatchData, ModuleChunk, batch_llm_tokens
+from weft.runtime.model import MicrobatchData, ModuleChunk, batch_llm_tokens, even_slice
 
 
 class PlanExecutionError(RuntimeError):
@@ -36,6 +37,24 @@ def describe(action: dict) -> str:
     if op in ("irecv", "wait_recv"):
         return f"{op} buf {action['buffer']} from rank {action['peer']}"
     return f"{op} buf {action['buffer']}"
+
+
+_STAGE_NAME = re.compile(r"g(\d+) (\w+) mb(\d+)\.(\d+) c(\d+) (\S+)")
+
+
+def buffer_ends(name: str):
+    """((pass, mb, sub, module name) of the producing stage, same of the consuming stage) from a
+    buffer name "g1 F mb0.1 c0 vision_projector -> g2 F mb0.0 c0 llm"; backward buffers name
+    the consumer first, so they are swapped here (producer = the module whose output it is).
+    None for a name in another form."""
+    parts = name.split(" -> ")
+    if len(parts) != 2:
+        return None
+    m = [_STAGE_NAME.fullmatch(p.strip()) for p in parts]
+    if not all(m):
+        return None
+    a, b = [(x.group(2), int(x.group(3)), int(x.group(4)), x.group(6)) for x in m]
+    return (b, a) if a[0] != "F" else (a, b)
 
 
 class RankExecutor:
@@ -76,11 +95,39 @@ class RankExecutor:
         each action, with time.perf_counter() timestamps taken around the action."""
         rank_plan = plan["ranks"][self.rank]
         specs = {b["id"]: b["shape"] for b in rank_plan["buffers"]}
-        # A buffer's producer module is in its name: "g1 F mb0.0 c0 vision_projector -> g2 ...".
-        producers = {b["id"]: b.get("name", "").split(" -> ")[0].split(" ")[-1]
-                     for b in rank_plan["buffers"]}
+        # A buffer's ends are in its name: "g1 F mb0.1 c0 vision_projector -> g2 F mb0.0 c0 llm".
+        ends = {b["id"]: buffer_ends(b.get("name", "")) for b in rank_plan["buffers"]}
+        producers = {b: e[0][3] if e else "" for b, e in ends.items()}
+        module_index = {m["name"]: i for i, m in enumerate(self.model["modules"])}
+        # Sub-microbatches per (module, microbatch): DIP slices a module's instances evenly.
+        num_subs: dict[tuple[int, int], int] = {}
+        for r in plan["ranks"]:
+            for a in r["actions"]:
+                if a["op"] == "forward":
+                    k = (a["stage"]["module"], a["stage"]["mb"])
+                    num_subs[k] = max(num_subs.get(k, 1), a["stage"].get("sub", 0) + 1)
         denom = float(batch_llm_tokens(batch))
         mb_data: dict[int, MicrobatchData] = {}
+        views: dict[tuple[int, int, int], tuple[MicrobatchData, tuple[int, int]]] = {}
+
+        def view_of(module: int, mb: int, sub: int):
+            """(data view, instance range) of a stage's sub-microbatch."""
+            k = (module, mb, sub)
+            if k not in views:
+                n = len(mb_data[mb].instances(module))
+                rng = even_slice(n, num_subs.get((module, mb), 1), sub)
+                views[k] = (mb_data[mb].restrict(module, *rng), rng)
+            return views[k]
+
+        def routed(b: int, producer_side: bool):
+            """Rows of the producer's output a cross-module buffer carries (None: all rows)."""
+            e = ends[b]
+            if not e or e[0][3] == e[1][3]:
+                return None
+            (_, mb, ps, pname), (_, _, cs, cname) = e
+            pm, cm = module_index[pname], module_index[cname]
+            return mb_data[mb].routed_rows(pm, view_of(pm, mb, ps)[1], cm,
+                                           view_of(cm, mb, cs)[1])
         buffers: dict[int, torch.Tensor] = {}
         sends: dict[int, object] = {}
         recvs: dict[int, tuple[object, torch.Tensor]] = {}
@@ -107,15 +154,28 @@ class RankExecutor:
                         self._fail(i, a, f"input buf {b} is not ready")
                     inputs.append(buffers[b].detach().reshape(-1, buffers[b].shape[-1])
                                   .requires_grad_())
-                out = chunk(inputs, mb_data[mb], [producers.get(b, "") for b in a["inputs"]])
+                # Inputs from other modules: per producer module, its sub-microbatches' rows
+                # in sub order (= instance order).
+                by_source: dict[str, list[tuple[int, torch.Tensor]]] = {}
+                for b, x in zip(a["inputs"], inputs):
+                    by_source.setdefault(producers.get(b, ""), []).append(
+                        (ends[b][0][2] if ends[b] else 0, x))
+                sources = list(by_source)
+                joined = [torch.cat([x for _, x in sorted(by_source[n], key=lambda t: t[0])])
+                          for n in sources]
+                data = view_of(st["module"], mb, st.get("sub", 0))[0]
+                out = chunk(joined, data, sources)
                 saved[key] = (inputs, out)
                 if out.dim() == 0:
                     loss += float(out.detach())
                 for b in a["outputs"]:
                     shape = specs[b]
-                    if out.numel() != torch.Size(shape).numel():
-                        self._fail(i, a, f"output has {list(out.shape)}; plan buf {b} is {shape}")
-                    buffers[b] = out.detach().reshape(shape)
+                    rows = routed(b, True)
+                    part = out if rows is None else out[rows]
+                    if part.numel() != torch.Size(shape).numel():
+                        self._fail(i, a, f"output has {list(part.shape)}; plan buf {b} is "
+                                   f"{shape}")
+                    buffers[b] = part.detach().reshape(shape)
             elif op in ("backward", "backward_input", "backward_weight"):
                 if key not in saved:
                     self._fail(i, a, "no forward of this stage ran before")
@@ -124,15 +184,18 @@ class RankExecutor:
                 if op == "backward_weight" and len(saved[key]) == 3:
                     grad = saved[key][2]  # the output gradient its backward_input consumed
                 elif out.dim() != 0:
-                    grads = []
+                    if not a["inputs"] and out.numel() != 0:
+                        self._fail(i, a, "no output gradient among the inputs")
+                    # A stage with no work in this microbatch (no audio clip): zero gradient.
+                    grad = torch.zeros_like(out)
                     for b in a["inputs"]:
                         if b not in buffers:
                             self._fail(i, a, f"gradient buf {b} is not ready")
-                        grads.append(buffers[b].reshape(out.shape))
-                    if not grads and out.numel() != 0:
-                        self._fail(i, a, "no output gradient among the inputs")
-                    # A stage with no work in this microbatch (no audio clip): zero gradient.
-                    grad = sum(grads) if grads else torch.zeros_like(out)
+                        rows = routed(b, False)
+                        if rows is None:
+                            grad = grad + buffers[b].reshape(out.shape)
+                        else:  # a consumer sub-microbatch's share of this output
+                            grad = grad.index_add(0, rows, buffers[b].reshape(len(rows), -1))
                 if op == "backward_weight":
                     params = list(self.chunks[(st["module"], st["chunk"])].parameters())
                     pg = torch.autograd.grad(out, params, grad, allow_unused=True)

@@ -12,6 +12,7 @@ Attention is block-diagonal per image (ViT) and per sample (LLM, causal).
 """
 from __future__ import annotations
 
+import copy
 import math
 import re
 import zlib
@@ -185,11 +186,18 @@ class MicrobatchData:
     Per sample, in this order: its images (ViT patches), its audio clips (mel features, one
     attention window = max_source_positions encoder tokens, padded like weft's encoder view; the
     LLM gets the unpadded ceil(frames / conv_downsample) tokens of each window), then the LLM's
-    tokens: image tokens, audio tokens, text tokens."""
+    tokens: image tokens, audio tokens, text tokens.
+
+    The microbatch is also kept per instance, in weft's workload order (data::
+    DeriveModuleWorkload): images (ViT and vision projector instances), audio windows (audio
+    encoder), audio clips (audio projector), sequences (LLM). restrict() gives the view of a DIP
+    sub-microbatch, a slice of one module's instances; routed_rows() says which output rows of a
+    producer's slice a consumer's slice takes (the stage graph's routing rule)."""
 
     def __init__(self, model: dict, batch: dict, sequence_indices: list[int], seed: int,
                  loss_denominator: float):
         attach_yaml_blocks(model)
+        self.model = model
         vit = next((m for m in model["modules"] if m["kind"] == "vit"), None)
         audio = next((m for m in model["modules"] if m["kind"] == "audio_encoder"), None)
         llm = next(m for m in model["modules"] if m["kind"] == "llm")
@@ -199,48 +207,153 @@ class MicrobatchData:
             patches = grid * grid
             merged = patches // (vit["spatial_merge"] ** 2)
             patch_dim = vit["in_channels"] * vit["patch_size"] ** 2
-        feat = audio_feature_size(audio) if audio is not None else 0
-        pixels, token_ids, labels, image_pos, vit_segments, llm_segments = [], [], [], [], [], []
-        feats, audio_segments, audio_keep, audio_pos = [], [], [], []
-        offset = 0
-        audio_rows = 0
+        self.patches, self.merged, self.patch_dim = patches, merged, patch_dim
+        self.feat = audio_feature_size(audio) if audio is not None else 0
+        window = spec_field(audio, "max_source_positions") if audio is not None else 0
+        # Instances: images (si, item, pixels); windows (si, item, features, kept tokens);
+        # clips (si, item, kept tokens); sequences: [(si, n_img, n_audio, token ids, labels)].
+        self.images, self.windows, self.clips, self.sequences = [], [], [], []
         for q in sequence_indices:
             seq = batch["sequences"][q] if batch["sequences"] else {"sample_indices": [q]}
+            members = []
             for si in seq["sample_indices"]:
                 sample = batch["samples"][si]
                 g = _generator(seed, batch["iteration"], sample["id"])
                 n_img = len(sample["images"]) if vit is not None else 0
-                for _ in range(n_img):
-                    pixels.append(torch.randn(patches, patch_dim, generator=g))
-                    vit_segments.append(patches)
+                for item in range(n_img):
+                    self.images.append((si, item, torch.randn(patches, patch_dim, generator=g)))
                 n_audio = 0
-                for clip in (sample.get("audios", []) if audio is not None else []):
+                clips = sample.get("audios", []) if audio is not None else []
+                for item, clip in enumerate(clips):
+                    kept_clip = 0
                     for kept in audio_window_tokens(audio, clip["duration_s"]):
-                        window = spec_field(audio, "max_source_positions")
-                        feats.append(torch.randn(window, feat, generator=g))
-                        audio_segments.append(window)
-                        audio_keep.extend(range(audio_rows, audio_rows + kept))
-                        audio_rows += window
-                        n_audio += kept
+                        self.windows.append((si, item, torch.randn(window, self.feat, generator=g),
+                                             kept))
+                        kept_clip += kept
+                    if kept_clip:
+                        self.clips.append((si, item, kept_clip))
+                    n_audio += kept_clip
                 n_tokens = n_img * merged + n_audio + sample["text_tokens"]
-                image_pos.extend(range(offset, offset + n_img * merged))
-                audio_pos.extend(range(offset + n_img * merged, offset + n_img * merged + n_audio))
-                token_ids.append(torch.randint(0, llm["vocab_size"], (n_tokens,), generator=g))
-                labels.append(torch.randint(0, llm["vocab_size"], (n_tokens,), generator=g))
-                llm_segments.append(n_tokens)
-                offset += n_tokens
-        self.pixels = torch.cat(pixels) if pixels else torch.zeros(0, patch_dim)
-        self.audio_features = torch.cat(feats) if feats else torch.zeros(0, feat)
-        self.audio_keep = torch.tensor(audio_keep, dtype=torch.long)
-        self.audio_positions = torch.tensor(audio_pos, dtype=torch.long)
-        self.token_ids = torch.cat(token_ids)
-        self.labels = torch.cat(labels)
-        self.image_positions = torch.tensor(image_pos, dtype=torch.long)
-        self.vit_segments, self.llm_segments = vit_segments, llm_segments
-        self.vit_mask = _segment_mask(vit_segments, causal=False)
-        self.audio_mask = _segment_mask(audio_segments, causal=False)
-        self.llm_mask = _segment_mask(llm_segments, causal=True)
+                members.append((si, n_img, n_audio,
+                                torch.randint(0, llm["vocab_size"], (n_tokens,), generator=g),
+                                torch.randint(0, llm["vocab_size"], (n_tokens,), generator=g)))
+            self.sequences.append(members)
         self.loss_denominator = loss_denominator
+        self._set_images(self.images)
+        self._set_windows(self.windows)
+        self._set_sequences(self.sequences)
+
+    def _set_images(self, images) -> None:
+        self.pixels = (torch.cat([p for _, _, p in images]) if images
+                       else torch.zeros(0, self.patch_dim))
+        self.vit_segments = [self.patches] * len(images)
+        self.vit_mask = _segment_mask(self.vit_segments, causal=False)
+
+    def _set_windows(self, windows) -> None:
+        self.audio_features = (torch.cat([f for _, _, f, _ in windows]) if windows
+                               else torch.zeros(0, self.feat))
+        keep, rows = [], 0
+        for _, _, f, kept in windows:
+            keep.extend(range(rows, rows + kept))
+            rows += len(f)
+        self.audio_keep = torch.tensor(keep, dtype=torch.long)
+        self.audio_mask = _segment_mask([len(f) for _, _, f, _ in windows], causal=False)
+
+    def _set_sequences(self, sequences) -> None:
+        token_ids, labels, image_pos, audio_pos, segments = [], [], [], [], []
+        offset = 0
+        for members in sequences:
+            for _, n_img, n_audio, ids, lab in members:
+                image_pos.extend(range(offset, offset + n_img * self.merged))
+                start = offset + n_img * self.merged
+                audio_pos.extend(range(start, start + n_audio))
+                token_ids.append(ids)
+                labels.append(lab)
+                segments.append(len(ids))
+                offset += len(ids)
+        self.token_ids = torch.cat(token_ids) if token_ids else torch.zeros(0, dtype=torch.long)
+        self.labels = torch.cat(labels) if labels else torch.zeros(0, dtype=torch.long)
+        self.image_positions = torch.tensor(image_pos, dtype=torch.long)
+        self.audio_positions = torch.tensor(audio_pos, dtype=torch.long)
+        self.llm_segments = segments
+        self.llm_mask = _segment_mask(segments, causal=True)
+
+    def instances(self, module: int) -> list:
+        """The module's instances in weft's order (what its sub-microbatches slice)."""
+        spec = self.model["modules"][module]
+        kind = spec["kind"]
+        if kind == "mlp_projector":
+            kind = upstream_encoder_kind(self.model, spec["name"])
+            return self.clips if kind == "audio_encoder" else self.images
+        if kind == "vit":
+            return self.images
+        if kind == "audio_encoder":
+            return self.windows
+        if kind == "llm":
+            return self.sequences
+        raise ValueError(f"module {spec['name']}: kind {kind} is not modelled by the runtime")
+
+    def restrict(self, module: int, begin: int, end: int) -> "MicrobatchData":
+        """The view of instances [begin, end) of `module` (a DIP sub-microbatch): the fields
+        that module's chunks read describe only those instances."""
+        view = copy.copy(self)
+        spec = self.model["modules"][module]
+        kind = spec["kind"]
+        if kind == "mlp_projector" and upstream_encoder_kind(self.model, spec["name"]) \
+                == "audio_encoder":
+            keys = {(si, item) for si, item, _ in self.clips[begin:end]}
+            view._set_windows([w for w in self.windows if (w[0], w[1]) in keys])
+        elif kind == "vit":
+            view._set_images(self.images[begin:end])
+        elif kind == "audio_encoder":
+            view._set_windows(self.windows[begin:end])
+        elif kind == "llm":
+            view._set_sequences(self.sequences[begin:end])
+        return view
+
+    def _keys(self, module: int, begin: int, end: int, by_item: bool) -> set:
+        inst = self.instances(module)[begin:end]
+        if self.model["modules"][module]["kind"] == "llm":
+            return {m[0] for members in inst for m in members}
+        return {(x[0], x[1]) for x in inst} if by_item else {x[0] for x in inst}
+
+    def _rows(self, module: int) -> list[tuple[object, int]]:
+        """Per instance of `module`: (routing key sample or (sample, item), output rows)."""
+        spec = self.model["modules"][module]
+        kind = spec["kind"]
+        if kind == "vit":
+            return [((si, item), self.patches) for si, item, _ in self.images]
+        if kind == "audio_encoder":
+            return [((si, item), len(f)) for si, item, f, _ in self.windows]
+        if kind == "mlp_projector":
+            if upstream_encoder_kind(self.model, spec["name"]) == "audio_encoder":
+                return [((si, item), kept) for si, item, kept in self.clips]
+            return [((si, item), self.merged) for si, item, _ in self.images]
+        raise ValueError(f"module {spec['name']} ({kind}) does not feed another module here")
+
+    def routed_rows(self, producer: int, p_range: tuple[int, int], consumer: int,
+                    c_range: tuple[int, int]) -> torch.Tensor:
+        """Rows of the producer slice's output (instances p_range) that the consumer slice
+        (instances c_range) takes: an encoder's instance goes to the projector instance of the
+        same (sample, item); otherwise the consumer takes the samples it holds
+        (strategy/graph_builder.cc RoutedTokens)."""
+        kinds = [m["kind"] for m in self.model["modules"]]
+        by_item = kinds[consumer] == "mlp_projector" and kinds[producer] not in (
+            "mlp_projector", "llm")
+        wanted = self._keys(consumer, *c_range, by_item)
+        rows, offset = [], 0
+        for key, n in self._rows(producer)[p_range[0]:p_range[1]]:
+            if (key if by_item else key[0]) in wanted:
+                rows.extend(range(offset, offset + n))
+            offset += n
+        return torch.tensor(rows, dtype=torch.long)
+
+
+def even_slice(n: int, k: int, i: int) -> tuple[int, int]:
+    """Instances of sub-microbatch i of k over n instances (graph_builder.cc EvenSlice)."""
+    base, extra = divmod(n, k)
+    begin = i * base + min(i, extra)
+    return begin, begin + base + (1 if i < extra else 0)
 
 
 # Module fields the binding's model dict leaves out, with weft's defaults (spec/model.h).
