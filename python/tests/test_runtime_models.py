@@ -1,6 +1,6 @@
-"""Runtime on tiny-valm (ViT + Whisper-style audio encoder fan-in into the LM): executing weft
-plans on 4 worker processes equals a single-process reference (loss, every gradient, weights
-after the SGD step)."""
+"""Runtime on tiny-valm (ViT + Whisper-style audio encoder fan-in into the LM) and tiny-t2v (LM
+text states conditioning a DiT): executing weft plans on 4 worker processes equals a
+single-process reference (loss, every gradient, weights after the SGD step)."""
 import json
 import random
 
@@ -99,4 +99,43 @@ def test_valm_dip_sub_microbatches_match_the_reference(tmp_path):
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
         assert max_relative_error({k: torch.as_tensor(v) for k, v in got["grads"].items()},
                                   want["grads"]) < 1e-5
+    assert max_relative_error(runs[-1]["params"], ref[-1]["params"]) < 1e-5
+
+
+def _t2v_data(path) -> str:
+    """8 samples: 6 with one small clip (64x64 px or 128x64 px, 0.25-1 s: 16-128 latent tokens),
+    2 text-only (their text states go nowhere: the LLM routes the DiT only samples with video)."""
+    rnd = random.Random(5)
+    with open(path, "w") as f:
+        for i in range(8):
+            videos = [] if i in (2, 5) else [{"duration_s": rnd.choice([0.25, 0.5, 0.75, 1.0]),
+                                             "w": rnd.choice([64, 128]), "h": 64}]
+            f.write(json.dumps({"id": i, "text_tokens": rnd.randint(6, 20), "videos": videos})
+                    + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("strategy", ["megatron-1f1b", "dip"])
+def test_t2v_plan_execution_matches_single_process_reference(tmp_path, strategy):
+    # tiny-t2v: the LLM's text states condition the DiT by cross-attention; the states travel
+    # with the DiT's activations down its chunks (and their gradient back to the LLM). 4 ranks,
+    # 2 iterations of different batches.
+    data = _t2v_data(tmp_path / "t2v.jsonl")
+    first, jobs = plan_jobs(strategy, "tiny-t2v", iterations=2, data=data, gpus=4,
+                            pipeline_size=4, budget_s=0.3)
+    model = weft.load_model("tiny-t2v")
+    mb = MicrobatchData(model, jobs[0]["batch"], jobs[0]["microbatches"][0], 1, 1.0)
+    assert [len(v[2]) for v in mb.videos] == [
+        sum(i) for i in weft.module_workload("tiny-t2v", "dit", jobs[0]["batch"],
+                                             jobs[0]["microbatches"][0])]
+    runs = run_plans(model, first["chunks"], jobs, 4, timeout_s=30)
+    ref = reference("tiny-t2v", first["chunks"], jobs)
+    names = set()
+    for got, want in zip(runs, ref):
+        assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
+        grads = {k: torch.as_tensor(v) for k, v in got["grads"].items()}
+        assert max_relative_error(grads, want["grads"]) < 1e-5
+        names |= {n for n, g in grads.items() if g.abs().max() > 0}
+    # The DiT's loss trains the LLM through the cross-attention.
+    assert any(n.startswith("llm.") for n in names) and any(n.startswith("dit.") for n in names)
     assert max_relative_error(runs[-1]["params"], ref[-1]["params"]) < 1e-5

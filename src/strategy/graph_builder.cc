@@ -297,12 +297,30 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
       const cost::Recompute recompute = recompute_of(i);
       for (int s = 0; s < subs; ++s) {
         auto [begin, end] = EvenSlice(n, subs, s);
-        cost::TokenShape shape = ShapeOf(w, begin, end, context / subs);
+        // A sub-microbatch attends to its own samples' context when the workloads say which.
+        int64_t sub_context = context / subs;
+        if (context > 0) {
+          int64_t routed_context = 0;
+          bool known = true;
+          for (int p : model.Predecessors(i)) {
+            const auto r = RoutedTokens(works[p], 0, works[p].NumInstances(), w, begin, end,
+                                        /*by_item=*/false);
+            if (!r) known = false;
+            routed_context += r.value_or(0);
+          }
+          if (known) sub_context = routed_context;
+        }
+        cost::TokenShape shape = ShapeOf(w, begin, end, sub_context);
         FlowStages flow;
         flow.instance_begin = begin;
         flow.instance_end = end;
         const double out_bytes =
             cost::OutputActivationBytes(model.modules[i], shape, parallel);
+        // Every chunk of a cross-attending module needs the context: it travels with the
+        // activations down the chunk chain (and its gradient back).
+        const double context_bytes = 2.0 * static_cast<double>(sub_context) *
+                                     model.modules[i].text_condition_hidden /
+                                     std::max(1, parallel.cp);
         for (int ci : chunks_of[i]) {
           const Chunk& chunk = placement.chunks[ci];
           WEFT_ASSIGN_OR_RETURN(cost::ChunkCost c,
@@ -329,7 +347,7 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
           f.recompute = static_cast<graph::Recompute>(static_cast<int>(recompute));
           flow.forward.push_back(g.AddStage(f));
           flow.group.push_back(chunk.group);
-          flow.chunk_output_bytes.push_back(out_bytes);
+          flow.chunk_output_bytes.push_back(out_bytes + context_bytes);
           if (has_backward) {
             graph::Stage bs = f;
             const double backward_s = recompute == cost::Recompute::kOffload

@@ -77,6 +77,39 @@ class TransformerLayer(torch.nn.Module):
         return x + F.gelu(self.norm2(x) @ self.w1.T) @ self.w2.T
 
 
+class DiTLayer(TransformerLayer):
+    """A DiT block: self-attention over the video's latent tokens, cross-attention to the text
+    states of its sample (the LLM's output, width text_condition_hidden), MLP."""
+
+    def __init__(self, spec: dict, g: torch.Generator):
+        super().__init__(spec, g)
+        h = spec["hidden_size"]
+        ctx = spec_field(spec, "text_condition_hidden")
+        self.norm_c = torch.nn.LayerNorm(h)
+        self.wq_c = _param(g, self.heads * self.head_dim, h)
+        self.wkv_c = _param(g, 2 * self.heads * self.head_dim, ctx)
+        self.wo_c = _param(g, h, self.heads * self.head_dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, context: torch.Tensor,
+                cross_mask: torch.Tensor) -> torch.Tensor:
+        t, c = x.shape[0], context.shape[0]
+        y = self.norm1(x)
+        q = (y @ self.wq.T).view(t, self.heads, self.head_dim).transpose(0, 1)
+        k, v = (y @ self.wkv.T).view(t, 2, self.kv_groups, self.head_dim).unbind(1)
+        rep = self.heads // self.kv_groups
+        k = k.transpose(0, 1).repeat_interleave(rep, 0)
+        v = v.transpose(0, 1).repeat_interleave(rep, 0)
+        att = torch.softmax(q @ k.transpose(1, 2) * self.head_dim ** -0.5 + mask, dim=-1)
+        x = x + ((att @ v).transpose(0, 1).reshape(t, -1) @ self.wo.T)
+        y = self.norm_c(x)
+        q = (y @ self.wq_c.T).view(t, self.heads, self.head_dim).transpose(0, 1)
+        k, v = (context @ self.wkv_c.T).view(c, 2, self.heads, self.head_dim).unbind(1)
+        att = torch.softmax(q @ k.transpose(0, 1).transpose(1, 2) * self.head_dim ** -0.5
+                            + cross_mask, dim=-1)
+        x = x + ((att @ v.transpose(0, 1)).transpose(0, 1).reshape(t, -1) @ self.wo_c.T)
+        return x + F.gelu(self.norm2(x) @ self.w1.T) @ self.w2.T
+
+
 class ModuleChunk(torch.nn.Module):
     """Layers [first_layer, first_layer + num_layers) of one module, with the module's input
     extras on layer 0 (patch / token embedding) and output extras on the last layer (LM head)."""
@@ -110,14 +143,29 @@ class ModuleChunk(torch.nn.Module):
                 self.embed = _param(g, s["hidden_size"], patch_dim)
             elif self.kind == "audio_encoder":
                 self.embed = _param(g, s["hidden_size"], audio_feature_size(s))
+            elif self.kind == "dit":
+                self.embed = _param(g, s["hidden_size"], dit_patch_size(s))
             else:
                 self.embed = _param(g, s["vocab_size"], s["hidden_size"], scale=1.0)
+        if self.kind == "dit":
+            if s["modality"] != "video":
+                raise ValueError(f"module {s['name']}: the runtime models video DiTs only")
+            if spec_field(s, "text_condition_hidden") != s["hidden_size"]:
+                raise ValueError(f"module {s['name']}: the runtime needs text_condition_hidden = "
+                                 f"hidden_size (the context travels with the activations)")
+        layer_type = DiTLayer if self.kind == "dit" else TransformerLayer
         for layer in range(first_layer, first_layer + num_layers):
-            self.layers.append(TransformerLayer(s, _generator(seed, module, layer)))
+            self.layers.append(layer_type(s, _generator(seed, module, layer)))
         if self.kind == "llm":
             self.source_kinds = {a: upstream_encoder_kind(model, a) for a, b in model["edges"]
                                  if b == s["name"]}
-        if self.is_last and self.kind == "llm":
+        # A module feeding no other module ends in the loss.
+        self.is_sink = not any(a == s["name"] for a, _ in model["edges"])
+        if self.is_last and self.kind == "dit":
+            g = _generator(seed, module, "head")
+            self.final_norm = torch.nn.LayerNorm(s["hidden_size"])
+            self.head = _param(g, dit_patch_size(s), s["hidden_size"])
+        if self.is_last and self.kind == "llm" and self.is_sink:
             g = _generator(seed, module, "head")
             self.final_norm = torch.nn.LayerNorm(s["hidden_size"])
             self.head = _param(g, s["vocab_size"], s["hidden_size"])
@@ -155,6 +203,21 @@ class ModuleChunk(torch.nn.Module):
                 if self.first + i < s["num_layers"] - 1:
                     x = F.gelu(x)
             return x
+        if self.kind == "dit":
+            # Inputs: the text states of this sub-microbatch's samples (first chunk), else the
+            # previous chunk's [latent tokens; text states] rows.
+            t = len(mb.dit_latents)
+            if self.is_first:
+                x = mb.dit_latents @ self.embed.T
+                context = torch.cat(inputs) if inputs else torch.zeros(0, s["hidden_size"])
+            else:
+                x, context = inputs[0][:t], inputs[0][t:]
+            for layer in self.layers:
+                x = layer(x, mb.dit_mask, context, mb.cross_mask)
+            if self.is_last:
+                pred = self.final_norm(x) @ self.head.T
+                return ((pred - mb.dit_targets) ** 2).sum() / mb.loss_denominator
+            return torch.cat([x, context])
         if self.kind == "vit":
             x = mb.pixels @ self.embed.T if self.is_first else inputs[0]
             mask = mb.vit_mask
@@ -174,7 +237,7 @@ class ModuleChunk(torch.nn.Module):
             mask = mb.llm_mask
         for layer in self.layers:
             x = layer(x, mask)
-        if self.kind == "llm" and self.is_last:
+        if self.kind == "llm" and self.is_last and self.is_sink:
             logits = self.final_norm(x) @ self.head.T
             return F.cross_entropy(logits, mb.labels, reduction="sum") / mb.loss_denominator
         return x
@@ -212,7 +275,10 @@ class MicrobatchData:
         window = spec_field(audio, "max_source_positions") if audio is not None else 0
         # Instances: images (si, item, pixels); windows (si, item, features, kept tokens);
         # clips (si, item, kept tokens); sequences: [(si, n_img, n_audio, token ids, labels)].
+        dit = next((m for m in model["modules"] if m["kind"] == "dit"), None)
+        self.dit_patch = dit_patch_size(dit) if dit is not None else 0
         self.images, self.windows, self.clips, self.sequences = [], [], [], []
+        self.videos = []  # DiT instances: (si, item, noisy latents, target), weft's order
         for q in sequence_indices:
             seq = batch["sequences"][q] if batch["sequences"] else {"sample_indices": [q]}
             members = []
@@ -237,11 +303,40 @@ class MicrobatchData:
                 members.append((si, n_img, n_audio,
                                 torch.randint(0, llm["vocab_size"], (n_tokens,), generator=g),
                                 torch.randint(0, llm["vocab_size"], (n_tokens,), generator=g)))
+                for item, video in enumerate(sample.get("videos", []) if dit is not None else []):
+                    n = dit_latent_tokens(dit, video)
+                    if n > 0:
+                        self.videos.append((si, item,
+                                            torch.randn(n, self.dit_patch, generator=g),
+                                            torch.randn(n, self.dit_patch, generator=g)))
             self.sequences.append(members)
         self.loss_denominator = loss_denominator
         self._set_images(self.images)
         self._set_windows(self.windows)
         self._set_sequences(self.sequences)
+        self._set_videos(self.videos)
+
+    def _set_videos(self, videos) -> None:
+        self.dit_latents = (torch.cat([x for _, _, x, _ in videos]) if videos
+                            else torch.zeros(0, self.dit_patch))
+        self.dit_targets = (torch.cat([y for _, _, _, y in videos]) if videos
+                            else torch.zeros(0, self.dit_patch))
+        self.dit_mask = _segment_mask([len(x) for _, _, x, _ in videos], causal=False)
+        # The context rows a DiT slice receives: the LLM segments of its samples, in the LLM's
+        # instance order; a video attends to its own sample's rows.
+        wanted = {v[0] for v in videos}
+        context = [(si, len(ids)) for members in self.sequences
+                   for si, _, _, ids, _ in members if si in wanted]
+        cross = torch.full((len(self.dit_latents), sum(n for _, n in context)), float("-inf"))
+        row = 0
+        for si, _, x, _ in videos:
+            col = 0
+            for sj, n in context:
+                if sj == si:
+                    cross[row:row + len(x), col:col + n] = 0
+                col += n
+            row += len(x)
+        self.cross_mask = cross
 
     def _set_images(self, images) -> None:
         self.pixels = (torch.cat([p for _, _, p in images]) if images
@@ -291,6 +386,8 @@ class MicrobatchData:
             return self.windows
         if kind == "llm":
             return self.sequences
+        if kind == "dit":
+            return self.videos
         raise ValueError(f"module {spec['name']}: kind {kind} is not modelled by the runtime")
 
     def restrict(self, module: int, begin: int, end: int) -> "MicrobatchData":
@@ -309,6 +406,8 @@ class MicrobatchData:
             view._set_windows(self.windows[begin:end])
         elif kind == "llm":
             view._set_sequences(self.sequences[begin:end])
+        elif kind == "dit":
+            view._set_videos(self.videos[begin:end])
         return view
 
     def _keys(self, module: int, begin: int, end: int, by_item: bool) -> set:
@@ -317,18 +416,22 @@ class MicrobatchData:
             return {m[0] for members in inst for m in members}
         return {(x[0], x[1]) for x in inst} if by_item else {x[0] for x in inst}
 
-    def _rows(self, module: int) -> list[tuple[object, int]]:
-        """Per instance of `module`: (routing key sample or (sample, item), output rows)."""
+    def _segments(self, module: int, begin: int, end: int) -> list[tuple[tuple, int]]:
+        """Per token segment of instances [begin, end) of `module`, in output row order:
+        ((sample, item), rows); an LLM sequence has one segment per sample (item None)."""
         spec = self.model["modules"][module]
         kind = spec["kind"]
+        if kind == "llm":
+            return [((si, None), len(ids)) for members in self.sequences[begin:end]
+                    for si, _, _, ids, _ in members]
         if kind == "vit":
-            return [((si, item), self.patches) for si, item, _ in self.images]
+            return [((si, item), self.patches) for si, item, _ in self.images[begin:end]]
         if kind == "audio_encoder":
-            return [((si, item), len(f)) for si, item, f, _ in self.windows]
+            return [((si, item), len(f)) for si, item, f, _ in self.windows[begin:end]]
         if kind == "mlp_projector":
             if upstream_encoder_kind(self.model, spec["name"]) == "audio_encoder":
-                return [((si, item), kept) for si, item, kept in self.clips]
-            return [((si, item), self.merged) for si, item, _ in self.images]
+                return [((si, item), kept) for si, item, kept in self.clips[begin:end]]
+            return [((si, item), self.merged) for si, item, _ in self.images[begin:end]]
         raise ValueError(f"module {spec['name']} ({kind}) does not feed another module here")
 
     def routed_rows(self, producer: int, p_range: tuple[int, int], consumer: int,
@@ -342,11 +445,38 @@ class MicrobatchData:
             "mlp_projector", "llm")
         wanted = self._keys(consumer, *c_range, by_item)
         rows, offset = [], 0
-        for key, n in self._rows(producer)[p_range[0]:p_range[1]]:
+        for key, n in self._segments(producer, *p_range):
             if (key if by_item else key[0]) in wanted:
                 rows.extend(range(offset, offset + n))
             offset += n
         return torch.tensor(rows, dtype=torch.long)
+
+
+def dit_patch_size(dit: dict) -> int:
+    """Values of one DiT latent token: in_channels x patch_size^2 (x temporal_patch)."""
+    return dit["in_channels"] * dit["patch_size"] ** 2 * max(1, spec_field(dit, "temporal_patch"))
+
+
+def dit_latent_tokens(dit: dict, video: dict) -> int:
+    """Latent tokens of a clip (data::DitLatentTokensForVideo with the default options: 16 fps,
+    clips trimmed to 16 s)."""
+    fps_out, max_s = 16.0, 16.0
+    duration_s = video.get("duration_s", 0.0)
+    if video.get("frames", 0) > 0 and video.get("fps", 0) > 0:
+        duration_s = video["frames"] / video["fps"]
+    if duration_s > 0:
+        frames = max(1, math.floor(min(duration_s, max_s) * fps_out + 0.5))
+    else:
+        frames = min(video.get("frames", 0), math.floor(max_s * fps_out + 0.5))
+    if frames <= 0:
+        return 0
+    h = video.get("height_px") or dit.get("image_size_px")
+    w = video.get("width_px") or dit.get("image_size_px")
+    vt, vs = spec_field(dit, "vae_temporal_downsample"), spec_field(dit, "vae_spatial_downsample")
+    p, tp = dit["patch_size"], max(1, spec_field(dit, "temporal_patch"))
+    def cdiv(a: int, b: int) -> int:
+        return -(-a // b)
+    return cdiv(cdiv(frames, vt), tp) * cdiv(cdiv(h, vs), p) * cdiv(cdiv(w, vs), p)
 
 
 def even_slice(n: int, k: int, i: int) -> tuple[int, int]:
@@ -359,7 +489,8 @@ def even_slice(n: int, k: int, i: int) -> tuple[int, int]:
 # Module fields the binding's model dict leaves out, with weft's defaults (spec/model.h).
 _SPEC_DEFAULTS = {"mel_bins": 80, "frames_per_second": 100, "conv_downsample": 2,
                   "max_source_positions": 1500, "vae_spatial_downsample": 8,
-                  "vae_temporal_downsample": 4, "text_condition_hidden": 0}
+                  "vae_temporal_downsample": 4, "text_condition_hidden": 0,
+                  "temporal_patch": 1}
 
 
 def spec_field(spec: dict, key: str):
@@ -449,7 +580,12 @@ def reference_step(model: dict, chunk_modules: list[ModuleChunk], batch: dict,
         for chunk in chunk_modules:
             if chunk.is_first:
                 preds = [names.index(a) for a, b in model["edges"] if b == names[chunk.module]]
-                inputs = [outs[p] for p in preds if p in outs]
+                c = chunk.module
+                whole = lambda m: (0, len(mb.instances(m)))  # noqa: E731
+                # What each producer routes to this module (an LLM sends a DiT only the
+                # samples that have a video).
+                inputs = [outs[p][mb.routed_rows(p, whole(p), c, whole(c))]
+                          for p in preds if p in outs]
                 sources = [names[p] for p in preds if p in outs]
             else:
                 inputs, sources = [outs[chunk.module]], None
