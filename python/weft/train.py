@@ -5,9 +5,10 @@ per pipeline rank, print loss, wall time and planning time.
   python -m weft.train --model tiny-vlm --strategy dip --procs 4 --iterations 5 --check \\
       --trace out/measured.json
 
-Online planning (default for search strategies such as dip): the parent plans iteration i + 1
-with weft.PlannerService (background C++ threads) while the workers run iteration i; a plan that
-is not ready when its iteration starts is replaced by the service's fallback plan. --offline plans
+Online planning (default for search strategies such as dip): rank 0 plans iteration i + 1 with
+weft.PlannerService (background C++ threads) while the ranks run iteration i and broadcasts each
+plan to the other ranks with torch.distributed; a plan that is not ready when its iteration starts
+is replaced by the service's fallback plan. --offline plans
 every iteration first (weft.plan), then runs them.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 
 import weft
 from weft.runtime.executor import PlanExecutionError, run_streamed
-from weft.runtime.harness import (SEARCH_STRATEGIES, OnlinePlanner, max_relative_error,
+from weft.runtime.harness import (SEARCH_STRATEGIES, OnlinePlannerSource, max_relative_error,
                                   plan_jobs, reference)
 from weft.runtime.trace import write_trace
 
@@ -56,11 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     online = a.strategy in SEARCH_STRATEGIES if a.online is None else a.online
     try:
         if online:
-            planner = OnlinePlanner(a.strategy, a.model, a.iterations, data=a.data, seed=a.seed,
-                                    budget_s=a.budget_s, deadline_s=a.plan_deadline_s,
-                                    gpus=a.procs, pipeline_size=a.procs)
-            first_job = planner.next_job(0)
-            first, jobs = first_job["summary"], None
+            # The placement (chunks) is static; a quick plan of iteration 0 gives it. Rank 0 then
+            # plans every iteration with PlannerService and broadcasts the plans.
+            first = weft.plan(a.strategy, a.model, data=a.data, iteration=0, seed=a.seed,
+                              gpus=a.procs, pipeline_size=a.procs, budget_s=0.01)
+            source = OnlinePlannerSource(a.strategy, a.model, a.iterations, data=a.data,
+                                         seed=a.seed, budget_s=a.budget_s,
+                                         deadline_s=a.plan_deadline_s,
+                                         kwargs={"gpus": a.procs, "pipeline_size": a.procs})
+            jobs = None
         else:
             first, jobs = plan_jobs(a.strategy, a.model, a.iterations, data=a.data, seed=a.seed,
                                     gpus=a.procs, pipeline_size=a.procs, budget_s=a.budget_s)
@@ -76,15 +81,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{first['num_microbatches']} microbatches; {first['placement']}; "
           f"{'online' if online else 'offline'} planning")
     model = weft.load_model(a.model)
-    if online:
-        def next_job(i: int, prev: dict | None) -> dict | None:
-            return first_job if i == 0 else planner.next_job(i, prev)
-    else:
-        def next_job(i: int, prev: dict | None) -> dict | None:
-            return jobs[i] if i < len(jobs) else None
+    def next_job(i: int, prev: dict | None) -> dict | None:
+        return jobs[i] if i < len(jobs) else None
     try:
-        runs = run_streamed(model, first["chunks"], first["pipeline_size"], next_job, seed=a.seed,
-                            timeout_s=a.timeout_s, record=bool(a.trace), keep_grads=a.check)
+        runs = run_streamed(model, first["chunks"], first["pipeline_size"],
+                            None if online else next_job, source=source if online else None,
+                            seed=a.seed, timeout_s=a.timeout_s, record=bool(a.trace),
+                            keep_grads=a.check)
         jobs = [r["job"] for r in runs]
     except PlanExecutionError as e:
         print(f"error: {e}", file=sys.stderr)

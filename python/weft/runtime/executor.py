@@ -63,6 +63,7 @@ class RankExecutor:
     def __init__(self, rank: int, model: dict, chunks: list[dict], seed: int, lr: float,
                  timeout_s: float):
         self.rank, self.model, self.seed, self.lr, self.timeout_s = rank, model, seed, lr, timeout_s
+        self.history: list[int] = []  # iterations run, in order
         self.chunks: dict[tuple[int, int], ModuleChunk] = {}
         for c in chunks:
             if c["group"] == rank:
@@ -264,14 +265,23 @@ class RankExecutor:
 
 def _stream_worker(rank: int, world: int, port: int, model: dict, chunks: list[dict], seed: int,
                    lr: float, timeout_s: float, record: bool, keep_grads: bool, keep_params: bool,
-                   jobs, results) -> None:
+                   jobs, results, source=None) -> None:
     try:
         torch.set_num_threads(1)
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                 world_size=world, timeout=timedelta(seconds=max(timeout_s, 30)))
         ex = RankExecutor(rank, model, chunks, seed, lr, timeout_s)
+        # With a source, rank 0 plans (source() gives its next_job) and broadcasts every job to
+        # the other ranks over torch.distributed; else each job comes from the parent's queue.
+        next_job = source() if source is not None and rank == 0 else None
+        previous = None
         while True:
-            job = jobs.get()
+            if source is not None:
+                box = [next_job(len(ex.history), previous) if rank == 0 else None]
+                dist.broadcast_object_list(box, src=0)
+                job = box[0]
+            else:
+                job = jobs.get()
             if job is None:
                 break
             records: list[tuple[int, float, float]] = []
@@ -282,8 +292,13 @@ def _stream_worker(rank: int, world: int, port: int, model: dict, chunks: list[d
                                  on_action=on_action)
             wall_s = time.perf_counter() - t0
             grads = {n: g.numpy() for n, g in r["grads"].items()} if keep_grads else {}
-            results.put(("ok", rank, {"iteration": job["iteration"], "loss": r["loss"],
-                                      "wall_s": wall_s, "grads": grads, "records": records}))
+            out = {"step": len(ex.history), "iteration": job["iteration"], "loss": r["loss"],
+                   "wall_s": wall_s, "grads": grads, "records": records}
+            ex.history.append(job["iteration"])
+            previous = {"iteration": job["iteration"], "loss": r["loss"], "wall_s": wall_s}
+            if source is not None and rank == 0:
+                out["job"] = job  # the parent learns the plan from the rank that made it
+            results.put(("ok", rank, out))
         dist.barrier()
         dist.destroy_process_group()
         params = ({n: v.numpy() for n, v in ex.param_values().items()} if keep_params else {})
@@ -323,72 +338,96 @@ def run_plans(model: dict, chunks: list[dict], jobs: list[dict], num_ranks: int,
 
 
 def run_streamed(model: dict, chunks: list[dict], num_ranks: int,
-                 next_job: Callable[[int, Optional[dict]], Optional[dict]], seed: int = 1,
-                 lr: float = 0.1, timeout_s: float = 30.0, record: bool = False,
-                 keep_grads: bool = False, keep_params: bool = False) -> list[dict]:
-    """Runs iterations produced by next_job(i, previous merged result) (None = stop) on num_ranks
-    worker processes. A job is {iteration, plan (parsed JSON), batch, microbatches}. next_job is
-    called for job 0 before any iteration runs and for job i + 1 once iteration i has finished on
-    all ranks; planning ahead happens in next_job's own background threads (PlannerService).
+                 next_job: Optional[Callable[[int, Optional[dict]], Optional[dict]]] = None,
+                 seed: int = 1, lr: float = 0.1, timeout_s: float = 30.0, record: bool = False,
+                 keep_grads: bool = False, keep_params: bool = False,
+                 source: Optional[Callable[[], Callable]] = None) -> list[dict]:
+    """Runs iterations on num_ranks worker processes, one at a time. A job is {iteration, plan
+    (parsed JSON), batch, microbatches, ...}; None = stop. The jobs come either from
+    next_job(i, previous merged result), called here in the parent for job 0 before any iteration
+    runs and for job i + 1 once iteration i has finished on all ranks, or, with `source` (a
+    picklable factory, e.g. OnlinePlannerSource), from rank 0: it calls source() once to get its
+    next_job and broadcasts each job to the other ranks with torch.distributed. Planning ahead
+    happens in next_job's own background threads (PlannerService).
     Returns per iteration {iteration, loss, wall_s, grads (numpy, when keep_grads),
     records {rank: [(index, t0, t1)]}, job}; with keep_params the last one also has params (every
     parameter after its SGD step, numpy). Raises PlanExecutionError with every failing rank's
     message; a rank that hangs fails on its own wait timeout (timeout_s)."""
+    if (next_job is None) == (source is None):
+        raise ValueError("run_streamed: give exactly one of next_job and source")
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     queues = [ctx.Queue() for _ in range(num_ranks)]
     port = free_port()
     procs = [ctx.Process(target=_stream_worker,
                          args=(r, num_ranks, port, model, chunks, seed, lr, timeout_s, record,
-                               keep_grads, keep_params, queues[r], results), daemon=True)
+                               keep_grads, keep_params, queues[r], results, source), daemon=True)
              for r in range(num_ranks)]
     for p in procs:
         p.start()
     merged: list[dict] = []
     errors: list[tuple[int, str]] = []
 
-    def collect(expect: str) -> dict[int, object]:
-        got: dict[int, object] = {}
-        deadline = time.monotonic() + timeout_s + 60
-        while len(got) < num_ranks:
+    # Messages by step: ("ok", k) for the k-th iteration run, ("done",) at the end. A fast rank
+    # may report step k + 1 before a slow rank's step k arrives; they wait here.
+    pending: dict[tuple, dict[int, object]] = {}
+    deadline_s = timeout_s + 60 + (180 if source is not None else 0)  # rank 0 may be planning
+
+    def collect(step: int) -> tuple[str, dict[int, object]]:
+        """Every rank's message of step `step` (or every rank's "done")."""
+        deadline = time.monotonic() + deadline_s
+        while True:
+            for key in (("ok", step), ("done",)):
+                if len(pending.get(key, {})) == num_ranks:
+                    return key[0], pending.pop(key)
+            if errors and (len(errors) >= num_ranks or not any(p.is_alive() for p in procs)
+                           or time.monotonic() > deadline):
+                break
             try:
                 kind, rank, payload = results.get(timeout=1.0)
             except queue_mod.Empty:
                 if time.monotonic() > deadline:
+                    if errors:
+                        break
                     raise PlanExecutionError("runtime: workers did not report before the deadline")
-                if errors and not any(p.is_alive() for p in procs):
-                    break
                 continue
             if kind == "error":
                 errors.append((rank, payload))
                 deadline = min(deadline, time.monotonic() + timeout_s + 10)
-                if len(errors) + len(got) >= num_ranks:
-                    break
                 continue
-            if kind != expect:
-                raise PlanExecutionError(f"runtime: rank {rank} sent {kind!r}, expected {expect!r}")
-            got[rank] = payload
-        if errors:
-            errors.sort()
-            raise PlanExecutionError("; ".join(msg for _, msg in errors))
-        return got
+            key = ("ok", payload["step"]) if kind == "ok" else ("done",)
+            pending.setdefault(key, {})[rank] = payload
+        errors.sort()
+        raise PlanExecutionError("; ".join(msg for _, msg in errors))
+
+    def merge(job: dict, outs: dict) -> dict:
+        return {"iteration": job["iteration"], "job": job,
+                "loss": sum(o["loss"] for o in outs.values()),
+                "wall_s": max(o["wall_s"] for o in outs.values()),
+                "grads": {n: g for o in outs.values() for n, g in o["grads"].items()},
+                "records": {r: o["records"] for r, o in outs.items()}}
 
     try:
-        job = next_job(0, None)
-        while job is not None:
+        if source is not None:
+            while True:
+                kind, outs = collect(len(merged))
+                if kind == "done":
+                    params = outs
+                    break
+                merged.append(merge(outs[0]["job"], outs))
+        else:
+            job = next_job(0, None)
+            while job is not None:
+                for q in queues:
+                    q.put(job)
+                kind, outs = collect(len(merged))
+                if kind != "ok":
+                    raise PlanExecutionError("runtime: workers ended before the last job")
+                merged.append(merge(job, outs))
+                job = next_job(len(merged), merged[-1])
             for q in queues:
-                q.put(job)
-            outs = collect("ok")
-            it = {"iteration": job["iteration"], "job": job,
-                  "loss": sum(o["loss"] for o in outs.values()),
-                  "wall_s": max(o["wall_s"] for o in outs.values()),
-                  "grads": {n: g for o in outs.values() for n, g in o["grads"].items()},
-                  "records": {r: o["records"] for r, o in outs.items()}}
-            merged.append(it)
-            job = next_job(len(merged), it)
-        for q in queues:
-            q.put(None)
-        params = collect("done")
+                q.put(None)
+            _, params = collect(len(merged))
         if keep_params and merged:
             merged[-1]["params"] = {n: v for p in params.values() for n, v in p.items()}
     finally:

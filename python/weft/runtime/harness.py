@@ -1,6 +1,7 @@
 """Plans iterations with weft, runs them on the runtime and on a single-process reference."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -114,3 +115,25 @@ class OnlinePlanner:
         if i + 1 < self.iterations:
             self.service.submit(i + 1)
         return job
+
+
+@dataclasses.dataclass
+class OnlinePlannerSource:
+    """A picklable recipe for an OnlinePlanner, built in rank 0's process: pass it as
+    run_streamed(source=...) and rank 0 plans with weft.PlannerService while the ranks run,
+    broadcasting each plan with torch.distributed (the way a torchrun job would work)."""
+    strategy: str
+    model: str
+    iterations: int
+    data: str = "coco-llava"
+    seed: int = 1
+    budget_s: float = 0.5
+    deadline_s: float = 0.0
+    kwargs: dict = dataclasses.field(default_factory=dict)
+
+    def __call__(self):
+        planner = OnlinePlanner(self.strategy, self.model, self.iterations, data=self.data,
+                                seed=self.seed, budget_s=self.budget_s,
+                                deadline_s=self.deadline_s, **self.kwargs)
+        return planner.next_job
+
