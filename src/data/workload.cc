@@ -130,7 +130,8 @@ Status AppendEncoderInstances(const ModelSpec& model, const ModuleSpec& enc,
     WEFT_RETURN_IF_ERROR(CheckSegment(tokens, std::string(what) + " of sample " +
                                                   std::to_string(sample.id)));
     if (tokens > 0) {
-      out.push_back(WorkloadInstance{.segment_tokens = {static_cast<int32_t>(tokens)}, .item = item});
+      out.push_back(WorkloadInstance{
+          .segment_tokens = {static_cast<int32_t>(tokens)}, .segment_samples = {}, .item = item});
     }
     ++item;
     return OkStatus();
@@ -176,7 +177,8 @@ Status AppendEncoderInstances(const ModelSpec& model, const ModuleSpec& enc,
         } else {
           WEFT_ASSIGN_OR_RETURN(auto windows, AudioEncoderWindowTokens(enc, clip, options));
           for (int32_t w : windows) {
-            out.push_back(WorkloadInstance{.segment_tokens = {w}, .item = item});
+            out.push_back(
+                WorkloadInstance{.segment_tokens = {w}, .segment_samples = {}, .item = item});
           }
           ++item;
         }

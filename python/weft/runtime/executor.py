@@ -88,6 +88,34 @@ class RankExecutor:
             self._fail(index, action, f"timed out after {self.timeout_s:g} s: {what} rank "
                        f"{action['peer']} ({str(e).splitlines()[0][-60:]})")
 
+    def _gradient_targets(self, index: int, action: dict, input_ids: list[int],
+                          ends: dict) -> list[tuple[int, int]]:
+        """(gradient output buffer, index of the forward input it is the gradient of) for a
+        backward action. Matched by the producing stage both buffer names give (module,
+        microbatch, sub-microbatch): a stage may send gradients to only some of its producers
+        (none to a frozen module that has no backward). Positional when names are not parsed."""
+        outputs = action["outputs"]
+        by_producer = {}
+        for x_index, b in enumerate(input_ids):
+            e = ends.get(b)
+            if e is None:
+                by_producer = None
+                break
+            by_producer[(e[0][1], e[0][2], e[0][3])] = x_index
+        if by_producer is None or any(ends.get(b) is None for b in outputs):
+            if len(outputs) > len(input_ids):
+                self._fail(index, action, f"{len(outputs)} gradient outputs for "
+                           f"{len(input_ids)} forward inputs")
+            return list(zip(outputs, range(len(outputs))))
+        out = []
+        for b in outputs:
+            p = ends[b][0]
+            if (p[1], p[2], p[3]) not in by_producer:
+                self._fail(index, action, f"gradient buf {b} goes to m {p[3]} mb{p[1]}.{p[2]}, "
+                           f"which fed this stage no input")
+            out.append((b, by_producer[(p[1], p[2], p[3])]))
+        return out
+
     def run_iteration(self, plan: dict, batch: dict, microbatches: list[list[int]],
                       on_action=None) -> dict:
         """Runs this rank's actions of `plan` on `batch`, then the SGD step. Returns {loss, grads}.
@@ -133,6 +161,7 @@ class RankExecutor:
         sends: dict[int, object] = {}
         recvs: dict[int, tuple[object, torch.Tensor]] = {}
         saved: dict[tuple, tuple] = {}  # (inputs, output[, output grad])
+        saved_inputs: dict[tuple, list[int]] = {}  # the forward's input buffer ids
         loss = 0.0
         for i, a in enumerate(rank_plan["actions"]):
             t_start_s = time.perf_counter() if on_action is not None else 0.0
@@ -167,6 +196,7 @@ class RankExecutor:
                 data = view_of(st["module"], mb, st.get("sub", 0))[0]
                 out = chunk(joined, data, sources)
                 saved[key] = (inputs, out)
+                saved_inputs[key] = a["inputs"]
                 if out.dim() == 0:
                     loss += float(out.detach())
                 for b in a["outputs"]:
@@ -204,20 +234,29 @@ class RankExecutor:
                         if g is not None:
                             p.grad = g if p.grad is None else p.grad + g
                     del saved[key]
+                    saved_inputs.pop(key, None)
                     if on_action is not None:
                         on_action(i, a, t_start_s, time.perf_counter())
                     continue
+                # No graph behind the output: a frozen chunk whose inputs need no gradient
+                # (or a stage with no work in this microbatch): every input gradient is zero.
+                live = out.requires_grad
                 if op == "backward_input":
-                    igrads = torch.autograd.grad(out, inputs, grad, retain_graph=True) \
-                        if inputs else []
+                    igrads = torch.autograd.grad(out, inputs, grad, retain_graph=True,
+                                                 allow_unused=True) if inputs and live else []
                     saved[key] = (inputs, out, grad)
                 else:
-                    out.backward(grad)
+                    if live:
+                        out.backward(grad)
                     igrads = [x.grad for x in inputs]
                     del saved[key]
-                for b, g, x in zip(a["outputs"], igrads, inputs):
+                igrads = list(igrads) + [None] * (len(inputs) - len(igrads))
+                for b, x_index in self._gradient_targets(i, a, saved_inputs[key], ends):
+                    g, x = igrads[x_index], inputs[x_index]
                     buffers[b] = (g if g is not None else torch.zeros_like(x)).detach() \
                         .reshape(specs[b])
+                if op == "backward":
+                    del saved_inputs[key]
             elif op == "isend":
                 b = a["buffer"]
                 if b not in buffers:

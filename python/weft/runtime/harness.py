@@ -34,12 +34,14 @@ def reference(model_name: str, chunks: list[dict], jobs: list[dict], seed: int =
     out = []
     for job in jobs:
         loss = reference_step(model, modules, job["batch"], job["microbatches"], seed)
-        grads = {n: p.grad.detach().clone() for m in modules
-                 for n, p in m.parameter_names().items()}
+        # Frozen modules' parameters get no gradient (zero here) and no SGD step.
+        grads = {n: p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+                 for m in modules for n, p in m.parameter_names().items()}
         with torch.no_grad():
             for m in modules:
                 for p in m.parameters():
-                    p -= lr * p.grad
+                    if p.grad is not None:
+                        p -= lr * p.grad
                     p.grad = None
         out.append({"loss": loss, "grads": grads})
     if out:

@@ -135,6 +135,7 @@ class ModuleChunk(torch.nn.Module):
                     lin.weight.copy_(torch.randn(lin.weight.shape, generator=g) * sizes[layer] ** -0.5)
                     lin.bias.copy_(torch.randn(lin.bias.shape, generator=g) * 0.02)
                 self.layers.append(lin)
+            self._follow_frozen()
             return
         if self.is_first:
             g = _generator(seed, module, "embed")
@@ -169,6 +170,16 @@ class ModuleChunk(torch.nn.Module):
             g = _generator(seed, module, "head")
             self.final_norm = torch.nn.LayerNorm(s["hidden_size"])
             self.head = _param(g, s["vocab_size"], s["hidden_size"])
+        self._follow_frozen()
+
+    def _follow_frozen(self) -> None:
+        """A frozen module (spec `frozen: true`) has no weight gradients: its parameters do not
+        require grad, so a backward through it computes input gradients only (Cornstarch's
+        frozen-status rule; weft plans no backward at all when nothing upstream trains)."""
+        self.frozen = bool(self.spec.get("frozen", False))
+        if self.frozen:
+            for p in self.parameters():
+                p.requires_grad_(False)
 
     def parameter_names(self) -> dict[str, torch.nn.Parameter]:
         """Parameters by a global name ("llm.L2.w1", "vision.embed") shared with the reference."""

@@ -104,8 +104,8 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
       pair.candidates.push_back(c);
     }
     std::stable_sort(pair.candidates.begin(), pair.candidates.end(),
-                     [](const PairCandidate& a, const PairCandidate& b) {
-                       return a.activation_bytes < b.activation_bytes;
+                     [](const PairCandidate& x, const PairCandidate& y) {
+                       return x.activation_bytes < y.activation_bytes;
                      });
     m.pair_of_stage_[f] = m.pair_of_stage_[b] = static_cast<int>(m.pairs_.size());
     m.pairs_.push_back(std::move(pair));

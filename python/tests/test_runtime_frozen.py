@@ -1,0 +1,82 @@
+"""Frozen modules follow the spec in the runtime: a frozen module's parameters get no gradient
+and no SGD step; weft plans no backward for a frozen module with nothing trainable upstream and an
+input-gradient backward for one with a trainable module upstream (Cornstarch's frozen-status
+rule); executing those plans on 4 worker processes equals the single-process reference."""
+import json
+import os
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from weft.runtime.executor import run_plans  # noqa: E402
+from weft.runtime.harness import max_relative_error, plan_jobs, reference  # noqa: E402
+
+import weft  # noqa: E402
+
+DATA_DIR = os.path.join(os.path.dirname(__file__), "data")
+
+
+def _backward_modules(jobs) -> set[int]:
+    return {a["stage"]["module"] for job in jobs for r in job["plan"]["ranks"]
+            for a in r["actions"] if a["op"].startswith("backward")}
+
+
+def _check(model_path: str, jobs: list, first: dict, trained: set[str], frozen: set[str]):
+    model = weft.load_model(model_path)
+    assert {m["name"] for m in model["modules"] if m["frozen"]} == frozen
+    runs = run_plans(model, first["chunks"], jobs, first["pipeline_size"], timeout_s=30)
+    ref = reference(model_path, first["chunks"], jobs)
+    for got, want in zip(runs, ref):
+        assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
+        grads = {k: torch.as_tensor(v) for k, v in got["grads"].items()}
+        assert max_relative_error(grads, want["grads"]) < 1e-5
+        for name, g in grads.items():
+            module = name.split(".")[0]
+            if module in frozen:
+                assert float(g.abs().max()) == 0.0, name
+        for module in trained:  # every trained module has a nonzero gradient somewhere
+            assert any(float(g.abs().max()) > 0 for n, g in grads.items()
+                       if n.split(".")[0] == module), module
+    # Weights after the last SGD step: the reference's; frozen ones never moved.
+    assert max_relative_error(runs[-1]["params"], ref[-1]["params"]) < 1e-5
+    return runs
+
+
+def test_frozen_vit_and_lm_train_only_the_projector():
+    path = os.path.join(DATA_DIR, "tiny-vlm-frozen.yaml")
+    first, jobs = plan_jobs("megatron-1f1b", path, iterations=3, data="coco-llava", gpus=4,
+                            pipeline_size=4)
+    model = weft.load_model(path)
+    index = {m["name"]: i for i, m in enumerate(model["modules"])}
+    # No backward for the ViT (nothing trainable upstream); the frozen LM keeps its
+    # input-gradient backward so the projector gets its gradient.
+    assert index["vision"] not in _backward_modules(jobs)
+    assert {index["projector"], index["llm"]} <= _backward_modules(jobs)
+    _check(path, jobs, first, trained={"projector"}, frozen={"vision", "llm"})
+
+
+@pytest.mark.parametrize("strategy", ["megatron-1f1b", "dip"])
+def test_frozen_vision_branch_of_a_fan_in(tmp_path, strategy):
+    # The LM's first chunk takes the vision projector's and the audio projector's outputs but
+    # sends a gradient to the audio projector only: gradients go to the producer the buffer names.
+    rnd = random.Random(3)
+    data = tmp_path / "valm.jsonl"
+    with open(data, "w") as f:
+        for i in range(16):
+            f.write(json.dumps({"id": i, "text_tokens": rnd.randint(8, 40),
+                                "images": [{"w": 56, "h": 56}] * rnd.randint(1, 2),
+                                "audios": [{"duration_s": round(rnd.uniform(0.3, 1.5), 2)}]})
+                    + "\n")
+    path = os.path.join(DATA_DIR, "tiny-valm-frozen-vision.yaml")
+    kwargs = {"budget_s": 0.3} if strategy == "dip" else {}
+    first, jobs = plan_jobs(strategy, path, iterations=2, data=str(data), gpus=4,
+                            pipeline_size=4, **kwargs)
+    model = weft.load_model(path)
+    index = {m["name"]: i for i, m in enumerate(model["modules"])}
+    back = _backward_modules(jobs)
+    assert index["vision"] not in back and index["vision_projector"] not in back
+    assert {index["audio"], index["audio_projector"], index["llm"]} <= back
+    _check(path, jobs, first, trained={"audio", "audio_projector", "llm"},
+           frozen={"vision", "vision_projector"})
