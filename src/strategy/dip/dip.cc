@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <tuple>
 
@@ -139,16 +140,36 @@ algo::MctsProblem SegmentOrderProblem(std::shared_ptr<const Segments> seg,
   return problem;
 }
 
-// Local polish of a searched order (beyond the paper): move one stage of a group's order by up to
-// kPolishWindow positions and keep the move when the evaluated cost drops (first improvement,
-// groups in turn, repeated while something improves). Reaches orders the dual-queue decoder
-// cannot express (it starts the earliest-ready stage). A move that breaks a dependency fails to
-// simulate and is rejected. Stops after `max_evaluations` evaluations or at `deadline`.
+// Local polish of a searched order (beyond the paper), in two phases on the per-group stage
+// orders, which reach orders the dual-queue decoder cannot express (it starts the earliest-ready
+// stage):
+//  1. descent: move one stage of a group's order by up to kPolishWindow positions and keep the
+//     move when the evaluated cost drops (first improvement, groups in turn, repeated while
+//     something improves);
+//  2. annealing with what is left of the budget: a random such move is kept when it lowers the
+//     cost or, with probability exp(-Δ/T), raises it; T falls geometrically from 1% to 0.01% of the
+//     starting cost over the budget (the evaluation cap, or the deadline when that binds first);
+//     the best order seen is kept. Deterministic given `seed` under an evaluation cap.
+// A move that breaks a dependency fails to simulate (infinite cost) and is rejected. Stops after
+// `max_evaluations` evaluations or at `deadline`.
 constexpr int kPolishWindow = 6;
 
+// Moves order[i] to position j (rotates the range between them); MoveStage(order, j, i) undoes it.
+void MoveStage(std::vector<int>& order, int i, int j) {
+  if (j > i) {
+    std::rotate(order.begin() + i, order.begin() + i + 1, order.begin() + j + 1);
+  } else if (j < i) {
+    std::rotate(order.begin() + j, order.begin() + i, order.begin() + i + 1);
+  }
+}
+
 void PolishOrder(SearchResult& best, const Evaluator& evaluate, int64_t max_evaluations,
-                 std::chrono::steady_clock::time_point deadline) {
+                 std::chrono::steady_clock::time_point deadline, uint64_t seed) {
+  const auto start = std::chrono::steady_clock::now();
   int64_t evaluations = 0;
+  auto spent = [&] {
+    return evaluations >= max_evaluations || std::chrono::steady_clock::now() >= deadline;
+  };
   bool improved = true;
   while (improved) {
     improved = false;
@@ -159,28 +180,71 @@ void PolishOrder(SearchResult& best, const Evaluator& evaluate, int64_t max_eval
         for (int d = 1; d <= kPolishWindow; ++d) {
           for (int j : {i + d, i - d}) {
             if (j < 0 || j >= len) continue;
-            if (evaluations >= max_evaluations || std::chrono::steady_clock::now() >= deadline) {
-              return;
-            }
-            // Move order[i] to position j (rotate the range between them).
-            if (j > i) {
-              std::rotate(order.begin() + i, order.begin() + i + 1, order.begin() + j + 1);
-            } else {
-              std::rotate(order.begin() + j, order.begin() + i, order.begin() + i + 1);
-            }
+            if (spent()) return;
+            MoveStage(order, i, j);
             const Score score = evaluate(best.schedule);
             ++evaluations;
             if (score.Cost() < best.score.Cost() * (1 - 1e-9)) {
               best.score = score;
               improved = true;
-            } else if (j > i) {
-              std::rotate(order.begin() + i, order.begin() + j, order.begin() + j + 1);
             } else {
-              std::rotate(order.begin() + j, order.begin() + j + 1, order.begin() + i + 1);
+              MoveStage(order, j, i);
             }
           }
         }
       }
+    }
+  }
+  // Annealing from the local optimum.
+  std::vector<size_t> movable;
+  for (size_t gi = 0; gi < best.schedule.order.size(); ++gi) {
+    if (best.schedule.order[gi].size() > 1) movable.push_back(gi);
+  }
+  const double start_cost = best.score.Cost();
+  if (movable.empty() || !std::isfinite(start_cost) || start_cost <= 0) return;
+  const int64_t anneal_evaluations = max_evaluations - evaluations;
+  const auto anneal_start = std::chrono::steady_clock::now();
+  const double anneal_s =
+      deadline == std::chrono::steady_clock::time_point::max()
+          ? 0
+          : std::chrono::duration<double>(deadline - anneal_start).count();
+  (void)start;
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
+  sched::Schedule current = best.schedule;
+  double current_cost = start_cost;
+  int64_t step = 0;
+  while (!spent()) {
+    // Progress through the annealing budget: the binding one of evaluations and time.
+    double progress = anneal_evaluations > 0
+                          ? static_cast<double>(step) / static_cast<double>(anneal_evaluations)
+                          : 0;
+    if (anneal_s > 0) {
+      progress = std::max(progress, std::chrono::duration<double>(
+                                        std::chrono::steady_clock::now() - anneal_start)
+                                            .count() /
+                                        anneal_s);
+    }
+    const double temperature = start_cost * 1e-2 * std::pow(1e-2, std::min(1.0, progress));
+    ++step;
+    auto& order = current.order[movable[rng() % movable.size()]];
+    const int len = static_cast<int>(order.size());
+    const int i = static_cast<int>(rng() % len);
+    const int d = 1 + static_cast<int>(rng() % kPolishWindow);
+    const int j = (rng() & 1) ? i + d : i - d;
+    if (j < 0 || j >= len) continue;
+    MoveStage(order, i, j);
+    const Score score = evaluate(current);
+    ++evaluations;
+    const double delta = score.Cost() - current_cost;
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    if (std::isfinite(score.Cost()) && (delta <= 0 || u < std::exp(-delta / temperature))) {
+      current_cost = score.Cost();
+      if (current_cost < best.score.Cost() * (1 - 1e-9)) {
+        best.schedule.order = current.order;
+        best.score = score;
+      }
+    } else {
+      MoveStage(order, j, i);
     }
   }
 }
@@ -199,8 +263,12 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   dq->activation_cap_bytes = ActivationCaps(g, job.cluster);
   dq->cluster = &job.cluster;
   SearchResult best;
+  const auto decode_start = std::chrono::steady_clock::now();
   WEFT_ASSIGN_OR_RETURN(best.schedule, DualQueueSchedule(g, *dq));
   best.score = evaluate(best.schedule);
+  // Wall time of one decode + evaluation: what each MCTS rollout costs.
+  const double evaluation_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - decode_start).count();
   best.schedule.name = "dip-interleave";
   // Keep the best seen: the rule order is a candidate too (the dual-queue rules are a heuristic
   // and can lose a fraction of a percent to 1F1B on balanced graphs).
@@ -229,7 +297,22 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   mo.time_budget_s = 0.75 * time_s;
   if (mo.max_iterations == 0 && mo.time_budget_s <= 0) mo.max_iterations = 50;
   const auto start = std::chrono::steady_clock::now();
-  auto result = algo::MctsSearch(problem, mo);
+  // Under a time budget only: each MCTS worker does at least one synchronization batch
+  // (expansions_per_sync × rollouts evaluations) before it checks the clock. When the share cannot
+  // pay for that (many DP replicas of a large graph), search on one thread with one expansion per
+  // batch, and not at all when even one expansion's rollouts do not fit: the budget holds.
+  bool run_mcts = true;
+  if (mo.max_iterations == 0 && mo.time_budget_s > 0) {
+    const double batch_s = mo.expansions_per_sync * mo.rollouts_per_expansion * evaluation_s;
+    if (mo.time_budget_s < batch_s) {
+      mo.threads = 1;
+      mo.expansions_per_sync = 1;
+    }
+    run_mcts = mo.time_budget_s >= mo.rollouts_per_expansion * evaluation_s;
+  }
+  StatusOr<algo::MctsResult> result =
+      run_mcts ? algo::MctsSearch(problem, mo)
+               : StatusOr<algo::MctsResult>(DeadlineExceededError("search budget too small"));
   if (result.ok()) {  // else keep the default (never worse than dual-queue)
     DualQueueOptions o = *dq;
     o.priority_key = KeysFromOrder(*seg, result->best_assignment);
@@ -243,17 +326,22 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   }
   if (options.polish) {
     const int64_t n = g.num_stages();
-    // Under a work budget: 4 evaluations per stage (1 with a custom evaluator, which runs the
-    // per-rank memory selection each time), at most 2000; under a time budget the deadline binds.
+    // Under a work budget (deterministic): with a custom evaluator (it runs the per-rank memory
+    // selection each time) 1 evaluation per stage, at most 2000; else up to 200 per stage while
+    // the simulated stages stay within 10^4 per work unit (an evaluation simulates n stages), and
+    // never fewer than min(2000, 4 n). Under a time budget: 200 per stage, the deadline binds.
+    const int64_t work_cap =
+        std::max(std::min<int64_t>(2000, 4 * n),
+                 std::min<int64_t>(200 * n, budget.work_budget * 10000 / std::max<int64_t>(1, n)));
     const int64_t max_evaluations =
-        budget.work_budget > 0 ? std::min<int64_t>(2000, (custom_evaluator ? 1 : 4) * n)
+        budget.work_budget > 0 ? (custom_evaluator ? std::min<int64_t>(2000, n) : work_cap)
                                : 200 * n;
     const auto deadline =
         time_s > 0 && budget.work_budget <= 0
             ? start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                           std::chrono::duration<double>(time_s))
             : std::chrono::steady_clock::time_point::max();
-    PolishOrder(best, evaluate, max_evaluations, deadline);
+    PolishOrder(best, evaluate, max_evaluations, deadline, job.seed);
   }
   return best;
 }
