@@ -86,6 +86,13 @@ bench-dip: build
 	  done; } > docs/results_dip.md.tmp
 	mv docs/results_dip.md.tmp docs/results_dip.md
 
+# `pip install ./python` into the project's .venv (scikit-build-core builds the C++ core and _weft
+# from the repository root; a wheel build of its own, so not part of `make test`).
+.PHONY: python-install
+python-install: deps venv
+	$(VENV)/bin/python -m pip install --no-build-isolation ./python
+	cd /tmp && $(CURDIR)/$(VENV)/bin/python -c "import weft; print('weft', weft.__file__, len(weft.strategy_names()), 'strategies')"
+
 format:
 	find include src tools tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
 
