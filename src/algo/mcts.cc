@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -142,14 +143,31 @@ class Search {
     }
   }
 
-  void Rollouts(Pending& p, std::mt19937_64& rng) {
+  // `incumbent_position[a]`: where action a comes in the incumbent (empty: no incumbent).
+  void Rollouts(Pending& p, std::mt19937_64& rng, const std::vector<int>& incumbent_position) {
     const int count = p.terminal ? 1 : options_.rollouts_per_expansion;
+    const double follow = incumbent_position.empty() ? 0.0 : options_.incumbent_rollout_probability;
     std::vector<int> state, actions;
     for (int r = 0; r < count; ++r) {
       state = p.path;
       while (true) {
         problem_.legal_actions(state, actions);
         if (actions.empty()) break;
+        if (follow > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < follow) {
+          int pick = actions[0];
+          int pick_position = std::numeric_limits<int>::max();
+          for (int a : actions) {
+            const int at = a >= 0 && a < static_cast<int>(incumbent_position.size())
+                               ? incumbent_position[a]
+                               : std::numeric_limits<int>::max();
+            if (at < pick_position) {
+              pick = a;
+              pick_position = at;
+            }
+          }
+          state.push_back(pick);
+          continue;
+        }
         state.push_back(actions[std::uniform_int_distribution<size_t>(0, actions.size() - 1)(rng)]);
       }
       const double cost = problem_.cost(state);
@@ -197,10 +215,22 @@ class Search {
                       static_cast<uint64_t>(index), uint64_t{0x9e3779b9}};
     std::mt19937_64 rng(seq);
     std::vector<Pending> batch;
+    std::vector<int> incumbent_position;
     while (true) {
       batch.clear();
       {
         std::lock_guard<std::mutex> lock(mutex_);
+        if (options_.incumbent_rollout_probability > 0) {
+          incumbent_position.clear();
+          const auto& best = result_.best_assignment;
+          for (size_t k = 0; k < best.size(); ++k) {
+            if (best[k] < 0) continue;
+            if (best[k] >= static_cast<int>(incumbent_position.size())) {
+              incumbent_position.resize(best[k] + 1, std::numeric_limits<int>::max());
+            }
+            incumbent_position[best[k]] = std::min(incumbent_position[best[k]], static_cast<int>(k));
+          }
+        }
         for (int b = 0; b < options_.expansions_per_sync; ++b) {
           if (ShouldStop()) break;
           Pending p;
@@ -217,7 +247,7 @@ class Search {
         std::this_thread::yield();
         continue;
       }
-      for (Pending& p : batch) Rollouts(p, rng);
+      for (Pending& p : batch) Rollouts(p, rng, incumbent_position);
       std::lock_guard<std::mutex> lock(mutex_);
       for (const Pending& p : batch) Backpropagate(p);
     }
@@ -267,6 +297,11 @@ Status MctsOptions::Validate() const {
   if (expansions_per_sync < 1) {
     return InvalidArgumentError(fmt::format("mcts_options.expansions_per_sync = {}; must be >= 1",
                                             expansions_per_sync));
+  }
+  if (!(incumbent_rollout_probability >= 0 && incumbent_rollout_probability <= 1)) {
+    return InvalidArgumentError(
+        fmt::format("mcts_options.incumbent_rollout_probability = {}; must be in [0, 1]",
+                    incumbent_rollout_probability));
   }
   return OkStatus();
 }

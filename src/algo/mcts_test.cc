@@ -146,6 +146,30 @@ TEST(MctsSearch, HonoursTimeBudgetAndCancellation) {
   EXPECT_EQ(cancelled.status().code(), StatusCode::kCancelled);
 }
 
+TEST(MctsSearch, IncumbentGuidedRolloutsAreSeededAndFindTheOptimum) {
+  // Rollout steps that follow the best order so far (probability 0.5) keep the search
+  // deterministic with one thread and still find the optimum of small instances.
+  std::mt19937_64 rng(4);
+  for (int instance = 0; instance < 5; ++instance) {
+    const Jobs jobs = RandomJobs(rng, 7);
+    const double optimum = jobs.BruteForce();
+    const MctsOptions options{.max_iterations = 300, .seed = 7,
+                              .incumbent_rollout_probability = 0.5};
+    auto a = MctsSearch(jobs.Problem(), options);
+    auto b = MctsSearch(jobs.Problem(), options);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->best_assignment, b->best_assignment);
+    EXPECT_EQ(a->evaluations, b->evaluations);
+    EXPECT_DOUBLE_EQ(a->best_cost, optimum) << jobs.Describe();
+  }
+  // Always following the incumbent still completes every rollout with legal actions.
+  const Jobs jobs = RandomJobs(rng, 9);
+  auto r = MctsSearch(jobs.Problem(), {.max_iterations = 50, .incumbent_rollout_probability = 1});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->best_assignment.size(), 9u);
+  EXPECT_DOUBLE_EQ(jobs.Cost(r->best_assignment), r->best_cost);
+}
+
 TEST(MctsSearch, ReportsInfeasibleProblemsAndBadOptions) {
   MctsProblem infeasible{
       .legal_actions = [](std::span<const int> partial,
@@ -159,6 +183,10 @@ TEST(MctsSearch, ReportsInfeasibleProblemsAndBadOptions) {
               ::testing::HasSubstr("mcts_options.threads = 0"));
   EXPECT_EQ(MctsSearch(MctsProblem{}, {.max_iterations = 5}).status().code(),
             StatusCode::kInvalidArgument);
+  EXPECT_THAT(MctsSearch(infeasible, {.max_iterations = 5, .incumbent_rollout_probability = 1.5})
+                  .status()
+                  .message(),
+              ::testing::HasSubstr("incumbent_rollout_probability = 1.5"));
 }
 
 }  // namespace

@@ -55,6 +55,11 @@ struct MctsOptions {
   int threads = 1;
   // Expansions a worker selects under one lock acquisition, then rolls out without the lock.
   int expansions_per_sync = 4;
+  // Beyond the paper: probability that a rollout step follows the best complete assignment found
+  // so far (of the legal actions, the one that comes first in it) instead of a uniformly random
+  // legal action; 0 = pure random rollouts. Workers see the incumbent of their last
+  // synchronization.
+  double incumbent_rollout_probability = 0.0;
   // When non-null and set to true, the search stops at the next synchronization.
   const std::atomic<bool>* cancel = nullptr;
 

@@ -289,6 +289,7 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   mo.alpha = options.mcts_alpha;
   mo.beta = options.mcts_beta;
   mo.rollouts_per_expansion = options.mcts_rollouts;
+  mo.incumbent_rollout_probability = options.mcts_incumbent_rollouts;
   mo.seed = job.seed;
   mo.threads = std::max(1, budget.threads);
   mo.max_iterations = budget.work_budget > 0 ? budget.work_budget : 0;

@@ -52,7 +52,7 @@ TEST(RunSearcher, DfsEnumeratesEverythingAndFindsTheOptimum) {
 }
 
 TEST(RunSearcher, RandomAndMctsRespectTheEvaluationBudgetAndAreSeeded) {
-  for (Searcher s : {Searcher::kRandom, Searcher::kMcts}) {
+  for (Searcher s : {Searcher::kRandom, Searcher::kMcts, Searcher::kMctsRandomRollouts}) {
     const SearchRunOptions o = Budget(s, 40, 7);
     auto a = RunSearcher(PermutationProblem(), o);
     auto b = RunSearcher(PermutationProblem(), o);
@@ -82,7 +82,8 @@ TEST(SearchCurve, BestAtAndTimeToReach) {
 }
 
 TEST(Searcher, NamesRoundTrip) {
-  for (Searcher s : {Searcher::kMcts, Searcher::kRandom, Searcher::kDfs}) {
+  for (Searcher s : {Searcher::kMcts, Searcher::kMctsRandomRollouts, Searcher::kRandom,
+                     Searcher::kDfs}) {
     auto parsed = ParseSearcher(SearcherName(s));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, s);
@@ -114,10 +115,11 @@ TEST(Experiments, SearchOnATinyModelGivesATableJsonAndAFigure) {
   auto r = RunExperiment("search", o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_NE(r->markdown.find("| mcts | 1 |"), std::string::npos) << r->markdown;
+  EXPECT_NE(r->markdown.find("| mcts-random-rollouts | 1 |"), std::string::npos);
   EXPECT_NE(r->markdown.find("| random | 1 |"), std::string::npos);
   EXPECT_NE(r->markdown.find("| dfs | 1 |"), std::string::npos);
   EXPECT_NE(r->markdown.find("**Answer (measured)"), std::string::npos);
-  EXPECT_EQ(r->json["runs"].size(), 3u);
+  EXPECT_EQ(r->json["runs"].size(), 4u);
   for (const auto& run : r->json["runs"]) {
     EXPECT_GT(run["evaluations"].get<int64_t>(), 0);
     // The best is never worse than the default order's cost (the default is a legal order only

@@ -63,6 +63,10 @@ struct DipOptions {
   double mcts_alpha = 1.0;             // UCB exponent on the normalized score
   double mcts_beta = 0.5;              // UCB exploration weight
   int mcts_rollouts = 4;               // random rollouts per expansion
+  // Beyond the paper: probability that a rollout step follows the best order found so far
+  // (algo::MctsOptions::incumbent_rollout_probability); 0 = the paper's uniformly random
+  // rollouts. 0.5 reached better orders sooner on VLM-L (docs/results_dip.md, Fig. 11).
+  double mcts_incumbent_rollouts = 0.5;
   int memory_candidates = 8;           // §5.3 S: memory candidates per (F, B) stage pair
   bool memory_offload = true;         // §5.3: offer offload as a per-layer option (host link)
   bool polish = true;  // adjacent-swap polish of the searched order (dip-reorder, dip)

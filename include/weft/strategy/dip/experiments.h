@@ -41,11 +41,14 @@ StatusOr<std::unique_ptr<SearchInstance>> MakeSearchInstance(const JobOptions& j
                                                              int batch_index = 0);
 
 enum class Searcher {
-  kMcts,    // algo::MctsSearch with DIP's default alpha, beta and rollouts
+  kMcts,    // algo::MctsSearch with `dip`'s defaults (DipOptions: alpha, beta, rollouts,
+            // incumbent-guided rollouts)
+  kMctsRandomRollouts,  // the same with the paper's uniformly random rollouts
   kRandom,  // uniformly random legal action at every step; keep the best complete order
   kDfs,     // depth-first enumeration in legal_actions order; keep the best
 };
-std::string_view SearcherName(Searcher searcher);  // "mcts", "random", "dfs"
+// "mcts", "mcts-random-rollouts", "random", "dfs"
+std::string_view SearcherName(Searcher searcher);
 StatusOr<Searcher> ParseSearcher(std::string_view name);
 
 struct SearchCurvePoint {
