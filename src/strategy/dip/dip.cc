@@ -546,8 +546,9 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
                                                    const spec::Batch& batch,
                                                    const PlanBudget& budget) const {
   // Search time per DP replica; `dip` keeps a fifth of the budget for graph builds, the per-rank
-  // selections and the buffer check around its searches.
-  const double share = (variant_ == DipVariant::kFull ? 0.8 : 1.0) /
+  // selections and the buffer check around its searches, the variants a twentieth for their
+  // graph builds and simulations.
+  const double share = (variant_ == DipVariant::kFull ? 0.8 : 0.95) /
                        std::max(1, job.DataParallelSize());
   if (variant_ != DipVariant::kFull) {
     // Without §5.3 the variants use one uniform recompute level per replica: the StaticPlan's
