@@ -165,7 +165,6 @@ void MoveStage(std::vector<int>& order, int i, int j) {
 
 void PolishOrder(SearchResult& best, const Evaluator& evaluate, int64_t max_evaluations,
                  std::chrono::steady_clock::time_point deadline, uint64_t seed) {
-  const auto start = std::chrono::steady_clock::now();
   int64_t evaluations = 0;
   auto spent = [&] {
     return evaluations >= max_evaluations || std::chrono::steady_clock::now() >= deadline;
@@ -208,7 +207,6 @@ void PolishOrder(SearchResult& best, const Evaluator& evaluate, int64_t max_eval
       deadline == std::chrono::steady_clock::time_point::max()
           ? 0
           : std::chrono::duration<double>(deadline - anneal_start).count();
-  (void)start;
   std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
   sched::Schedule current = best.schedule;
   double current_cost = start_cost;
