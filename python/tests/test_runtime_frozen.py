@@ -44,9 +44,11 @@ def _check(model_path: str, jobs: list, first: dict, trained: set[str], frozen: 
     return runs
 
 
-def test_frozen_vit_and_lm_train_only_the_projector():
+@pytest.mark.parametrize("strategy", ["megatron-1f1b", "zb-h1"])
+def test_frozen_vit_and_lm_train_only_the_projector(strategy):
+    # zb-h1 splits backward into I and W: the frozen LM gets backward_input only.
     path = os.path.join(DATA_DIR, "tiny-vlm-frozen.yaml")
-    first, jobs = plan_jobs("megatron-1f1b", path, iterations=3, data="coco-llava", gpus=4,
+    first, jobs = plan_jobs(strategy, path, iterations=3, data="coco-llava", gpus=4,
                             pipeline_size=4)
     model = weft.load_model(path)
     index = {m["name"]: i for i, m in enumerate(model["modules"])}
@@ -54,6 +56,10 @@ def test_frozen_vit_and_lm_train_only_the_projector():
     # input-gradient backward so the projector gets its gradient.
     assert index["vision"] not in _backward_modules(jobs)
     assert {index["projector"], index["llm"]} <= _backward_modules(jobs)
+    if strategy == "zb-h1":
+        weight = {a["stage"]["module"] for job in jobs for r in job["plan"]["ranks"]
+                  for a in r["actions"] if a["op"] == "backward_weight"}
+        assert index["projector"] in weight and index["llm"] not in weight
     _check(path, jobs, first, trained={"projector"}, frozen={"vision", "llm"})
 
 
