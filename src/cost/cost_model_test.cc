@@ -153,7 +153,10 @@ TEST(CostModelCollectives, TensorParallelUsesAllReduceWithoutSpAndRsAgWithSp) {
   auto count = [&](bool sp, Pass pass, CollectiveKind kind) {
     OpBuildContext ctx{.shape = TokenShape::Uniform(2048), .parallel = Par(4, sp)};
     int n = 0;
-    for (const Op& op : *BuildLayerOps(m, 1, ctx)) {
+    // Keep the StatusOr alive: a range-for over `*temporary` would read a destroyed vector.
+    const auto ops = BuildLayerOps(m, 1, ctx);
+    EXPECT_TRUE(ops.ok());
+    for (const Op& op : *ops) {
       if (op.kind == OpKind::kCollective && op.pass == pass && op.collective == kind) {
         EXPECT_DOUBLE_EQ(op.net_bytes, 2.0 * 2048 * 4096);
         EXPECT_EQ(op.group_size, 4);
