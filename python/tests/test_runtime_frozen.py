@@ -2,9 +2,7 @@
 and no SGD step; weft plans no backward for a frozen module with nothing trainable upstream and an
 input-gradient backward for one with a trainable module upstream (Cornstarch's frozen-status
 rule); executing those plans on 4 worker processes equals the single-process reference."""
-import json
 import os
-import random
 
 import pytest
 
@@ -64,20 +62,12 @@ def test_frozen_vit_and_lm_train_only_the_projector(strategy):
 
 
 @pytest.mark.parametrize("strategy", ["megatron-1f1b", "dip"])
-def test_frozen_vision_branch_of_a_fan_in(tmp_path, strategy):
+def test_frozen_vision_branch_of_a_fan_in(valm_data, strategy):
     # The LM's first chunk takes the vision projector's and the audio projector's outputs but
     # sends a gradient to the audio projector only: gradients go to the producer the buffer names.
-    rnd = random.Random(3)
-    data = tmp_path / "valm.jsonl"
-    with open(data, "w") as f:
-        for i in range(16):
-            f.write(json.dumps({"id": i, "text_tokens": rnd.randint(8, 40),
-                                "images": [{"w": 56, "h": 56}] * rnd.randint(1, 2),
-                                "audios": [{"duration_s": round(rnd.uniform(0.3, 1.5), 2)}]})
-                    + "\n")
     path = os.path.join(DATA_DIR, "tiny-valm-frozen-vision.yaml")
     kwargs = {"budget_s": 0.3} if strategy == "dip" else {}
-    first, jobs = plan_jobs(strategy, path, iterations=2, data=str(data), gpus=4,
+    first, jobs = plan_jobs(strategy, path, iterations=2, data=valm_data, gpus=4,
                             pipeline_size=4, **kwargs)
     model = weft.load_model(path)
     index = {m["name"]: i for i, m in enumerate(model["modules"])}

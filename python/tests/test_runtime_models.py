@@ -15,25 +15,11 @@ from weft.runtime.model import MicrobatchData, audio_window_tokens  # noqa: E402
 import weft  # noqa: E402
 
 
-def _valm_data(path) -> str:
-    """16 samples, each with 1-2 fixed-size images and one 0.3-1.5 s audio clip (no generator
-    profile mixes images and audio)."""
-    rnd = random.Random(3)
-    with open(path, "w") as f:
-        for i in range(16):
-            f.write(json.dumps({"id": i, "text_tokens": rnd.randint(8, 40),
-                                "images": [{"w": 56, "h": 56}] * rnd.randint(1, 2),
-                                "audios": [{"duration_s": round(rnd.uniform(0.3, 1.5), 2)}]})
-                    + "\n")
-    return str(path)
-
-
-def test_valm_token_counts_match_weft_workload(tmp_path):
+def test_valm_token_counts_match_weft_workload(valm_data):
     # The runtime's samples have exactly the tokens weft planned for: audio windows padded to
     # max_source_positions for the encoder, unpadded for the LM; LM sequences = images + audio +
     # text.
-    data = _valm_data(tmp_path / "valm.jsonl")
-    r = weft.plan("megatron-1f1b", "tiny-valm", data=data, iteration=0, seed=1, gpus=4,
+    r = weft.plan("megatron-1f1b", "tiny-valm", data=valm_data, iteration=0, seed=1, gpus=4,
                   pipeline_size=4)
     model = weft.load_model("tiny-valm")
     batch = r["batch"]
@@ -52,13 +38,12 @@ def test_valm_token_counts_match_weft_workload(tmp_path):
             "tiny-valm", "vision", batch, seqs))
 
 
-def test_valm_plan_execution_matches_single_process_reference(tmp_path):
+def test_valm_plan_execution_matches_single_process_reference(valm_data):
     # megatron-1f1b and zb-h1 plans, 3 iterations each (different batches), on one spawn of 4
     # workers; the reference runs the same batches with the same SGD steps.
-    data = _valm_data(tmp_path / "valm.jsonl")
     first, jobs = None, []
     for strategy in ["megatron-1f1b", "zb-h1"]:
-        f, j = plan_jobs(strategy, "tiny-valm", iterations=3, data=data, gpus=4, pipeline_size=4)
+        f, j = plan_jobs(strategy, "tiny-valm", iterations=3, data=valm_data, gpus=4, pipeline_size=4)
         assert f["pipeline_size"] == 4
         first = first or f
         assert f["chunks"] == first["chunks"]
@@ -83,12 +68,11 @@ def test_valm_plan_execution_matches_single_process_reference(tmp_path):
     assert len({round(r["loss"], 6) for r in runs}) == len(runs)
 
 
-def test_valm_dip_sub_microbatches_match_the_reference(tmp_path):
+def test_valm_dip_sub_microbatches_match_the_reference(valm_data):
     # DIP slices each module's instances into sub-microbatches (images, audio windows, clips,
     # sequences); the stage graph routes each slice's rows to the consumer slices that hold its
     # samples, and the runtime executes exactly that routing: same loss, gradients and weights.
-    data = _valm_data(tmp_path / "valm.jsonl")
-    first, jobs = plan_jobs("dip", "tiny-valm", iterations=2, data=data, gpus=4,
+    first, jobs = plan_jobs("dip", "tiny-valm", iterations=2, data=valm_data, gpus=4,
                             pipeline_size=4, budget_s=0.3)
     subs = {(a["stage"]["module"], a["stage"].get("sub", 0)) for job in jobs
             for r in job["plan"]["ranks"] for a in r["actions"] if a["op"] == "forward"}

@@ -143,6 +143,19 @@ class Search {
     }
   }
 
+  // positions[a] = the first index of action a in `assignment` (int max when absent).
+  static void PositionsOf(const std::vector<int>& assignment, std::vector<int>& positions) {
+    positions.clear();
+    for (size_t k = 0; k < assignment.size(); ++k) {
+      const int a = assignment[k];
+      if (a < 0) continue;
+      if (a >= static_cast<int>(positions.size())) {
+        positions.resize(a + 1, std::numeric_limits<int>::max());
+      }
+      positions[a] = std::min(positions[a], static_cast<int>(k));
+    }
+  }
+
   // `incumbent_position[a]`: where action a comes in the incumbent (empty: no incumbent).
   void Rollouts(Pending& p, std::mt19937_64& rng, const std::vector<int>& incumbent_position) {
     const int count = p.terminal ? 1 : options_.rollouts_per_expansion;
@@ -221,15 +234,7 @@ class Search {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (options_.incumbent_rollout_probability > 0) {
-          incumbent_position.clear();
-          const auto& best = result_.best_assignment;
-          for (size_t k = 0; k < best.size(); ++k) {
-            if (best[k] < 0) continue;
-            if (best[k] >= static_cast<int>(incumbent_position.size())) {
-              incumbent_position.resize(best[k] + 1, std::numeric_limits<int>::max());
-            }
-            incumbent_position[best[k]] = std::min(incumbent_position[best[k]], static_cast<int>(k));
-          }
+          PositionsOf(result_.best_assignment, incumbent_position);
         }
         for (int b = 0; b < options_.expansions_per_sync; ++b) {
           if (ShouldStop()) break;

@@ -160,8 +160,7 @@ class RankExecutor:
         buffers: dict[int, torch.Tensor] = {}
         sends: dict[int, object] = {}
         recvs: dict[int, tuple[object, torch.Tensor]] = {}
-        saved: dict[tuple, tuple] = {}  # (inputs, output[, output grad])
-        saved_inputs: dict[tuple, list[int]] = {}  # the forward's input buffer ids
+        saved: dict[tuple, tuple] = {}  # (input buffer ids, inputs, output[, output grad])
         loss = 0.0
         for i, a in enumerate(rank_plan["actions"]):
             t_start_s = time.perf_counter() if on_action is not None else 0.0
@@ -195,8 +194,7 @@ class RankExecutor:
                           for n in sources]
                 data = view_of(st["module"], mb, st.get("sub", 0))[0]
                 out = chunk(joined, data, sources)
-                saved[key] = (inputs, out)
-                saved_inputs[key] = a["inputs"]
+                saved[key] = (a["inputs"], inputs, out)
                 if out.dim() == 0:
                     loss += float(out.detach())
                 for b in a["outputs"]:
@@ -210,10 +208,10 @@ class RankExecutor:
             elif op in ("backward", "backward_input", "backward_weight"):
                 if key not in saved:
                     self._fail(i, a, "no forward of this stage ran before")
-                inputs, out = saved[key][:2]
+                input_ids, inputs, out = saved[key][:3]
                 grad = None
-                if op == "backward_weight" and len(saved[key]) == 3:
-                    grad = saved[key][2]  # the output gradient its backward_input consumed
+                if op == "backward_weight" and len(saved[key]) == 4:
+                    grad = saved[key][3]  # the output gradient its backward_input consumed
                 elif out.dim() != 0:
                     if not a["inputs"] and out.numel() != 0:
                         self._fail(i, a, "no output gradient among the inputs")
@@ -234,7 +232,6 @@ class RankExecutor:
                         if g is not None:
                             p.grad = g if p.grad is None else p.grad + g
                     del saved[key]
-                    saved_inputs.pop(key, None)
                     if on_action is not None:
                         on_action(i, a, t_start_s, time.perf_counter())
                     continue
@@ -243,20 +240,18 @@ class RankExecutor:
                 live = out.requires_grad
                 if op == "backward_input":
                     igrads = torch.autograd.grad(out, inputs, grad, retain_graph=True,
-                                                 allow_unused=True) if inputs and live else []
-                    saved[key] = (inputs, out, grad)
+                                                 allow_unused=True) \
+                        if inputs and live else [None] * len(inputs)
+                    saved[key] = (input_ids, inputs, out, grad)
                 else:
                     if live:
                         out.backward(grad)
                     igrads = [x.grad for x in inputs]
                     del saved[key]
-                igrads = list(igrads) + [None] * (len(inputs) - len(igrads))
-                for b, x_index in self._gradient_targets(i, a, saved_inputs[key], ends):
+                for b, x_index in self._gradient_targets(i, a, input_ids, ends):
                     g, x = igrads[x_index], inputs[x_index]
                     buffers[b] = (g if g is not None else torch.zeros_like(x)).detach() \
                         .reshape(specs[b])
-                if op == "backward":
-                    del saved_inputs[key]
             elif op == "isend":
                 b = a["buffer"]
                 if b not in buffers:

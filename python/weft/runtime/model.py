@@ -176,8 +176,7 @@ class ModuleChunk(torch.nn.Module):
         """A frozen module (spec `frozen: true`) has no weight gradients: its parameters do not
         require grad, so a backward through it computes input gradients only (Cornstarch's
         frozen-status rule; weft plans no backward at all when nothing upstream trains)."""
-        self.frozen = bool(self.spec.get("frozen", False))
-        if self.frozen:
+        if self.spec.get("frozen", False):
             for p in self.parameters():
                 p.requires_grad_(False)
 
