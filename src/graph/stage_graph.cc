@@ -1,5 +1,6 @@
 #include "weft/graph/stage_graph.h"
 
+#include <algorithm>
 #include <cmath>
 #include <queue>
 
@@ -52,6 +53,21 @@ StageId StageGraph::AddStage(const Stage& stage) {
 void StageGraph::AddEdge(StageId from, StageId to, int64_t bytes) {
   finalized_ = false;
   edges_.push_back(Edge{from, to, bytes});
+}
+
+void StageGraph::AddEdge(const Edge& edge) {
+  finalized_ = false;
+  edges_.push_back(edge);
+}
+
+SampleSetId StageGraph::AddSampleSet(std::vector<int32_t> samples) {
+  std::sort(samples.begin(), samples.end());
+  samples.erase(std::unique(samples.begin(), samples.end()), samples.end());
+  if (!sample_sets_.empty() && sample_sets_.back() == samples) {
+    return static_cast<SampleSetId>(sample_sets_.size() - 1);
+  }
+  sample_sets_.push_back(std::move(samples));
+  return static_cast<SampleSetId>(sample_sets_.size() - 1);
 }
 
 void StageGraph::Reserve(int num_stages, int num_edges) {
@@ -111,6 +127,13 @@ Status StageGraph::Finalize() {
           "stages[{}]: chunk = {}, microbatch = {}, sub_microbatch = {}; must be >= 0", i, s.chunk,
           s.microbatch, s.sub_microbatch));
     }
+    if (s.samples < -1 || s.samples >= num_sample_sets() || s.instance_begin < 0 ||
+        s.instance_end < s.instance_begin) {
+      return InvalidArgumentError(fmt::format(
+          "stages[{}]: samples = {}, instances [{}, {}); need a sample set in [-1, {}) and "
+          "0 <= begin <= end",
+          i, s.samples, s.instance_begin, s.instance_end, num_sample_sets()));
+    }
   }
   for (int e = 0; e < num_edges(); ++e) {
     const Edge& edge = edges_[e];
@@ -124,6 +147,11 @@ Status StageGraph::Finalize() {
     }
     if (edge.bytes < 0) {
       return InvalidArgumentError(fmt::format("edges[{}].bytes = {}; must be >= 0", e, edge.bytes));
+    }
+    if (edge.samples < -1 || edge.samples >= num_sample_sets() || edge.rows < -1) {
+      return InvalidArgumentError(fmt::format(
+          "edges[{}]: samples = {}, rows = {}; need a sample set in [-1, {}) and rows >= -1", e,
+          edge.samples, edge.rows, num_sample_sets()));
     }
   }
   // CSR by counting sort (stable: insertion order inside each stage).

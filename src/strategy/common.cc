@@ -133,7 +133,7 @@ StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
                             .split_backward = plan.split_backward,
                             .keep_empty_stages = plan.keep_empty_stages};
   const int llm = data::FirstLlmModule(job.model);
-  for (const auto& microbatches : split.replicas) {
+  for (auto& microbatches : split.replicas) {
     ReplicaPlan replica;
     WEFT_ASSIGN_OR_RETURN(replica.graph,
                           BuildStageGraph(job.model, plan.placement, batch, microbatches,
@@ -154,6 +154,7 @@ StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
       }
     }
     for (const auto& stage : replica.graph.stages()) out.model_flops += stage.flops;
+    replica.microbatches = std::move(microbatches);
     out.replicas.push_back(std::move(replica));
   }
   out.plan_time_s =

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -45,6 +46,8 @@ struct FlowStages {
   std::vector<graph::GroupId> group;     // group of each chunk
   double output_bytes = 0;               // what its last chunk sends downstream
   int instance_begin = 0, instance_end = 0;  // its instances of the module's workload
+  graph::SampleSetId samples = -1;           // the samples of those instances
+  int64_t rows = 0;                          // tokens of those instances (activation rows)
   std::vector<double> chunk_output_bytes;  // per chunk: bytes to the next chunk
 };
 
@@ -52,9 +55,13 @@ struct FlowStages {
 // an encoder's instance goes to the projector instance of the same (sample, item); otherwise a
 // segment goes to the consumer instances holding its sample. nullopt when the workloads do not
 // say where their tokens come from.
-std::optional<int64_t> RoutedTokens(const data::ModuleWorkload& pw, int pb, int pe,
-                                    const data::ModuleWorkload& cw, int cb, int ce,
-                                    bool by_item) {
+struct Routed {
+  int64_t tokens = 0;
+  std::vector<int32_t> samples;  // samples whose tokens are routed
+};
+std::optional<Routed> RoutedTokens(const data::ModuleWorkload& pw, int pb, int pe,
+                                   const data::ModuleWorkload& cw, int cb, int ce,
+                                   bool by_item) {
   std::set<std::pair<int32_t, int32_t>> wanted;  // (sample, item); item = -1 when by sample
   for (int j = cb; j < ce; ++j) {
     const auto& inst = cw.instances[j];
@@ -62,31 +69,51 @@ std::optional<int64_t> RoutedTokens(const data::ModuleWorkload& pw, int pb, int 
     if (by_item && inst.item < 0) return std::nullopt;
     for (int32_t sample : inst.segment_samples) wanted.insert({sample, by_item ? inst.item : -1});
   }
-  int64_t tokens = 0;
+  Routed out;
   for (int i = pb; i < pe; ++i) {
     const auto& inst = pw.instances[i];
     if (inst.segment_samples.size() != inst.segment_tokens.size()) return std::nullopt;
     if (by_item && inst.item < 0) return std::nullopt;
     for (size_t k = 0; k < inst.segment_tokens.size(); ++k) {
       if (wanted.count({inst.segment_samples[k], by_item ? inst.item : -1})) {
-        tokens += inst.segment_tokens[k];
+        out.tokens += inst.segment_tokens[k];
+        out.samples.push_back(inst.segment_samples[k]);
       }
     }
   }
-  return tokens;
+  return out;
+}
+
+// The samples of instances [begin, end) of `w`; empty when the workload has no provenance.
+std::vector<int32_t> InstanceSamples(const data::ModuleWorkload& w, int begin, int end,
+                                     int64_t* tokens) {
+  std::vector<int32_t> out;
+  *tokens = 0;
+  for (int j = begin; j < end; ++j) {
+    const auto& inst = w.instances[j];
+    for (int32_t t : inst.segment_tokens) *tokens += t;
+    for (int32_t sample : inst.segment_samples) {
+      if (sample >= 0) out.push_back(sample);
+    }
+  }
+  return out;
 }
 
 // Edges inside one module's flow: F(k)→B(k) and B→W on each chunk, and the chain of chunks
 // (activations forward, gradients back). Replicated modules have independent copies: no chain.
 void LinkChunkChain(const FlowStages& flow, bool replicated, graph::StageGraph& g) {
   for (size_t k = 0; k < flow.forward.size(); ++k) {
-    if (flow.backward[k] >= 0) g.AddEdge(flow.forward[k], flow.backward[k], 0);
-    if (flow.weight[k] >= 0) g.AddEdge(flow.backward[k], flow.weight[k], 0);
+    auto add = [&](graph::StageId from, graph::StageId to, int64_t bytes, int64_t rows) {
+      g.AddEdge(graph::Edge{.from = from, .to = to, .bytes = bytes, .samples = flow.samples,
+                            .rows = rows});
+    };
+    if (flow.backward[k] >= 0) add(flow.forward[k], flow.backward[k], 0, 0);
+    if (flow.weight[k] >= 0) add(flow.backward[k], flow.weight[k], 0, 0);
     if (replicated || k == 0) continue;
     const auto bytes = static_cast<int64_t>(flow.chunk_output_bytes[k - 1]);
-    g.AddEdge(flow.forward[k - 1], flow.forward[k], bytes);
+    add(flow.forward[k - 1], flow.forward[k], bytes, flow.rows);
     if (flow.backward[k] >= 0 && flow.backward[k - 1] >= 0) {
-      g.AddEdge(flow.backward[k], flow.backward[k - 1], bytes);
+      add(flow.backward[k], flow.backward[k - 1], bytes, flow.rows);
     }
   }
 }
@@ -250,6 +277,15 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
     std::vector<std::vector<FlowStages>> flows(num_modules);
     std::vector<int64_t> module_tokens(num_modules, 0);
     std::vector<data::ModuleWorkload> works(num_modules);
+    // Every sample of the microbatch (for stages whose workload does not say which it holds).
+    std::vector<int32_t> mb_samples;
+    for (int seq : microbatches[mb]) {
+      if (batch.sequences.empty()) {
+        mb_samples.push_back(seq);
+      } else if (seq >= 0 && seq < static_cast<int>(batch.sequences.size())) {
+        for (int sample : batch.sequences[seq].sample_indices) mb_samples.push_back(sample);
+      }
+    }
     for (int i : order) {
       if (chunks_of[i].empty()) continue;
       WEFT_ASSIGN_OR_RETURN(
@@ -261,6 +297,7 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
         if (!options.keep_empty_stages) continue;
         // Zero-time pass-through stages on every chunk (no activations, no bytes).
         FlowStages flow;
+        flow.samples = g.AddSampleSet({});
         const bool has_backward = mode[i] != cost::BackwardMode::kNone;
         for (int ci : chunks_of[i]) {
           const Chunk& chunk = placement.chunks[ci];
@@ -270,6 +307,7 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
           f.chunk = chunk.chunk;
           f.microbatch = mb;
           f.pass = graph::Pass::kForward;
+          f.samples = flow.samples;
           flow.forward.push_back(g.AddStage(f));
           flow.group.push_back(chunk.group);
           flow.chunk_output_bytes.push_back(0);
@@ -306,7 +344,7 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
             const auto r = RoutedTokens(works[p], 0, works[p].NumInstances(), w, begin, end,
                                         /*by_item=*/false);
             if (!r) known = false;
-            routed_context += r.value_or(0);
+            routed_context += r ? r->tokens : 0;
           }
           if (known) sub_context = routed_context;
         }
@@ -314,6 +352,8 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
         FlowStages flow;
         flow.instance_begin = begin;
         flow.instance_end = end;
+        std::vector<int32_t> samples = InstanceSamples(w, begin, end, &flow.rows);
+        flow.samples = g.AddSampleSet(samples.empty() ? mb_samples : std::move(samples));
         const double out_bytes =
             cost::OutputActivationBytes(model.modules[i], shape, parallel);
         // Every chunk of a cross-attending module needs the context: it travels with the
@@ -335,6 +375,9 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
           f.microbatch = mb;
           f.sub_microbatch = s;
           f.pass = graph::Pass::kForward;
+          f.instance_begin = begin;
+          f.instance_end = end;
+          f.samples = flow.samples;
           f.latency_s = recompute == cost::Recompute::kOffload
                             ? std::max(c.forward_s, c.offload_transfer_s)
                             : c.forward_s;
@@ -407,22 +450,37 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
           // Sub-microbatches: each consumer gets exactly its instances' tokens (no edge where it
           // takes none); empty flows and workloads without provenance split evenly.
           auto bytes = static_cast<int64_t>(pf.output_bytes / consumer_subs);
+          graph::SampleSetId carried = -1;
+          int64_t rows = -1;
           if (pf.instance_end > pf.instance_begin && cf.instance_end > cf.instance_begin) {
-            const auto routed =
+            auto routed =
                 RoutedTokens(works[p], pf.instance_begin, pf.instance_end, works[c],
                              cf.instance_begin, cf.instance_end, by_item);
             if (routed) {
-              if (*routed == 0) continue;
+              if (routed->tokens == 0) continue;
               cost::TokenShape shape;
-              shape.tokens = *routed;
+              shape.tokens = routed->tokens;
               bytes = static_cast<int64_t>(
                   cost::OutputActivationBytes(model.modules[p], shape, placement.parallel[p]));
+              carried = g.AddSampleSet(std::move(routed->samples));
+              rows = routed->tokens;
             }
           }
+          if (carried < 0) {
+            // No provenance: the samples both ends hold.
+            std::vector<int32_t> both;
+            const auto a = g.sample_set(pf.samples);
+            const auto b = g.sample_set(cf.samples);
+            std::set_intersection(a.begin(), a.end(), b.begin(), b.end(),
+                                  std::back_inserter(both));
+            carried = g.AddSampleSet(std::move(both));
+          }
           auto link = [&](size_t pk, size_t ck) {
-            g.AddEdge(pf.forward[pk], cf.forward[ck], bytes);
+            g.AddEdge(graph::Edge{.from = pf.forward[pk], .to = cf.forward[ck], .bytes = bytes,
+                                  .samples = carried, .rows = rows});
             if (cf.backward[ck] >= 0 && pf.backward[pk] >= 0) {
-              g.AddEdge(cf.backward[ck], pf.backward[pk], bytes);
+              g.AddEdge(graph::Edge{.from = cf.backward[ck], .to = pf.backward[pk],
+                                    .bytes = bytes, .samples = carried, .rows = rows});
             }
           };
           if (placement.IsReplicated(p)) {

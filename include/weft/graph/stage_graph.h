@@ -24,6 +24,9 @@ namespace weft::graph {
 using StageId = int32_t;
 using GroupId = int32_t;
 using EdgeId = int32_t;
+// A set of batch samples (indices into the iteration's spec::Batch::samples, ascending) in the
+// graph's table (StageGraph::sample_set). -1 = unknown (a graph built without a batch).
+using SampleSetId = int32_t;
 
 enum class Pass : uint8_t {
   kForward,
@@ -75,12 +78,21 @@ struct Stage {
   // Per-layer memory options (DIP §5.3): how many of the chunk's layers use none / selective /
   // full / offload (index = Recompute), layers in that order; all zero = every layer `recompute`.
   std::array<int16_t, 4> recompute_layers{};
+  // The data assignment: the module's workload instances [instance_begin, instance_end) of this
+  // (sub-)microbatch (data::ModuleWorkload order) and the samples they belong to.
+  int32_t instance_begin = 0;
+  int32_t instance_end = 0;
+  SampleSetId samples = -1;
 };
 
 struct Edge {
   StageId from = 0;
   StageId to = 0;
   int64_t bytes = 0;  // per GPU sent from `from`'s group to `to`'s group; free on the same group
+  // What the edge carries: the samples whose tokens cross it and the token rows (of the
+  // producer's output) that belong to them. -1 = unknown; rows = 0 for control edges (F -> B).
+  SampleSetId samples = -1;
+  int64_t rows = -1;
 };
 
 class StageGraph {
@@ -91,6 +103,9 @@ class StageGraph {
   GroupId AddGroup(DeviceGroup group);
   StageId AddStage(const Stage& stage);
   void AddEdge(StageId from, StageId to, int64_t bytes = 0);
+  void AddEdge(const Edge& edge);
+  // Adds a sample set (sorted and deduplicated here); equal consecutive sets share one id.
+  SampleSetId AddSampleSet(std::vector<int32_t> samples);
   void SetModuleNames(std::vector<std::string> names) { module_names_ = std::move(names); }
   void Reserve(int num_stages, int num_edges);
 
@@ -109,6 +124,12 @@ class StageGraph {
   std::span<const DeviceGroup> groups() const { return groups_; }
   std::span<const Edge> edges() const { return edges_; }
   const std::vector<std::string>& module_names() const { return module_names_; }
+  int num_sample_sets() const { return static_cast<int>(sample_sets_.size()); }
+  // Empty for -1 or an id out of range.
+  std::span<const int32_t> sample_set(SampleSetId id) const {
+    if (id < 0 || id >= num_sample_sets()) return {};
+    return sample_sets_[id];
+  }
 
   // After Finalize(): edge ids leaving / entering a stage (in insertion order), and a
   // topological order of all stages (deterministic: Kahn's algorithm, smallest id first).
@@ -128,6 +149,7 @@ class StageGraph {
   std::vector<Stage> stages_;
   std::vector<Edge> edges_;
   std::vector<std::string> module_names_;
+  std::vector<std::vector<int32_t>> sample_sets_;
   bool finalized_ = false;
   std::vector<int32_t> out_begin_, in_begin_;  // CSR offsets, size num_stages + 1
   std::vector<EdgeId> out_ids_, in_ids_;

@@ -42,10 +42,6 @@ struct GraphBuildOptions {
   double weight_grad_activation_fraction = 0.5;
 };
 
-// The microbatches of one DP replica: indices into batch.sequences (or batch.samples when the
-// batch is not packed).
-using Microbatches = std::vector<std::vector<int>>;
-
 struct BatchSplit {
   std::vector<Microbatches> replicas;  // [replica][microbatch] -> sequence indices
   int microbatches_used = 0;           // per replica (given vs used: may be fewer than asked)

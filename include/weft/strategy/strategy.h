@@ -8,6 +8,7 @@
 //
 // Thread-safety: strategies are immutable after construction; Prepare and PlanIteration are
 // const and may run concurrently for different batches (the CostModel is thread-safe).
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -85,8 +86,16 @@ struct StaticPlan {
   bool keep_empty_stages = false;  // see GraphBuildOptions::keep_empty_stages
 };
 
-// One DP replica's stage graph and schedule.
+// The microbatches of one DP replica: indices into batch.sequences (or batch.samples when the
+// batch is not packed), one list per microbatch.
+using Microbatches = std::vector<std::vector<int>>;
+
+// One DP replica's data assignment, stage graph and schedule. `microbatches` is the replica's
+// share of the batch as planned; the graph's stages and edges name the samples they hold
+// (graph::Stage::samples, graph::Edge::samples). Compile, the service fallback and the runtime
+// read these; nothing re-splits the batch.
 struct ReplicaPlan {
+  Microbatches microbatches;
   graph::StageGraph graph;
   sched::Schedule schedule;
   double samples = 0;  // samples and LLM tokens this replica trains on
@@ -105,6 +114,10 @@ struct PlanBudget {
   double time_budget_s = 1.0;
   int64_t work_budget = 0;   // deterministic work units (0 = unlimited)
   int threads = 1;
+  uint64_t seed = 0;         // search seed; 0 = the job's seed
+  // Set by the caller (e.g. PlannerService's destructor) to stop a search early; the strategy
+  // returns its best plan so far. May be null.
+  const std::atomic<bool>* interrupt = nullptr;
 };
 
 class Strategy {

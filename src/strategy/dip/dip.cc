@@ -631,8 +631,6 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
         scores.push_back(r.score);
         return std::move(r.schedule);
       }));
-  WEFT_ASSIGN_OR_RETURN(BatchSplit split, SplitBatch(batch, job.DataParallelSize(),
-                                                     job.parallel.num_microbatches));
   std::map<std::pair<int, int>, int> layers_of;  // (group, local chunk) -> layers
   for (const auto& c : plan.placement.chunks) layers_of[{c.group, c.chunk}] = c.num_layers;
   int memory_replicas = 0, uniform_replicas = 0, milp_ranks = 0, skipped_replicas = 0,
@@ -661,7 +659,7 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
                           .recompute = std::vector<cost::Recompute>(job.model.modules.size(), level),
                           .split_backward = false};
       WEFT_ASSIGN_OR_RETURN(auto g, BuildStageGraph(job.model, plan.placement, batch,
-                                                    split.replicas[r], *job.cost_model,
+                                                    out.replicas[r].microbatches, *job.cost_model,
                                                     job.workload, o));
       variants.push_back(std::move(g));
     }

@@ -1,0 +1,107 @@
+#pragma once
+// Planner: the one object between a job and a deployable plan. Built once from the job (model,
+// cluster, parallel configuration, data source), a strategy and options; owns the cost model,
+// the strategy, its static plan and the one memory policy. Every front end (CLI compare /
+// simulate / plan / bench, the Python API, PlannerService, the paper experiments) plans through
+// it, so a plan that leaves the library was made, memory-checked, evaluated and compiled the
+// same way wherever it came from.
+//
+//   auto planner = strategy::Planner::Create({.model = "vlm-s"}, "dip");
+//   auto batches = (*planner)->Batches(0, 10);
+//   auto planned = (*planner)->Plan((*batches)[0]);          // IterationPlan + evaluation
+//   auto plan = (*planner)->Compile(*planned, /*replica=*/0); // validated ExecutionPlan
+//
+// The memory policy (MemoryPolicy below) is applied to every plan: rule-based, searched, served
+// by PlannerService, or the fallback. A strategy that chooses recomputation itself says so once:
+// Strategy::ManagesMemory().
+//
+// Thread-safety: after Create, every const method may run concurrently (the strategy and the
+// cost model are thread-safe); the Planner must outlive the calls.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/common/status.h"
+#include "weft/plan/plan.h"
+#include "weft/sim/simulator.h"
+#include "weft/strategy/common.h"
+#include "weft/strategy/compare.h"
+#include "weft/strategy/strategy.h"
+
+namespace weft::strategy {
+
+// How a plan is made to fit GPU memory.
+enum class MemoryPolicy {
+  // The strategy decides per stage or per layer (Strategy::ManagesMemory()); its plan is kept.
+  kStrategy,
+  // The static plan fixes recomputation per module; the plan is kept (it may not fit: the
+  // evaluation says oom).
+  kFixed,
+  // What a user of a rule-based system does: no recomputation, else uniform selective, else
+  // uniform full recomputation of every module; the first level whose simulation fits is kept.
+  kFirstUniformLevelThatFits,
+};
+std::string_view MemoryPolicyName(MemoryPolicy policy);
+
+struct PlannerOptions {
+  PlanBudget budget;    // default search budget of Plan()
+  sim::SimOptions sim;  // options of every evaluation
+};
+
+class Planner {
+ public:
+  // Sets the job up from names (JobOptions), makes the strategy and its static plan.
+  static StatusOr<std::unique_ptr<Planner>> Create(const JobOptions& job,
+                                                   std::string_view strategy,
+                                                   PlannerOptions options = {});
+  // From a job set up by the caller (e.g. a modified JobSetup) and a strategy object.
+  static StatusOr<std::unique_ptr<Planner>> Create(std::unique_ptr<JobSetup> setup,
+                                                   std::unique_ptr<Strategy> strategy,
+                                                   PlannerOptions options = {});
+  // From a job set up by the caller and a strategy object with a static plan the caller chose
+  // (the paper experiments vary it).
+  static StatusOr<std::unique_ptr<Planner>> Create(std::unique_ptr<JobSetup> setup,
+                                                   std::unique_ptr<Strategy> strategy,
+                                                   StaticPlan static_plan,
+                                                   PlannerOptions options = {});
+
+  const Job& job() const { return setup_->job; }
+  const JobSetup& setup() const { return *setup_; }
+  const Strategy& strategy() const { return *strategy_; }
+  const StaticPlan& static_plan() const { return static_plan_; }
+  const PlannerOptions& options() const { return options_; }
+  MemoryPolicy memory_policy() const { return memory_policy_; }
+
+  // Global batches of iterations [first, first + count) (MakeIterationBatches).
+  StatusOr<std::vector<spec::Batch>> Batches(int64_t first, int count) const;
+
+  // Plans one batch with the strategy and the memory policy and evaluates it.
+  StatusOr<PlannedIteration> Plan(const spec::Batch& batch) const;
+  StatusOr<PlannedIteration> Plan(const spec::Batch& batch, const PlanBudget& budget) const;
+  // The safe rule plan of a batch: the static plan's placement ordered by 1F1B where the graph
+  // allows it, else GPipe; memory policy kFirstUniformLevelThatFits unless the static plan fixes
+  // recomputation. PlannerService serves it when a search misses its deadline.
+  StatusOr<PlannedIteration> Fallback(const spec::Batch& batch) const;
+  // Simulates every replica of a plan (the evaluation Plan() returns).
+  StatusOr<IterationEvaluation> Evaluate(const IterationPlan& plan) const;
+
+  // The deployable plan of one DP replica of `planned` (validated: a plan the validator
+  // rejects is an error, never returned).
+  StatusOr<plan::ExecutionPlan> Compile(const PlannedIteration& planned, int replica,
+                                        int64_t iteration = 0) const;
+
+ private:
+  Planner() = default;
+  StatusOr<PlannedIteration> ApplyMemoryPolicy(const spec::Batch& batch, const PlanBudget& budget,
+                                               bool fallback) const;
+
+  std::unique_ptr<JobSetup> setup_;
+  std::unique_ptr<Strategy> strategy_;
+  StaticPlan static_plan_;
+  PlannerOptions options_;
+  MemoryPolicy memory_policy_ = MemoryPolicy::kFirstUniformLevelThatFits;
+};
+
+}  // namespace weft::strategy
