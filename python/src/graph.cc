@@ -19,6 +19,7 @@
 #include "weft/spec/cluster.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
+#include "weft/strategy/planner.h"
 #include "weft/strategy/strategy.h"
 
 namespace weft::python {
@@ -124,18 +125,19 @@ struct PlanGraphOutput {
 Status RunPlanGraph(const std::string& strategy_name, const strategy::JobOptions& job_options,
                     int64_t iteration, const strategy::PlanBudget& budget, int replica,
                     PlanGraphOutput& out) {
-  WEFT_ASSIGN_OR_RETURN(auto setup, strategy::MakeJobSetup(job_options));
-  WEFT_ASSIGN_OR_RETURN(auto s, strategy::MakeStrategy(strategy_name));
-  WEFT_ASSIGN_OR_RETURN(auto fixed, s->Prepare(setup->job));
-  // No recomputation, stated explicitly: strategies that would pick a level per replica (the DIP
-  // variants) then all order the same graph.
-  if (fixed.recompute.empty()) {
-    fixed.recompute.assign(setup->job.model.modules.size(), cost::Recompute::kNone);
-  }
-  WEFT_ASSIGN_OR_RETURN(auto batches, strategy::MakeIterationBatches(*setup, iteration, 1));
-  // PlanIteration directly (not PlanAndEvaluate): no recompute fallback, so every strategy with
-  // the same static plan options sees the same graph.
-  WEFT_ASSIGN_OR_RETURN(auto plan, s->PlanIteration(setup->job, fixed, batches.at(0), budget));
+  // No recomputation, stated explicitly (memory policy kFixed: an unset static-plan recompute
+  // becomes kNone): strategies that would pick a level per replica (the DIP variants) then all
+  // order the same graph.
+  strategy::PlannerOptions options{.budget = budget,
+                                   .memory_policy = strategy::MemoryPolicy::kFixed};
+  options.sim.record_transfers = false;
+  WEFT_ASSIGN_OR_RETURN(auto planner,
+                        strategy::Planner::Create(job_options, strategy_name, options));
+  const strategy::JobSetup* setup = &planner->setup();
+  const strategy::StaticPlan& fixed = planner->static_plan();
+  WEFT_ASSIGN_OR_RETURN(auto batches, planner->Batches(iteration, 1));
+  WEFT_ASSIGN_OR_RETURN(auto planned, planner->Plan(batches.at(0)));
+  auto& plan = planned.plan;
   if (replica < 0 || replica >= static_cast<int>(plan.replicas.size())) {
     return InvalidArgumentError("replica = " + std::to_string(replica) + "; the plan has " +
                                 std::to_string(plan.replicas.size()) + " replica(s)");
@@ -144,10 +146,7 @@ Status RunPlanGraph(const std::string& strategy_name, const strategy::JobOptions
   out.handle->graph = std::move(plan.replicas[replica].graph);
   out.handle->cluster = setup->job.cluster;
   out.schedule = std::move(plan.replicas[replica].schedule);
-  sim::SimOptions o;
-  o.record_transfers = false;
-  WEFT_ASSIGN_OR_RETURN(out.timeline,
-                        sim::Simulate(out.handle->graph, out.schedule, out.handle->cluster, o));
+  out.timeline = std::move(planned.evaluation.timelines[replica]);
   out.description = fixed.description;
   out.notes = plan.notes;
   out.model_name = setup->model_name;

@@ -1,7 +1,6 @@
 // Shared by weft.plan and weft.PlannerService: see plan_dict.h.
 #include "plan_dict.h"
 
-#include "weft/plan/compiler.h"
 #include "weft/plan/plan_json.h"
 #include "weft/plan/validator.h"
 
@@ -23,25 +22,13 @@ strategy::JobOptions MakeJobOptions(const std::string& model, const std::string&
   return o;
 }
 
-Status CompileReplica0(const strategy::JobSetup& setup, const std::string& strategy_name,
-                       int64_t iteration, const strategy::PlannedIteration& planned,
-                       const spec::Batch& batch, CompiledReplica& out) {
-  WEFT_ASSIGN_OR_RETURN(auto split, strategy::SplitBatch(batch, setup.job.DataParallelSize(),
-                                                         setup.job.parallel.num_microbatches));
-  out.microbatches = split.replicas.at(0);
-  const auto& replica = planned.plan.replicas.at(0);
-  plan::CompileOptions c;
-  c.model = setup.model_name;
-  c.strategy = strategy_name;
-  c.iteration = iteration;
-  for (const auto& m : setup.job.model.modules) c.hidden_size_by_module.push_back(m.hidden_size);
-  WEFT_ASSIGN_OR_RETURN(auto compiled, plan::CompilePlan(replica.graph, replica.schedule,
-                                                         planned.evaluation.timelines.at(0), c));
-  auto report = plan::ValidatePlan(compiled);
-  if (!report.ok()) {
-    return InternalError("compiled plan does not validate: " + report.status().message());
-  }
-  out.validation = report->BriefReport();
+Status CompileReplica0(const strategy::Planner& planner, int64_t iteration,
+                       const strategy::PlannedIteration& planned, CompiledReplica& out) {
+  if (planned.plan.replicas.empty()) return InvalidArgumentError("the plan has no replicas");
+  out.microbatches = planned.plan.replicas[0].microbatches;
+  WEFT_ASSIGN_OR_RETURN(auto compiled, planner.Compile(planned, 0, iteration));
+  WEFT_ASSIGN_OR_RETURN(auto report, plan::ValidatePlan(compiled));
+  out.validation = report.BriefReport();
   out.plan_json = plan::PlanToJson(compiled);
   return OkStatus();
 }
@@ -58,13 +45,17 @@ void FillSummary(py::dict& d, const strategy::PlannedIteration& p) {
   d["oom"] = e.oom;
   d["plan_time_s"] = p.plan.plan_time_s;
   d["recompute_used"] = std::string(cost::RecomputeName(p.recompute_used));
+  d["num_replicas"] = static_cast<int>(p.plan.replicas.size());
+  d["slowest_replica"] = e.slowest_replica;
   d["notes"] = p.plan.notes;
 }
 
-py::dict PlannedIterationDict(const strategy::JobSetup& setup, const strategy::StaticPlan& fixed,
-                              const std::string& strategy_name, int64_t iteration,
+py::dict PlannedIterationDict(const strategy::Planner& planner, int64_t iteration,
                               const strategy::PlannedIteration& planned, const spec::Batch& batch,
                               const CompiledReplica& compiled) {
+  const strategy::JobSetup& setup = planner.setup();
+  const strategy::StaticPlan& fixed = planner.static_plan();
+  const std::string strategy_name(planner.strategy().Name());
   py::dict d;
   d["strategy"] = strategy_name;
   d["model"] = setup.model_name;
@@ -72,6 +63,7 @@ py::dict PlannedIterationDict(const strategy::JobSetup& setup, const strategy::S
   d["data"] = setup.data_name;
   d["iteration"] = iteration;
   d["description"] = fixed.description;
+  d["memory_policy"] = std::string(strategy::MemoryPolicyName(planner.memory_policy()));
   FillSummary(d, planned);
   d["plan_json"] = compiled.plan_json;
   d["validation"] = compiled.validation;

@@ -20,35 +20,30 @@ namespace weft::python {
 
 namespace {
 
-// One PlannerService with everything it refers to (job setup, strategy, static plan).
+// One PlannerService with the Planner it plans through.
 class PyPlannerService {
  public:
   static Status Create(const std::string& strategy_name, const strategy::JobOptions& job,
                        const service::PlannerServiceOptions& options,
                        std::unique_ptr<PyPlannerService>& out) {
     auto self = std::unique_ptr<PyPlannerService>(new PyPlannerService());
-    self->strategy_name_ = strategy_name;
     WEFT_RETURN_IF_ERROR(options.Validate());
-    WEFT_ASSIGN_OR_RETURN(self->setup_, strategy::MakeJobSetup(job));
-    WEFT_ASSIGN_OR_RETURN(self->strategy_, strategy::MakeStrategy(strategy_name));
-    WEFT_ASSIGN_OR_RETURN(self->fixed_, self->strategy_->Prepare(self->setup_->job));
-    self->service_ = std::make_unique<service::PlannerService>(
-        self->setup_->job, *self->strategy_, self->fixed_, options);
+    WEFT_ASSIGN_OR_RETURN(self->planner_, strategy::Planner::Create(job, strategy_name));
+    self->service_ = std::make_unique<service::PlannerService>(*self->planner_, options);
     out = std::move(self);
     return OkStatus();
   }
 
   Status Submit(int64_t iteration, spec::Batch& batch) {
-    WEFT_ASSIGN_OR_RETURN(auto batches, strategy::MakeIterationBatches(*setup_, iteration, 1));
+    WEFT_ASSIGN_OR_RETURN(auto batches, planner_->Batches(iteration, 1));
     batch = batches.at(0);
     WEFT_RETURN_IF_ERROR(service_->Submit(batch));
     return OkStatus();
   }
 
-  // Waits (up to timeout_s) for the plan, evaluates it in the simulator and compiles replica 0.
+  // Waits (up to timeout_s) for the plan (evaluated by the planner) and compiles replica 0.
   struct Output {
     service::ServedPlan served;
-    strategy::PlannedIteration planned;
     spec::Batch batch;
     CompiledReplica compiled;
   };
@@ -58,15 +53,12 @@ class PyPlannerService {
                               std::chrono::duration<double>(timeout_s));
     WEFT_ASSIGN_OR_RETURN(out.served, service_->Get(iteration, deadline));
     out.batch = batch;
-    out.planned.plan = out.served.plan;
-    WEFT_ASSIGN_OR_RETURN(out.planned.evaluation,
-                          strategy::EvaluateIteration(setup_->job, out.served.plan));
-    return CompileReplica0(*setup_, strategy_name_, iteration, out.planned, batch, out.compiled);
+    return CompileReplica0(*planner_, iteration, out.served.planned, out.compiled);
   }
 
   py::dict ToDict(int64_t iteration, const Output& out) const {
-    py::dict d = PlannedIterationDict(*setup_, fixed_, strategy_name_, iteration, out.planned,
-                                      out.batch, out.compiled);
+    py::dict d = PlannedIterationDict(*planner_, iteration, out.served.planned, out.batch,
+                                      out.compiled);
     d["fallback"] = out.served.fallback;
     d["fallback_reason"] = out.served.fallback_reason;
     d["search_time_s"] = out.served.search_time_s;
@@ -78,14 +70,11 @@ class PyPlannerService {
   // Batches of submitted, not yet served iterations (the service keeps its own copies).
   std::map<int64_t, spec::Batch> pending;
 
-  ~PyPlannerService() { service_.reset(); }  // joins the threads before the strategy goes
+  ~PyPlannerService() { service_.reset(); }  // joins the threads before the planner goes
 
  private:
   PyPlannerService() = default;
-  std::string strategy_name_;
-  std::unique_ptr<strategy::JobSetup> setup_;
-  std::unique_ptr<strategy::Strategy> strategy_;
-  strategy::StaticPlan fixed_;
+  std::unique_ptr<strategy::Planner> planner_;
   std::unique_ptr<service::PlannerService> service_;
 };
 

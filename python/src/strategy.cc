@@ -7,7 +7,7 @@
 #include "plan_dict.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
-#include "weft/strategy/graph_builder.h"
+#include "weft/strategy/planner.h"
 #include "weft/strategy/strategy.h"
 
 namespace weft::python {
@@ -16,8 +16,7 @@ namespace {
 
 // Everything computed without the GIL.
 struct PlanOutput {
-  std::unique_ptr<strategy::JobSetup> setup;
-  strategy::StaticPlan fixed;
+  std::unique_ptr<strategy::Planner> planner;
   spec::Batch batch;
   strategy::PlannedIteration planned;
   CompiledReplica compiled;
@@ -25,15 +24,12 @@ struct PlanOutput {
 
 Status RunPlan(const std::string& strategy_name, const strategy::JobOptions& job,
                int64_t iteration, const strategy::PlanBudget& budget, PlanOutput& out) {
-  WEFT_ASSIGN_OR_RETURN(out.setup, strategy::MakeJobSetup(job));
-  WEFT_ASSIGN_OR_RETURN(auto s, strategy::MakeStrategy(strategy_name));
-  WEFT_ASSIGN_OR_RETURN(out.fixed, s->Prepare(out.setup->job));
-  WEFT_ASSIGN_OR_RETURN(auto batches, strategy::MakeIterationBatches(*out.setup, iteration, 1));
+  WEFT_ASSIGN_OR_RETURN(out.planner,
+                        strategy::Planner::Create(job, strategy_name, {.budget = budget}));
+  WEFT_ASSIGN_OR_RETURN(auto batches, out.planner->Batches(iteration, 1));
   out.batch = batches.at(0);
-  WEFT_ASSIGN_OR_RETURN(out.planned, strategy::PlanAndEvaluate(*s, out.setup->job, out.fixed,
-                                                                out.batch, budget));
-  return CompileReplica0(*out.setup, strategy_name, iteration, out.planned, out.batch,
-                         out.compiled);
+  WEFT_ASSIGN_OR_RETURN(out.planned, out.planner->Plan(out.batch));
+  return CompileReplica0(*out.planner, iteration, out.planned, out.compiled);
 }
 
 }  // namespace
@@ -59,8 +55,8 @@ void RegisterStrategy(py::module_& m) {
           status = RunPlan(strategy_name, job, iteration, budget, out);
         }
         Check(status);
-        return PlannedIterationDict(*out.setup, out.fixed, strategy_name, iteration,
-                                    out.planned, out.batch, out.compiled);
+        return PlannedIterationDict(*out.planner, iteration, out.planned, out.batch,
+                                    out.compiled);
       },
       py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
       py::arg("data") = "mixed", py::arg("iteration") = 0, py::arg("seed") = 1,
@@ -84,16 +80,13 @@ void RegisterStrategy(py::module_& m) {
         std::vector<strategy::PlannedIteration> results;
         Status status = [&]() -> Status {
           py::gil_scoped_release release;
-          WEFT_ASSIGN_OR_RETURN(auto setup, strategy::MakeJobSetup(job));
-          WEFT_ASSIGN_OR_RETURN(auto s, strategy::MakeStrategy(strategy_name));
-          WEFT_ASSIGN_OR_RETURN(auto fixed, s->Prepare(setup->job));
-          WEFT_ASSIGN_OR_RETURN(auto batches,
-                                strategy::MakeIterationBatches(*setup, first_iteration, iterations));
-          strategy::PlanBudget budget;
-          budget.time_budget_s = budget_s;
+          strategy::PlannerOptions options;
+          options.budget.time_budget_s = budget_s;
+          WEFT_ASSIGN_OR_RETURN(auto planner,
+                                strategy::Planner::Create(job, strategy_name, options));
+          WEFT_ASSIGN_OR_RETURN(auto batches, planner->Batches(first_iteration, iterations));
           for (const auto& batch : batches) {
-            WEFT_ASSIGN_OR_RETURN(auto p,
-                                  strategy::PlanAndEvaluate(*s, setup->job, fixed, batch, budget));
+            WEFT_ASSIGN_OR_RETURN(auto p, planner->Plan(batch));
             results.push_back(std::move(p));
           }
           return OkStatus();

@@ -97,5 +97,40 @@ TEST(DeviceGroup, CountsFoldedReplicas) {
   EXPECT_EQ(group.DpStrideGpus(), 64);
 }
 
+TEST(StageGraph, SampleSetsAreSortedDeduplicatedAndChecked) {
+  StageGraph g;
+  g.AddGroup({});
+  const SampleSetId a = g.AddSampleSet({5, 1, 3, 1});
+  EXPECT_EQ(g.AddSampleSet({1, 3, 5}), a);  // equal to the last set: shared
+  const SampleSetId b = g.AddSampleSet({2});
+  EXPECT_NE(a, b);
+  ASSERT_EQ(g.sample_set(a).size(), 3u);
+  EXPECT_EQ(g.sample_set(a)[0], 1);
+  EXPECT_EQ(g.sample_set(a)[2], 5);
+  EXPECT_TRUE(g.sample_set(-1).empty());
+  EXPECT_TRUE(g.sample_set(99).empty());
+  Stage s{.group = 0};
+  s.samples = a;
+  s.instance_begin = 0;
+  s.instance_end = 2;
+  const StageId x = g.AddStage(s);
+  const StageId y = g.AddStage(s);
+  g.AddEdge(Edge{.from = x, .to = y, .bytes = 8, .samples = b, .rows = 4});
+  EXPECT_TRUE(g.Finalize().ok());
+  EXPECT_EQ(g.edge(0).rows, 4);
+  // Out-of-range sample sets and inverted instance ranges are refused, naming the field.
+  StageGraph bad = g;
+  bad.AddEdge(Edge{.from = x, .to = y, .samples = 7});
+  auto st = bad.Finalize();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("samples = 7"), std::string::npos) << st.message();
+  StageGraph inverted = g;
+  s.instance_begin = 3;
+  inverted.AddStage(s);
+  st = inverted.Finalize();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("instances [3, 2)"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace weft::graph

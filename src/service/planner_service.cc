@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "weft/sched/generators.h"
-#include "weft/strategy/common.h"
 
 namespace weft::service {
 
@@ -17,12 +15,8 @@ Status PlannerServiceOptions::Validate() const {
   return OkStatus();
 }
 
-PlannerService::PlannerService(strategy::Job job, const strategy::Strategy& strategy,
-                               strategy::StaticPlan static_plan, PlannerServiceOptions options)
-    : job_(std::move(job)),
-      strategy_(strategy),
-      static_plan_(std::move(static_plan)),
-      options_(options) {
+PlannerService::PlannerService(const strategy::Planner& planner, PlannerServiceOptions options)
+    : planner_(planner), options_(options) {
   int n = options_.threads;
   if (n <= 0) n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
@@ -33,6 +27,7 @@ PlannerService::~PlannerService() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
+  interrupt_.store(true);
   work_cv_.notify_all();
   done_cv_.notify_all();
   for (auto& t : workers_) t.join();
@@ -55,31 +50,6 @@ Status PlannerService::Submit(const spec::Batch& batch) {
   return OkStatus();
 }
 
-StatusOr<strategy::IterationPlan> PlannerService::Fallback(const spec::Batch& batch) const {
-  // The strategy's placement with a rule order: 1F1B when the graph allows it, else GPipe
-  // (which never deadlocks on a DAG placement). Without a recompute policy of its own, the first
-  // uniform level (none, selective, full) whose simulation fits memory.
-  const bool uniform = std::all_of(static_plan_.recompute.begin(), static_plan_.recompute.end(),
-                                   [](cost::Recompute r) { return r == cost::Recompute::kNone; });
-  std::vector<cost::Recompute> levels = {cost::Recompute::kNone};
-  if (uniform) levels = {cost::Recompute::kNone, cost::Recompute::kSelective, cost::Recompute::kFull};
-  StatusOr<strategy::IterationPlan> out = InternalError("no fallback level");
-  for (cost::Recompute level : levels) {
-    strategy::StaticPlan plan = static_plan_;
-    if (uniform) plan.recompute.assign(job_.model.modules.size(), level);
-    out = strategy::PlanReplicas(job_, plan, batch,
-                                 [](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
-                                   auto s = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
-                                   if (s.ok()) return s;
-                                   return sched::MakeSchedule(sched::ScheduleKind::kGPipe, g);
-                                 });
-    if (!out.ok()) return out;
-    auto eval = strategy::EvaluateIteration(job_, *out);
-    if (eval.ok() && !eval->oom) break;
-  }
-  return out;
-}
-
 void PlannerService::WorkerLoop() {
   for (;;) {
     std::shared_ptr<Entry> entry;
@@ -94,16 +64,18 @@ void PlannerService::WorkerLoop() {
       entry = found->second;
       entry->started = true;
     }
-    auto fallback = Fallback(entry->batch);
+    auto fallback = planner_.Fallback(entry->batch);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       entry->fallback = std::move(fallback);
     }
     done_cv_.notify_all();
-    strategy::PlanBudget budget{.time_budget_s = options_.budget_s,
-                                .threads = options_.search_threads};
+    strategy::PlanBudget budget = planner_.options().budget;
+    budget.time_budget_s = options_.budget_s;
+    budget.threads = options_.search_threads;
+    budget.interrupt = &interrupt_;
     const auto start = std::chrono::steady_clock::now();
-    auto searched = strategy_.PlanIteration(job_, static_plan_, entry->batch, budget);
+    auto searched = planner_.Plan(entry->batch, budget);
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     {
@@ -127,7 +99,7 @@ StatusOr<ServedPlan> PlannerService::Get(int64_t iteration,
   done_cv_.wait_until(lock, deadline, [&] { return stopping_ || entry->searched.has_value(); });
   ServedPlan served;
   if (entry->searched.has_value() && entry->searched->ok()) {
-    served.plan = std::move(**entry->searched);
+    served.planned = std::move(**entry->searched);
     served.search_time_s = entry->search_time_s;
   } else {
     served.fallback = true;
@@ -143,7 +115,7 @@ StatusOr<ServedPlan> PlannerService::Get(int64_t iteration,
         // No worker has it yet: compute the fallback here (milliseconds) and drop it from the queue.
         std::erase(queue_, iteration);
         lock.unlock();
-        auto fb = Fallback(entry->batch);
+        auto fb = planner_.Fallback(entry->batch);
         lock.lock();
         entry->fallback = std::move(fb);
       } else {
@@ -152,7 +124,7 @@ StatusOr<ServedPlan> PlannerService::Get(int64_t iteration,
     }
     if (!entry->fallback.has_value()) return CancelledError("planner service stopped");
     if (!entry->fallback->ok()) return entry->fallback->status();
-    served.plan = std::move(**entry->fallback);
+    served.planned = std::move(**entry->fallback);
   }
   entries_.erase(iteration);
   served.wait_time_s =

@@ -41,7 +41,7 @@ class SlowStrategy final : public strategy::Strategy {
 };
 
 struct Fixture {
-  std::unique_ptr<strategy::JobSetup> setup;
+  std::shared_ptr<const strategy::JobSetup> setup;
   std::vector<spec::Batch> batches;
   Fixture() {
     strategy::JobOptions o;
@@ -51,24 +51,34 @@ struct Fixture {
     setup = std::move(*strategy::MakeJobSetup(o));
     batches = std::move(*strategy::MakeIterationBatches(*setup, 0, 3));
   }
+  // A planner over `inner` wrapped in a SlowStrategy; `slow` points at the wrapper.
+  std::unique_ptr<strategy::Planner> Planner(std::string_view inner, milliseconds delay,
+                                             bool fail = false, SlowStrategy** slow = nullptr) {
+    auto s = std::make_unique<SlowStrategy>(std::move(*strategy::MakeStrategy(inner)), delay,
+                                            fail);
+    if (slow != nullptr) *slow = s.get();
+    auto p = strategy::Planner::Create(setup, std::move(s));
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return std::move(*p);
+  }
 };
 
 TEST(PlannerService, ReturnsSearchedPlansInBatchOrder) {
   Fixture f;
-  SlowStrategy slow(std::move(*strategy::MakeStrategy("zb-h1")), milliseconds(0));
-  auto fixed = slow.Prepare(f.setup->job);
-  ASSERT_TRUE(fixed.ok());
-  PlannerService service(f.setup->job, slow, *fixed, {.threads = 2});
+  auto planner = f.Planner("zb-h1", milliseconds(0));
+  PlannerService service(*planner, {.threads = 2});
   for (const auto& b : f.batches) ASSERT_TRUE(service.Submit(b).ok());
   EXPECT_EQ(service.Submit(f.batches[0]).code(), StatusCode::kInvalidArgument);
   for (const auto& b : f.batches) {
     auto served = service.Get(b.iteration, steady_clock::now() + std::chrono::seconds(60));
     ASSERT_TRUE(served.ok()) << served.status().ToString();
     EXPECT_FALSE(served->fallback) << served->fallback_reason;
-    ASSERT_EQ(served->plan.replicas.size(), 1u);
+    ASSERT_EQ(served->planned.plan.replicas.size(), 1u);
+    // Served plans come evaluated.
+    EXPECT_GT(served->planned.evaluation.iteration_time_s, 0);
     // The searched plan is the strategy's own: zb-h1 splits backward into B and W.
     bool has_w = false;
-    for (const auto& s : served->plan.replicas[0].graph.stages()) {
+    for (const auto& s : served->planned.plan.replicas[0].graph.stages()) {
       has_w = has_w || s.pass == graph::Pass::kBackwardWeight;
     }
     EXPECT_TRUE(has_w);
@@ -78,27 +88,55 @@ TEST(PlannerService, ReturnsSearchedPlansInBatchOrder) {
 
 TEST(PlannerService, ServesTheFallbackWhenTheSearchMissesTheDeadline) {
   Fixture f;
-  SlowStrategy slow(std::move(*strategy::MakeStrategy("zb-h1")), milliseconds(3000));
-  auto fixed = slow.Prepare(f.setup->job);
-  ASSERT_TRUE(fixed.ok());
-  PlannerService service(f.setup->job, slow, *fixed, {.threads = 1});
+  auto planner = f.Planner("zb-h1", milliseconds(3000));
+  PlannerService service(*planner, {.threads = 1});
   ASSERT_TRUE(service.Submit(f.batches[0]).ok());
   auto served = service.Get(0, steady_clock::now() + milliseconds(100));
   ASSERT_TRUE(served.ok()) << served.status().ToString();
   EXPECT_TRUE(served->fallback);
   EXPECT_FALSE(served->fallback_reason.empty());
   // The fallback is a complete, schedulable plan on the same placement.
-  ASSERT_EQ(served->plan.replicas.size(), 1u);
-  EXPECT_TRUE(served->plan.replicas[0].schedule.Validate(served->plan.replicas[0].graph).ok());
+  const auto& plan = served->planned.plan;
+  ASSERT_EQ(plan.replicas.size(), 1u);
+  EXPECT_TRUE(plan.replicas[0].schedule.Validate(plan.replicas[0].graph).ok());
+  // The fallback is evaluated and follows the memory policy like any other served plan.
+  EXPECT_GT(served->planned.evaluation.iteration_time_s, 0);
+  EXPECT_FALSE(served->planned.evaluation.oom);
+}
+
+// Every served plan of a rule strategy is memory-checked (the service used to hand out
+// PlanIteration's plan unchecked): on a job that does not fit without recomputation, the
+// searched plan comes back with the recompute level that fits, like Planner::Plan's.
+TEST(PlannerService, ServedPlansFollowThePlannersMemoryPolicy) {
+  strategy::JobOptions o;
+  o.model = "vlm-m";
+  o.data = "mixed";
+  o.gpus = 32;
+  auto setup = strategy::MakeJobSetup(o);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  std::shared_ptr<const strategy::JobSetup> shared(std::move(*setup));
+  auto planner = strategy::Planner::Create(shared, *strategy::MakeStrategy("gpipe"));
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+  auto batches = (*planner)->Batches(0, 1);
+  ASSERT_TRUE(batches.ok());
+  auto direct = (*planner)->Plan(batches->front());
+  ASSERT_TRUE(direct.ok()) << direct.status().ToString();
+  ASSERT_NE(direct->recompute_used, cost::Recompute::kNone) << "meant to need recomputation";
+  PlannerService service(**planner, {.threads = 1});
+  ASSERT_TRUE(service.Submit(batches->front()).ok());
+  auto served = service.Get(0, steady_clock::now() + std::chrono::seconds(120));
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  EXPECT_FALSE(served->fallback) << served->fallback_reason;
+  EXPECT_EQ(served->planned.recompute_used, direct->recompute_used);
+  EXPECT_EQ(served->planned.evaluation.oom, direct->evaluation.oom);
+  EXPECT_DOUBLE_EQ(served->planned.evaluation.iteration_time_s,
+                   direct->evaluation.iteration_time_s);
 }
 
 TEST(PlannerService, ServesTheFallbackWhenTheSearchFails) {
   Fixture f;
-  SlowStrategy failing(std::move(*strategy::MakeStrategy("megatron-1f1b")), milliseconds(0),
-                       /*fail=*/true);
-  auto fixed = failing.Prepare(f.setup->job);
-  ASSERT_TRUE(fixed.ok());
-  PlannerService service(f.setup->job, failing, *fixed, {.threads = 1});
+  auto planner = f.Planner("megatron-1f1b", milliseconds(0), /*fail=*/true);
+  PlannerService service(*planner, {.threads = 1});
   ASSERT_TRUE(service.Submit(f.batches[1]).ok());
   auto served = service.Get(1, steady_clock::now() + std::chrono::seconds(60));
   ASSERT_TRUE(served.ok());

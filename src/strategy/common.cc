@@ -204,37 +204,4 @@ StatusOr<IterationEvaluation> EvaluateIteration(const Job& job, const IterationP
   return eval;
 }
 
-StatusOr<PlannedIteration> PlanAndEvaluate(const Strategy& strategy, const Job& job,
-                                           const StaticPlan& plan, const spec::Batch& batch,
-                                           const PlanBudget& budget,
-                                           const sim::SimOptions& options) {
-  const bool auto_recompute =
-      !strategy.ManagesMemory() &&
-      std::all_of(plan.recompute.begin(), plan.recompute.end(),
-                  [](cost::Recompute r) { return r == cost::Recompute::kNone; });
-  const std::vector<cost::Recompute> levels =
-      auto_recompute ? std::vector<cost::Recompute>{cost::Recompute::kNone,
-                                                    cost::Recompute::kSelective,
-                                                    cost::Recompute::kFull}
-                     : std::vector<cost::Recompute>{cost::Recompute::kNone};
-  PlannedIteration out;
-  double plan_time_s = 0;
-  for (size_t i = 0; i < levels.size(); ++i) {
-    StaticPlan variant = plan;
-    if (auto_recompute) variant.recompute.assign(job.model.modules.size(), levels[i]);
-    WEFT_ASSIGN_OR_RETURN(out.plan, strategy.PlanIteration(job, variant, batch, budget));
-    plan_time_s += out.plan.plan_time_s;
-    WEFT_ASSIGN_OR_RETURN(out.evaluation, EvaluateIteration(job, out.plan, options));
-    out.recompute_used = auto_recompute ? levels[i] : cost::Recompute::kNone;
-    if (!out.evaluation.oom) break;
-  }
-  out.plan.plan_time_s = plan_time_s;
-  if (auto_recompute && out.recompute_used != cost::Recompute::kNone) {
-    out.plan.notes += std::string(out.plan.notes.empty() ? "" : "; ") + "recompute " +
-                      std::string(cost::RecomputeName(out.recompute_used)) +
-                      (out.evaluation.oom ? " (still out of memory)" : " to fit memory");
-  }
-  return out;
-}
-
 }  // namespace weft::strategy

@@ -9,6 +9,7 @@
 #include "weft/data/readers.h"
 #include "weft/data/workload.h"
 #include "weft/strategy/common.h"
+#include "weft/strategy/planner.h"
 
 namespace weft::strategy {
 namespace {
@@ -178,7 +179,8 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, i
 }
 
 StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
-  WEFT_ASSIGN_OR_RETURN(auto setup, MakeJobSetup(options.job));
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<JobSetup> owned, MakeJobSetup(options.job));
+  std::shared_ptr<const JobSetup> setup(std::move(owned));
   if (options.iterations <= 0) {
     return InvalidArgumentError("--iterations = " + std::to_string(options.iterations) +
                                 "; must be > 0");
@@ -204,24 +206,23 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
   const int keep = options.keep_timeline_of_iteration >= 0
                        ? std::min(options.keep_timeline_of_iteration, options.iterations - 1)
                        : options.iterations - 1;
-  for (const auto& strategy : strategies) {
+  for (auto& strategy : strategies) {
     report::StrategyResult result;
     result.name = std::string(strategy->Name());
     result.description = std::string(strategy->Description());
-    auto fixed = strategy->Prepare(setup->job);
-    if (!fixed.ok()) {
-      result.error = fixed.status().message();
-      run.static_plans.push_back(result.name + ": " + fixed.status().message());
+    auto planner = Planner::Create(setup, std::move(strategy), {.budget = options.budget});
+    if (!planner.ok()) {
+      result.error = planner.status().message();
+      run.static_plans.push_back(result.name + ": " + planner.status().message());
       cmp.strategies.push_back(std::move(result));
       continue;
     }
-    run.static_plans.push_back(result.name + ": " + fixed->description);
+    run.static_plans.push_back(result.name + ": " + (*planner)->static_plan().description);
     for (int it = 0; it < options.iterations; ++it) {
       sim::SimOptions sim_options;
       sim_options.record_transfers = it == keep;
       sim_options.record_memory_curves = it == keep;
-      auto planned = PlanAndEvaluate(*strategy, setup->job, *fixed, batches[it], options.budget,
-                                     sim_options);
+      auto planned = (*planner)->Plan(batches[it], options.budget, sim_options);
       if (!planned.ok()) {
         result.error = "iteration " + std::to_string(it) + ": " + planned.status().message();
         break;

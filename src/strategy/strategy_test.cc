@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "planner_test_util.h"
+
 #include <map>
 #include <set>
 
@@ -105,7 +107,7 @@ TEST_P(BaselineOnModel, PlansSimulateAndValidate) {
   ASSERT_TRUE(batches.ok()) << batches.status().ToString();
   for (const auto& batch : *batches) {
     // With the memory policy every user applies (recompute when it does not fit).
-    auto planned = PlanAndEvaluate(**strategy, setup->job, *fixed, batch, PlanBudget{});
+    auto planned = PlanThroughPlanner(**strategy, *setup, *fixed, batch, PlanBudget{});
     ASSERT_TRUE(planned.ok()) << planned.status().ToString();
     const IterationPlan* plan = &planned->plan;
     const IterationEvaluation* eval = &planned->evaluation;
@@ -281,7 +283,7 @@ TEST(Megatron, TextOnlyBatchKeepsThePipelineStructureForInterleaving) {
   ASSERT_TRUE(fixed.ok());
   spec::Batch batch;
   for (int i = 0; i < 8; ++i) batch.samples.push_back({.id = i, .text_tokens = 4096});
-  auto planned = PlanAndEvaluate(**strategy, setup->job, *fixed, batch, PlanBudget{});
+  auto planned = PlanThroughPlanner(**strategy, *setup, *fixed, batch, PlanBudget{});
   ASSERT_TRUE(planned.ok()) << planned.status().ToString();
   const auto& g = planned->plan.replicas[0].graph;
   const int vision = *setup->job.model.FindModule("vision");

@@ -6,7 +6,15 @@
 #include <iostream>
 #include <random>
 
+#include "weft/strategy/strategy.h"
+
 namespace weft::cli {
+
+std::string StrategyList() {
+  std::string out;
+  for (const auto& name : strategy::StrategyNames()) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
 
 int ReportError(const Status& status) {
   std::string message = status.message();

@@ -16,6 +16,9 @@ int ReportError(const Status& status);
 // half-written file. "-" writes to stdout.
 Status WriteFileAtomically(const std::string& path, const std::string& content);
 
+// "megatron-1f1b, megatron-vpp, ..." (every registered strategy, for help texts).
+std::string StrategyList();
+
 // Each subcommand file defines one Register function; the callback stores its exit code.
 // (one Register<Name>Command(CLI::App& app, int& exit_code) per subcommand file; main.cc calls each)
 void RegisterCostCommand(CLI::App& app, int& exit_code);

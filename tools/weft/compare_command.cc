@@ -27,7 +27,7 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--iterations", options->iterations, "iterations to simulate")
       ->capture_default_str();
   cmd->add_option("--strategies", *strategies,
-                  "comma-separated strategies (default: all; see `weft compare --list`)");
+                  "comma-separated strategies (default: all): " + StrategyList());
   cmd->add_option("--baseline", options->baseline, "strategy speedups are relative to")
       ->capture_default_str();
   auto budget_ms = std::make_shared<double>(1000);

@@ -12,6 +12,7 @@
 #include "weft/service/planner_service.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
+#include "weft/strategy/planner.h"
 
 namespace weft::cli {
 namespace {
@@ -23,14 +24,12 @@ struct RunOptions {
   int first_iteration = 0;
   double budget_ms = 1000;
   std::string trace, svg, out, out_dir;
+  int replica = -1;  // DP replica to trace / write; -1 = slowest (trace), every one (plan)
 };
 
-// Plans and simulates the iterations; calls `each` with (iteration, setup, plan, evaluation).
-// What every run needs: the job, the strategy and its static plan, the batches.
+// What every run needs: the planner (job, strategy, static plan, memory policy) and the batches.
 struct Prepared {
-  std::unique_ptr<strategy::JobSetup> setup;
-  std::unique_ptr<strategy::Strategy> strategy;
-  strategy::StaticPlan fixed;
+  std::unique_ptr<strategy::Planner> planner;
   std::vector<spec::Batch> batches;
 };
 
@@ -40,26 +39,25 @@ StatusOr<Prepared> PrepareRun(const RunOptions& o) {
                                 "; must be > 0");
   }
   Prepared p;
-  WEFT_ASSIGN_OR_RETURN(p.setup, strategy::MakeJobSetup(o.job));
-  WEFT_ASSIGN_OR_RETURN(p.strategy, strategy::MakeStrategy(o.strategy));
-  WEFT_ASSIGN_OR_RETURN(p.fixed, p.strategy->Prepare(p.setup->job));
-  std::cout << "strategy " << p.strategy->Name() << ": " << p.fixed.description << "\n";
-  if (!p.setup->notes.empty()) std::cout << "note: " << p.setup->notes << "\n";
-  WEFT_ASSIGN_OR_RETURN(p.batches, strategy::MakeIterationBatches(*p.setup, o.first_iteration,
-                                                                  o.iterations));
+  strategy::PlannerOptions options;
+  options.budget.time_budget_s = o.budget_ms / 1000.0;
+  WEFT_ASSIGN_OR_RETURN(p.planner, strategy::Planner::Create(o.job, o.strategy, options));
+  const auto& planner = *p.planner;
+  std::cout << "strategy " << planner.strategy().Name() << ": "
+            << planner.static_plan().description << "\n";
+  std::cout << "memory policy: " << strategy::MemoryPolicyName(planner.memory_policy()) << "\n";
+  if (!planner.setup().notes.empty()) std::cout << "note: " << planner.setup().notes << "\n";
+  WEFT_ASSIGN_OR_RETURN(p.batches, planner.Batches(o.first_iteration, o.iterations));
   return p;
 }
 
+// Plans and simulates the iterations; calls `each` with (iteration, planner, planned).
 template <typename Fn>
 Status RunIterations(const RunOptions& o, Fn each) {
   WEFT_ASSIGN_OR_RETURN(Prepared prepared, PrepareRun(o));
-  auto& [setup, s, fixed, batches] = prepared;
-  strategy::PlanBudget budget;
-  budget.time_budget_s = o.budget_ms / 1000.0;
-  for (const auto& batch : batches) {
-    WEFT_ASSIGN_OR_RETURN(auto planned,
-                          strategy::PlanAndEvaluate(*s, setup->job, fixed, batch, budget));
-    WEFT_RETURN_IF_ERROR(each(batch.iteration, *setup, planned));
+  for (const auto& batch : prepared.batches) {
+    WEFT_ASSIGN_OR_RETURN(auto planned, prepared.planner->Plan(batch));
+    WEFT_RETURN_IF_ERROR(each(batch.iteration, *prepared.planner, planned));
   }
   return OkStatus();
 }
@@ -69,40 +67,39 @@ Status RunIterations(const RunOptions& o, Fn each) {
 template <typename Fn>
 Status RunIterationsWithService(const RunOptions& o, Fn each) {
   WEFT_ASSIGN_OR_RETURN(Prepared prepared, PrepareRun(o));
-  auto& [setup, s, fixed, batches] = prepared;
-  // Fix the memory policy once (the recomputation the first batch needs to fit), so every plan
-  // the service hands out uses the same choice.
-  if (!batches.empty()) {
-    strategy::PlanBudget budget{.time_budget_s = o.budget_ms / 1000.0};
-    WEFT_ASSIGN_OR_RETURN(auto first,
-                          strategy::PlanAndEvaluate(*s, setup->job, fixed, batches[0], budget));
-    if (fixed.recompute.empty() && first.recompute_used != cost::Recompute::kNone) {
-      fixed.recompute.assign(setup->job.model.modules.size(), first.recompute_used);
-      std::cout << "note: recompute " << cost::RecomputeName(first.recompute_used)
-                << " for every module (to fit memory on the first batch)\n";
-    }
-  }
-  service::PlannerService planner(setup->job, *s, fixed,
+  service::PlannerService planner(*prepared.planner,
                                   {.budget_s = std::max(1e-3, o.budget_ms / 1000.0)});
-  for (const auto& batch : batches) WEFT_RETURN_IF_ERROR(planner.Submit(batch));
-  for (const auto& batch : batches) {
+  for (const auto& batch : prepared.batches) WEFT_RETURN_IF_ERROR(planner.Submit(batch));
+  for (const auto& batch : prepared.batches) {
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(static_cast<int64_t>(2 * o.budget_ms + 1000));
     WEFT_ASSIGN_OR_RETURN(auto served, planner.Get(batch.iteration, deadline));
-    strategy::PlannedIteration planned;
-    planned.plan = std::move(served.plan);
+    strategy::PlannedIteration planned = std::move(served.planned);
     planned.plan.plan_time_s = served.search_time_s;
-    if (served.fallback) planned.plan.notes += "fallback plan: " + served.fallback_reason;
-    WEFT_ASSIGN_OR_RETURN(planned.evaluation,
-                          strategy::EvaluateIteration(setup->job, planned.plan));
-    WEFT_RETURN_IF_ERROR(each(batch.iteration, *setup, planned));
+    if (served.fallback) {
+      planned.plan.notes += std::string(planned.plan.notes.empty() ? "" : "; ") +
+                            "fallback plan: " + served.fallback_reason;
+    }
+    WEFT_RETURN_IF_ERROR(each(batch.iteration, *prepared.planner, planned));
   }
   return OkStatus();
 }
 
+// The replica whose timeline a trace shows: --replica, else the slowest one.
+StatusOr<int> ShownReplica(const RunOptions& o, const strategy::PlannedIteration& p) {
+  const int n = static_cast<int>(p.plan.replicas.size());
+  if (o.replica < 0) return p.evaluation.slowest_replica;
+  if (o.replica >= n) {
+    return InvalidArgumentError("--replica = " + std::to_string(o.replica) +
+                                "; the plan has " + std::to_string(n) +
+                                " DP replicas (0.." + std::to_string(n - 1) + ")");
+  }
+  return o.replica;
+}
+
 void AddRunOptions(CLI::App* cmd, RunOptions& o) {
   AddJobOptions(cmd, o.job);
-  cmd->add_option("--strategy", o.strategy, "strategy name (see `weft compare --help`)")
+  cmd->add_option("--strategy", o.strategy, "strategy name: " + StrategyList())
       ->capture_default_str();
   cmd->add_option("--iterations", o.iterations, "iterations (batches) to plan")
       ->capture_default_str();
@@ -110,6 +107,9 @@ void AddRunOptions(CLI::App* cmd, RunOptions& o) {
       ->capture_default_str();
   cmd->add_option("--budget-ms", o.budget_ms, "planning budget per iteration (search strategies)")
       ->capture_default_str();
+  cmd->add_option("--replica", o.replica,
+                  "DP replica to show (simulate: trace/SVG; default the slowest) or to write "
+                  "(plan: default every replica)");
 }
 
 }  // namespace
@@ -125,13 +125,23 @@ void RegisterSimulateCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--trace", o->trace, "Chrome/Perfetto trace of the last iteration");
   cmd->add_option("--svg", o->svg, "SVG timeline of the last iteration");
   cmd->callback([o, &exit_code]() {
-    Status s = RunIterations(*o, [&](int64_t it, const strategy::JobSetup&,
+    Status s = RunIterations(*o, [&](int64_t it, const strategy::Planner&,
                                      strategy::PlannedIteration& p) -> Status {
       const auto& e = p.evaluation;
+      const int n = static_cast<int>(p.plan.replicas.size());
+      WEFT_ASSIGN_OR_RETURN(const int shown, ShownReplica(*o, p));
       std::cout << "iteration " << it << ": " << e.timelines[e.slowest_replica].BriefReport();
+      if (n > 1) {
+        std::cout << "  " << n << " DP replicas; the iteration time is the slowest one's (replica "
+                  << e.slowest_replica << ")";
+        if (!o->trace.empty() || !o->svg.empty()) {
+          std::cout << "; trace/SVG show replica " << shown << " (--replica K picks another)";
+        }
+        std::cout << "\n";
+      }
       if (!p.plan.notes.empty()) std::cout << "  note: " << p.plan.notes << "\n";
-      const auto& g = p.plan.replicas[e.slowest_replica].graph;
-      const auto& t = e.timelines[e.slowest_replica];
+      const auto& g = p.plan.replicas[shown].graph;
+      const auto& t = e.timelines[shown];
       if (!o->trace.empty()) {
         WEFT_ASSIGN_OR_RETURN(auto trace, report::ChromeTraceString(g, t));
         WEFT_RETURN_IF_ERROR(WriteFileAtomically(o->trace, trace));
@@ -150,7 +160,7 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand(
       "plan",
-      "Plan batches with a strategy and write validated execution plans (JSON, weft.plan/v1).\n"
+      "Plan batches with a strategy and write validated execution plans (JSON, weft.plan/v2).\n"
       "Example:\n  weft plan --model tiny-vlm --strategy megatron-1f1b --out plan.json\n"
       "  weft plan --model vlm-s --strategy zb-h1 --iterations 4 --out-dir out/plans");
   AddRunOptions(cmd, *o);
@@ -166,33 +176,54 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
           InvalidArgumentError("plan: --out writes one iteration; use --out-dir for --iterations > 1"));
       return;
     }
-    auto write_plan = [&](int64_t it, const strategy::JobSetup& setup,
+    auto write_plan = [&](int64_t it, const strategy::Planner& planner,
                           strategy::PlannedIteration& p) -> Status {
       const auto& e = p.evaluation;
-      // Replica 0's plan: every DP replica runs the same kind of plan on its own data.
-      const auto& replica = p.plan.replicas[0];
-      plan::CompileOptions c;
-      c.model = setup.model_name;
-      c.strategy = o->strategy;
-      c.iteration = it;
-      for (const auto& m : setup.job.model.modules) c.hidden_size_by_module.push_back(m.hidden_size);
-      WEFT_ASSIGN_OR_RETURN(auto compiled,
-                            plan::CompilePlan(replica.graph, replica.schedule, e.timelines[0], c));
-      auto report = plan::ValidatePlan(compiled);
-      if (!report.ok()) {
-        return InternalError("iteration " + std::to_string(it) +
-                             ": compiled plan does not validate: " + report.status().message() +
-                             (p.plan.notes.empty() ? "" : " [" + p.plan.notes + "]"));
+      const int n = static_cast<int>(p.plan.replicas.size());
+      if (o->replica >= n) {
+        return InvalidArgumentError("--replica = " + std::to_string(o->replica) +
+                                    "; the plan has " + std::to_string(n) + " DP replicas");
       }
-      const std::string path =
-          !o->out.empty() ? o->out
-                          : (std::filesystem::path(o->out_dir) /
-                             ("plan_" + std::to_string(it) + ".json")).string();
-      WEFT_RETURN_IF_ERROR(WriteFileAtomically(path, plan::PlanToJson(compiled)));
-      std::cout << "iteration " << it << ": " << path << ": " << report->BriefReport()
-                << "; simulated " << e.iteration_time_s << " s; planned in "
-                << p.plan.plan_time_s * 1e3 << " ms (budget " << o->budget_ms << " ms)"
-                << (p.plan.notes.empty() ? "" : "; " + p.plan.notes) << "\n";
+      // Every DP replica runs its own plan on its own data: one file each (FILE for one
+      // replica; FILE's stem + ".r<k>" + extension for several), each with the simulated time
+      // it re-simulates to.
+      std::vector<int> replicas;
+      if (o->replica >= 0) {
+        replicas.push_back(o->replica);
+      } else {
+        for (int r = 0; r < n; ++r) replicas.push_back(r);
+      }
+      const std::filesystem::path base =
+          !o->out.empty() ? std::filesystem::path(o->out)
+                          : std::filesystem::path(o->out_dir) /
+                                ("plan_" + std::to_string(it) + ".json");
+      std::vector<std::pair<std::string, std::string>> files;  // path, JSON
+      std::vector<std::string> lines;
+      for (int r : replicas) {
+        WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled, planner.Compile(p, r, it));
+        auto report = plan::ValidatePlan(compiled);
+        if (!report.ok()) return report.status();  // Compile validated it already
+        std::filesystem::path path = base;
+        if (replicas.size() > 1) {
+          path = base.parent_path() /
+                 (base.stem().string() + ".r" + std::to_string(r) + base.extension().string());
+        }
+        files.emplace_back(path.string(), plan::PlanToJson(compiled));
+        lines.push_back(path.string() + ": " + (n > 1 ? "replica " + std::to_string(r) + ": " : "") +
+                        report->BriefReport() + "; simulated " +
+                        std::to_string(e.timelines[r].iteration_time_s) + " s");
+      }
+      // Nothing is written unless every replica compiled and validated.
+      for (const auto& [path, json] : files) WEFT_RETURN_IF_ERROR(WriteFileAtomically(path, json));
+      std::cout << "iteration " << it << ": simulated " << e.iteration_time_s << " s";
+      if (n > 1) std::cout << " (slowest of " << n << " DP replicas: " << e.slowest_replica << ")";
+      std::cout << "; planned in " << p.plan.plan_time_s * 1e3 << " ms (budget " << o->budget_ms
+                << " ms)" << (p.plan.notes.empty() ? "" : "; " + p.plan.notes) << "\n";
+      const size_t show = lines.size() <= 8 ? lines.size() : 4;
+      for (size_t i = 0; i < show; ++i) std::cout << "  " << lines[i] << "\n";
+      if (show < lines.size()) {
+        std::cout << "  ... and " << lines.size() - show << " more replica plans\n";
+      }
       return OkStatus();
     };
     // A stream of batches goes through the asynchronous planner service; one batch is planned

@@ -106,6 +106,9 @@ class StageGraph {
   void AddEdge(const Edge& edge);
   // Adds a sample set (sorted and deduplicated here); equal consecutive sets share one id.
   SampleSetId AddSampleSet(std::vector<int32_t> samples);
+  // Takes the whole sample-set table of another graph (ids stay valid), for graphs rebuilt from
+  // another graph's stages and edges.
+  void CopySampleSets(const StageGraph& other) { sample_sets_ = other.sample_sets_; }
   void SetModuleNames(std::vector<std::string> names) { module_names_ = std::move(names); }
   void Reserve(int num_stages, int num_edges);
 

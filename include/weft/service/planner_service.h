@@ -4,15 +4,18 @@
 // PlanIteration within a time budget) while the GPUs train; Get() hands plans out in batch order
 // and never blocks beyond the caller's deadline: if the search has not finished by then, it
 // returns the safe fallback plan computed first for every batch (the strategy's own placement
-// ordered by a rule: 1F1B where it applies, else GPipe), and says so.
+// ordered by a rule: 1F1B where it applies, else GPipe), and says so. Both go through the
+// Planner, so the searched plan and the fallback follow its one memory policy and come evaluated.
 //
-//   PlannerService service(job, *strategy, static_plan, {.threads = 1, .budget_s = 0.5});
+//   auto planner = strategy::Planner::Create(job_options, "dip");
+//   PlannerService service(**planner, {.threads = 1, .budget_s = 0.5});
 //   for (auto& b : upcoming) service.Submit(b);
 //   auto plan = service.Get(next_iteration, /*deadline=*/steady_clock::now() + 2s);
 //
 // Thread-safety: Submit and Get may be called from any thread. The service owns copies of the
-// job, static plan and batches; the strategy must outlive the service. The destructor cancels
-// outstanding searches and joins the threads.
+// batches; the planner must outlive the service. The destructor interrupts running searches
+// (PlanBudget::interrupt) and joins the threads.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,7 +29,7 @@
 #include <vector>
 
 #include "weft/common/status.h"
-#include "weft/strategy/strategy.h"
+#include "weft/strategy/planner.h"
 
 namespace weft::service {
 
@@ -39,7 +42,7 @@ struct PlannerServiceOptions {
 };
 
 struct ServedPlan {
-  strategy::IterationPlan plan;
+  strategy::PlannedIteration planned;  // the plan and its evaluation
   bool fallback = false;        // true when the search missed the deadline or failed
   std::string fallback_reason;  // why the fallback was served
   double search_time_s = 0;     // wall time of the search (0 if it never finished)
@@ -48,8 +51,7 @@ struct ServedPlan {
 
 class PlannerService {
  public:
-  PlannerService(strategy::Job job, const strategy::Strategy& strategy,
-                 strategy::StaticPlan static_plan, PlannerServiceOptions options = {});
+  explicit PlannerService(const strategy::Planner& planner, PlannerServiceOptions options = {});
   ~PlannerService();
   PlannerService(const PlannerService&) = delete;
   PlannerService& operator=(const PlannerService&) = delete;
@@ -66,18 +68,16 @@ class PlannerService {
  private:
   struct Entry {
     spec::Batch batch;
-    std::optional<StatusOr<strategy::IterationPlan>> fallback;
-    std::optional<StatusOr<strategy::IterationPlan>> searched;
+    std::optional<StatusOr<strategy::PlannedIteration>> fallback;
+    std::optional<StatusOr<strategy::PlannedIteration>> searched;
     double search_time_s = 0;
     bool started = false;
   };
   void WorkerLoop();
-  StatusOr<strategy::IterationPlan> Fallback(const spec::Batch& batch) const;
 
-  strategy::Job job_;
-  const strategy::Strategy& strategy_;
-  strategy::StaticPlan static_plan_;
+  const strategy::Planner& planner_;
   PlannerServiceOptions options_;
+  std::atomic<bool> interrupt_{false};
   std::mutex mutex_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<int64_t> queue_;

@@ -60,18 +60,12 @@ struct IterationEvaluation {
 StatusOr<IterationEvaluation> EvaluateIteration(const Job& job, const IterationPlan& plan,
                                                 const sim::SimOptions& options = {});
 
-// Plans and simulates one iteration. Rule-based strategies leave memory to the user, who turns
-// on recomputation when a run does not fit: when the plan runs out of memory and the static plan
-// asks for no recomputation, the iteration is re-planned with selective, then full
-// recomputation of every module (the first that fits is kept; `recompute_used` says which).
+// A planned iteration with its simulation and the uniform recomputation the memory policy
+// chose (kNone when the strategy or the static plan chose; see strategy::Planner).
 struct PlannedIteration {
   IterationPlan plan;
   IterationEvaluation evaluation;
   cost::Recompute recompute_used = cost::Recompute::kNone;
 };
-StatusOr<PlannedIteration> PlanAndEvaluate(const Strategy& strategy, const Job& job,
-                                           const StaticPlan& plan, const spec::Batch& batch,
-                                           const PlanBudget& budget,
-                                           const sim::SimOptions& options = {});
 
 }  // namespace weft::strategy

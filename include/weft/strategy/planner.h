@@ -19,6 +19,7 @@
 // cost model are thread-safe); the Planner must outlive the calls.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,10 @@ std::string_view MemoryPolicyName(MemoryPolicy policy);
 struct PlannerOptions {
   PlanBudget budget;    // default search budget of Plan()
   sim::SimOptions sim;  // options of every evaluation
+  // kFixed: take the static plan's recompute as it is, also when it is all kNone (studies that
+  // compare strategies on the same graphs). Unset: kStrategy for a strategy that manages memory,
+  // kFixed when the static plan sets a recompute level, else kFirstUniformLevelThatFits.
+  std::optional<MemoryPolicy> memory_policy;
 };
 
 class Planner {
@@ -56,13 +61,13 @@ class Planner {
   static StatusOr<std::unique_ptr<Planner>> Create(const JobOptions& job,
                                                    std::string_view strategy,
                                                    PlannerOptions options = {});
-  // From a job set up by the caller (e.g. a modified JobSetup) and a strategy object.
-  static StatusOr<std::unique_ptr<Planner>> Create(std::unique_ptr<JobSetup> setup,
+  // From a job set up by the caller (e.g. a modified JobSetup, or one shared by the planners of
+  // a comparison so that all plan the same batches) and a strategy object.
+  static StatusOr<std::unique_ptr<Planner>> Create(std::shared_ptr<const JobSetup> setup,
                                                    std::unique_ptr<Strategy> strategy,
                                                    PlannerOptions options = {});
-  // From a job set up by the caller and a strategy object with a static plan the caller chose
-  // (the paper experiments vary it).
-  static StatusOr<std::unique_ptr<Planner>> Create(std::unique_ptr<JobSetup> setup,
+  // Same with a static plan the caller chose (the paper experiments vary it).
+  static StatusOr<std::unique_ptr<Planner>> Create(std::shared_ptr<const JobSetup> setup,
                                                    std::unique_ptr<Strategy> strategy,
                                                    StaticPlan static_plan,
                                                    PlannerOptions options = {});
@@ -80,12 +85,17 @@ class Planner {
   // Plans one batch with the strategy and the memory policy and evaluates it.
   StatusOr<PlannedIteration> Plan(const spec::Batch& batch) const;
   StatusOr<PlannedIteration> Plan(const spec::Batch& batch, const PlanBudget& budget) const;
+  // Same with evaluation options of this call (e.g. record transfers for a trace).
+  StatusOr<PlannedIteration> Plan(const spec::Batch& batch, const PlanBudget& budget,
+                                  const sim::SimOptions& sim) const;
   // The safe rule plan of a batch: the static plan's placement ordered by 1F1B where the graph
   // allows it, else GPipe; memory policy kFirstUniformLevelThatFits unless the static plan fixes
   // recomputation. PlannerService serves it when a search misses its deadline.
   StatusOr<PlannedIteration> Fallback(const spec::Batch& batch) const;
   // Simulates every replica of a plan (the evaluation Plan() returns).
   StatusOr<IterationEvaluation> Evaluate(const IterationPlan& plan) const;
+  StatusOr<IterationEvaluation> Evaluate(const IterationPlan& plan,
+                                         const sim::SimOptions& sim) const;
 
   // The deployable plan of one DP replica of `planned` (validated: a plan the validator
   // rejects is an error, never returned).
@@ -95,9 +105,9 @@ class Planner {
  private:
   Planner() = default;
   StatusOr<PlannedIteration> ApplyMemoryPolicy(const spec::Batch& batch, const PlanBudget& budget,
-                                               bool fallback) const;
+                                               const sim::SimOptions& sim, bool fallback) const;
 
-  std::unique_ptr<JobSetup> setup_;
+  std::shared_ptr<const JobSetup> setup_;
   std::unique_ptr<Strategy> strategy_;
   StaticPlan static_plan_;
   PlannerOptions options_;

@@ -91,11 +91,14 @@ std::vector<double> KeysFromOrder(const Segments& seg, std::span<const int> orde
 
 // The 1F1B-like rule order of dip-partition-only: Megatron 1F1B (or interleaved 1F1B) when the
 // rule applies to the graph without deadlock, else the dual-queue order with FIFO priorities.
-StatusOr<sched::Schedule> RuleSchedule(const graph::StageGraph& g) {
+// `*fell_back` (if given) says whether the dual-queue order was used.
+StatusOr<sched::Schedule> RuleSchedule(const graph::StageGraph& g, bool* fell_back = nullptr) {
+  if (fell_back != nullptr) *fell_back = false;
   for (auto kind : {sched::ScheduleKind::kOneFOneB, sched::ScheduleKind::kInterleavedOneFOneB}) {
     auto s = sched::MakeSchedule(kind, g);
     if (s.ok() && s->CheckDeadlockFree(g).ok()) return s;
   }
+  if (fell_back != nullptr) *fell_back = true;
   return DualQueueSchedule(g, {});
 }
 
@@ -288,7 +291,8 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   mo.beta = options.mcts_beta;
   mo.rollouts_per_expansion = options.mcts_rollouts;
   mo.incumbent_rollout_probability = options.mcts_incumbent_rollouts;
-  mo.seed = job.seed;
+  mo.seed = budget.seed != 0 ? budget.seed : job.seed;
+  mo.cancel = budget.interrupt;
   mo.threads = std::max(1, budget.threads);
   mo.max_iterations = budget.work_budget > 0 ? budget.work_budget : 0;
   // Three quarters of the time for MCTS, the rest for the polish.
@@ -323,7 +327,7 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
       best.score = score;
     }
   }
-  if (options.polish) {
+  if (options.polish && !(budget.interrupt != nullptr && budget.interrupt->load())) {
     const int64_t n = g.num_stages();
     // Under a work budget (deterministic): with a custom evaluator (it runs the per-rank memory
     // selection each time) 1 evaluation per stage, at most 2000; else up to 200 per stage while
@@ -340,7 +344,8 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
             ? start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                           std::chrono::duration<double>(time_s))
             : std::chrono::steady_clock::time_point::max();
-    PolishOrder(best, evaluate, max_evaluations, deadline, job.seed);
+    PolishOrder(best, evaluate, max_evaluations, deadline,
+                budget.seed != 0 ? budget.seed : job.seed);
   }
   return best;
 }
@@ -405,7 +410,10 @@ class DipStrategy final : public Strategy {
     switch (variant_) {
       case DipVariant::kPartitionOnly:
         name_ = "dip-partition-only";
-        description_ = "DIP modality-aware partition (separated chunks, sub-microbatches), 1F1B order";
+        description_ =
+            "DIP modality-aware partition (separated chunks, sub-microbatches), 1F1B order "
+            "(interleaved 1F1B where chunks share a rank; the dual-queue FIFO order where no "
+            "1F1B rule is deadlock-free on the graph, said in the iteration's notes)";
         break;
       case DipVariant::kInterleave:
         name_ = "dip-interleave";
@@ -567,15 +575,19 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
     std::vector<Score> best_scores;
     std::vector<int> best_level;
     double plan_time_s = 0;
+    std::vector<std::vector<bool>> dual_queue_fallback;  // [level][replica]
     for (size_t l = 0; l < levels.size(); ++l) {
       StaticPlan p = plan;
       p.recompute = levels[l];
       std::vector<Score> scores;
+      dual_queue_fallback.emplace_back();
       WEFT_ASSIGN_OR_RETURN(
           IterationPlan planned,
           PlanReplicas(job, p, batch, [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
             if (variant_ == DipVariant::kPartitionOnly) {
-              WEFT_ASSIGN_OR_RETURN(sched::Schedule s, RuleSchedule(g));
+              bool fell_back = false;
+              WEFT_ASSIGN_OR_RETURN(sched::Schedule s, RuleSchedule(g, &fell_back));
+              dual_queue_fallback.back().push_back(fell_back);
               scores.push_back(Evaluate(g, s, job.cluster));
               return s;
             }
@@ -600,6 +612,19 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
       }
     }
     out->plan_time_s = plan_time_s;
+    if (variant_ == DipVariant::kPartitionOnly) {
+      int fell_back = 0;
+      for (size_t r = 0; r < best_level.size(); ++r) {
+        const auto& flags = dual_queue_fallback[best_level[r]];
+        if (r < flags.size() && flags[r]) ++fell_back;
+      }
+      if (fell_back > 0) {
+        out->notes += fmt::format(
+            "{}no 1F1B rule is deadlock-free on {} of {} replica graph(s): dual-queue FIFO order "
+            "there",
+            out->notes.empty() ? "" : "; ", fell_back, best_level.size());
+      }
+    }
     if (levels.size() > 1) {
       std::string chosen;
       for (int l : best_level) {

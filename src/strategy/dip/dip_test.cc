@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../planner_test_util.h"
+
 #include <algorithm>
 #include <set>
 
@@ -157,7 +159,7 @@ TEST_P(DipOnModel, PlansFitMemorySimulateAndValidate) {
   auto batches = MakeIterationBatches(*setup, 0, 1);
   ASSERT_TRUE(batches.ok());
   PlanBudget budget{.time_budget_s = 0, .work_budget = 20, .threads = 1};
-  auto planned = PlanAndEvaluate(*strategy, setup->job, *fixed, batches->front(), budget);
+  auto planned = PlanThroughPlanner(*strategy, *setup, *fixed, batches->front(), budget);
   ASSERT_TRUE(planned.ok()) << planned.status().ToString();
   EXPECT_FALSE(planned->evaluation.oom);
   EXPECT_GE(planned->evaluation.iteration_time_s,
@@ -219,7 +221,7 @@ TEST_P(DipAblation, StepsNeverSlowTheIterationDown) {
       auto strategy = MakeDipStrategy(v);
       auto fixed = strategy->Prepare(setup->job);
       ASSERT_TRUE(fixed.ok());
-      auto planned = PlanAndEvaluate(*strategy, setup->job, *fixed, batch, budget);
+      auto planned = PlanThroughPlanner(*strategy, *setup, *fixed, batch, budget);
       ASSERT_TRUE(planned.ok()) << planned.status().ToString();
       const double t = planned->evaluation.iteration_time_s;
       EXPECT_LE(t, previous * (1 + 1e-9)) << strategy->Name();
@@ -237,6 +239,35 @@ INSTANTIATE_TEST_SUITE_P(Models, DipAblation, ::testing::Values("vlm-s", "t2v-s"
                            for (char& c : n) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
                            return n;
                          });
+
+// dip-partition-only orders by 1F1B where a 1F1B rule is deadlock-free, and says so in the
+// iteration's notes where it is not and the dual-queue FIFO order is used (issue 17.6: vlm-s on
+// obelics with 3 microbatches).
+TEST(DipPartitionOnly, SaysWhereTheDualQueueOrderReplacesOneFOneB) {
+  JobOptions o;
+  o.model = "vlm-s";
+  o.data = "obelics";
+  o.num_microbatches = 3;
+  auto planner = Planner::Create(o, "dip-partition-only");
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+  EXPECT_NE(std::string((*planner)->strategy().Description()).find("dual-queue"),
+            std::string::npos);
+  auto batches = (*planner)->Batches(0, 1);
+  ASSERT_TRUE(batches.ok());
+  auto planned = (*planner)->Plan(batches->front());
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  EXPECT_NE(planned->plan.notes.find("no 1F1B rule is deadlock-free"), std::string::npos)
+      << planned->plan.notes;
+  // Where 1F1B applies (tiny-t2v) it orders by 1F1B and says nothing.
+  auto plain = Planner::Create({.model = "tiny-t2v"}, "dip-partition-only");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  auto plain_batches = (*plain)->Batches(0, 1);
+  ASSERT_TRUE(plain_batches.ok());
+  auto plain_planned = (*plain)->Plan(plain_batches->front());
+  ASSERT_TRUE(plain_planned.ok()) << plain_planned.status().ToString();
+  EXPECT_EQ(plain_planned->plan.notes.find("no 1F1B rule"), std::string::npos)
+      << plain_planned->plan.notes;
+}
 
 }  // namespace
 }  // namespace weft::strategy::dip

@@ -15,6 +15,7 @@
 #include "weft/report/svg.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/graph_builder.h"
+#include "weft/strategy/planner.h"
 
 namespace weft::strategy::dip {
 namespace {
@@ -90,20 +91,15 @@ bool IsMcts(Searcher s) { return s == Searcher::kMcts || s == Searcher::kMctsRan
 StatusOr<std::unique_ptr<SearchInstance>> MakeSearchInstance(const JobOptions& job_options,
                                                              int batch_index) {
   auto inst = std::make_unique<SearchInstance>();
-  WEFT_ASSIGN_OR_RETURN(inst->setup, MakeJobSetup(job_options));
-  const Job& job = inst->setup->job;
-  WEFT_ASSIGN_OR_RETURN(auto batches, MakeIterationBatches(*inst->setup, batch_index, 1));
-  WEFT_ASSIGN_OR_RETURN(auto strategy, MakeStrategy("dip"));
-  WEFT_ASSIGN_OR_RETURN(StaticPlan plan, strategy->Prepare(job));
-  WEFT_ASSIGN_OR_RETURN(BatchSplit split, SplitBatch(batches[0], job.DataParallelSize(),
-                                                     job.parallel.num_microbatches));
-  GraphBuildOptions o;
-  o.sub_microbatch_size = plan.sub_microbatch_size;
-  o.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
-  WEFT_ASSIGN_OR_RETURN(inst->graph,
-                        BuildStageGraph(job.model, plan.placement, batches[0], split.replicas[0],
-                                        *job.cost_model, job.workload, o));
-  WEFT_ASSIGN_OR_RETURN(inst->search, MakeSegmentOrderSearch(job, inst->graph));
+  // DIP's placement and sub-microbatches without recomputation; the graph of replica 0 as the
+  // planner builds it (its fallback plan: the rule order is discarded, the search reorders).
+  WEFT_ASSIGN_OR_RETURN(
+      inst->planner,
+      Planner::Create(job_options, "dip", {.memory_policy = MemoryPolicy::kFixed}));
+  WEFT_ASSIGN_OR_RETURN(auto batches, inst->planner->Batches(batch_index, 1));
+  WEFT_ASSIGN_OR_RETURN(PlannedIteration planned, inst->planner->Fallback(batches[0]));
+  inst->graph = std::move(planned.plan.replicas.at(0).graph);
+  WEFT_ASSIGN_OR_RETURN(inst->search, MakeSegmentOrderSearch(inst->planner->job(), inst->graph));
   return inst;
 }
 
@@ -588,7 +584,8 @@ StatusOr<ExperimentResult> SubbatchExperiment(const ExperimentOptions& o) {
   JobOptions job;
   job.model = o.model.empty() ? "vlm-m" : o.model;
   job.data = o.data.empty() ? "mixed" : o.data;
-  WEFT_ASSIGN_OR_RETURN(auto setup, MakeJobSetup(job));
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<JobSetup> owned, MakeJobSetup(job));
+  std::shared_ptr<const JobSetup> setup(std::move(owned));
   WEFT_ASSIGN_OR_RETURN(auto batches, MakeIterationBatches(*setup, 0, iterations));
   const auto& model = setup->job.model;
   std::vector<int> encoders;
@@ -622,12 +619,12 @@ StatusOr<ExperimentResult> SubbatchExperiment(const ExperimentOptions& o) {
     DipOptions opts;
     opts.sub_microbatch_size_override.assign(model.modules.size(), 0);
     for (int e : encoders) opts.sub_microbatch_size_override[e] = size;
-    auto strategy = MakeDipStrategy(DipVariant::kFull, opts);
-    WEFT_ASSIGN_OR_RETURN(StaticPlan plan, strategy->Prepare(setup->job));
+    WEFT_ASSIGN_OR_RETURN(auto planner,
+                          Planner::Create(setup, MakeDipStrategy(DipVariant::kFull, opts),
+                                          {.budget = budget}));
     Row row{size, {}, 0, false};
     for (const auto& batch : batches) {
-      WEFT_ASSIGN_OR_RETURN(PlannedIteration p,
-                            PlanAndEvaluate(*strategy, setup->job, plan, batch, budget));
+      WEFT_ASSIGN_OR_RETURN(PlannedIteration p, planner->Plan(batch));
       row.times.push_back(p.evaluation.iteration_time_s);
       row.plan_s += p.plan.plan_time_s / static_cast<double>(batches.size());
       row.oom = row.oom || p.evaluation.oom;

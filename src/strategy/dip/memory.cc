@@ -152,8 +152,9 @@ StatusOr<graph::StageGraph> MemoryOptimizer::Build(const std::vector<int>& choic
     }
     g.AddStage(st);
   }
-  for (const auto& e : base_.edges()) g.AddEdge(e.from, e.to, e.bytes);
+  for (const auto& e : base_.edges()) g.AddEdge(e);
   g.SetModuleNames(base_.module_names());
+  g.CopySampleSets(base_);
   WEFT_RETURN_IF_ERROR(g.Finalize());
   return g;
 }

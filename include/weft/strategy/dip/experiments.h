@@ -25,6 +25,7 @@
 #include "weft/report/comparison.h"
 #include "weft/strategy/compare.h"
 #include "weft/strategy/dip/dip.h"
+#include "weft/strategy/planner.h"
 
 namespace weft::strategy::dip {
 
@@ -33,9 +34,9 @@ namespace weft::strategy::dip {
 // The §5.1 search space of one batch graph: the job, DP replica 0's stage graph of batch
 // `batch_index` under the `dip` static plan (no recomputation), and the problem over it.
 struct SearchInstance {
-  std::unique_ptr<JobSetup> setup;
+  std::unique_ptr<Planner> planner;
   graph::StageGraph graph;
-  SegmentOrderSearch search;  // callbacks point into setup->job and graph (heap-stable)
+  SegmentOrderSearch search;  // callbacks point into planner->job() and graph (heap-stable)
 };
 StatusOr<std::unique_ptr<SearchInstance>> MakeSearchInstance(const JobOptions& job,
                                                              int batch_index = 0);

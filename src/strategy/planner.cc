@@ -1,0 +1,194 @@
+#include "weft/strategy/planner.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "weft/plan/compiler.h"
+#include "weft/plan/validator.h"
+#include "weft/sched/generators.h"
+
+namespace weft::strategy {
+
+std::string_view MemoryPolicyName(MemoryPolicy policy) {
+  switch (policy) {
+    case MemoryPolicy::kStrategy:
+      return "chosen by the strategy";
+    case MemoryPolicy::kFixed:
+      return "fixed by the static plan";
+    case MemoryPolicy::kFirstUniformLevelThatFits:
+      return "first uniform recompute level that fits (none, selective, full)";
+  }
+  return "?";
+}
+
+StatusOr<std::unique_ptr<Planner>> Planner::Create(const JobOptions& job,
+                                                   std::string_view strategy,
+                                                   PlannerOptions options) {
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<JobSetup> setup, MakeJobSetup(job));
+  WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategy(strategy));
+  return Create(std::shared_ptr<const JobSetup>(std::move(setup)), std::move(s),
+                std::move(options));
+}
+
+StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetup> setup,
+                                                   std::unique_ptr<Strategy> strategy,
+                                                   PlannerOptions options) {
+  if (setup == nullptr || strategy == nullptr) {
+    return InvalidArgumentError("Planner::Create: setup and strategy are required");
+  }
+  WEFT_ASSIGN_OR_RETURN(StaticPlan fixed, strategy->Prepare(setup->job));
+  return Create(std::move(setup), std::move(strategy), std::move(fixed), std::move(options));
+}
+
+StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetup> setup,
+                                                   std::unique_ptr<Strategy> strategy,
+                                                   StaticPlan static_plan,
+                                                   PlannerOptions options) {
+  if (setup == nullptr || strategy == nullptr || setup->job.cost_model == nullptr) {
+    return InvalidArgumentError("Planner::Create: a job with a cost model and a strategy are "
+                                "required");
+  }
+  std::unique_ptr<Planner> p(new Planner());
+  p->setup_ = std::move(setup);
+  p->strategy_ = std::move(strategy);
+  p->static_plan_ = std::move(static_plan);
+  p->options_ = std::move(options);
+  const bool fixed = std::any_of(p->static_plan_.recompute.begin(),
+                                 p->static_plan_.recompute.end(),
+                                 [](cost::Recompute r) { return r != cost::Recompute::kNone; });
+  p->memory_policy_ = p->strategy_->ManagesMemory() ? MemoryPolicy::kStrategy
+                      : fixed                       ? MemoryPolicy::kFixed
+                                                    : MemoryPolicy::kFirstUniformLevelThatFits;
+  if (p->options_.memory_policy.has_value()) {
+    if (*p->options_.memory_policy != MemoryPolicy::kFixed) {
+      return InvalidArgumentError(
+          "PlannerOptions::memory_policy may only force kFixed (the others follow from the "
+          "strategy and the static plan)");
+    }
+    p->memory_policy_ = MemoryPolicy::kFixed;
+    if (p->static_plan_.recompute.empty()) {
+      p->static_plan_.recompute.assign(p->setup_->job.model.modules.size(),
+                                       cost::Recompute::kNone);
+    }
+  }
+  return p;
+}
+
+StatusOr<std::vector<spec::Batch>> Planner::Batches(int64_t first, int count) const {
+  return MakeIterationBatches(*setup_, first, count);
+}
+
+StatusOr<PlannedIteration> Planner::Plan(const spec::Batch& batch) const {
+  return Plan(batch, options_.budget);
+}
+
+StatusOr<PlannedIteration> Planner::Plan(const spec::Batch& batch,
+                                         const PlanBudget& budget) const {
+  return ApplyMemoryPolicy(batch, budget, options_.sim, /*fallback=*/false);
+}
+
+StatusOr<PlannedIteration> Planner::Plan(const spec::Batch& batch, const PlanBudget& budget,
+                                         const sim::SimOptions& sim) const {
+  return ApplyMemoryPolicy(batch, budget, sim, /*fallback=*/false);
+}
+
+StatusOr<PlannedIteration> Planner::Fallback(const spec::Batch& batch) const {
+  return ApplyMemoryPolicy(batch, options_.budget, options_.sim, /*fallback=*/true);
+}
+
+StatusOr<IterationEvaluation> Planner::Evaluate(const IterationPlan& plan) const {
+  return EvaluateIteration(setup_->job, plan, options_.sim);
+}
+
+StatusOr<IterationEvaluation> Planner::Evaluate(const IterationPlan& plan,
+                                                const sim::SimOptions& sim) const {
+  return EvaluateIteration(setup_->job, plan, sim);
+}
+
+StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
+                                                      const PlanBudget& budget,
+                                                      const sim::SimOptions& sim,
+                                                      bool fallback) const {
+  const Job& job = setup_->job;
+  // The fallback orders the static plan's placement by a rule and so never inherits a
+  // strategy's own memory choices: it follows the uniform-level policy unless the static plan
+  // fixes recomputation.
+  const MemoryPolicy policy =
+      fallback && memory_policy_ == MemoryPolicy::kStrategy
+          ? MemoryPolicy::kFirstUniformLevelThatFits
+          : memory_policy_;
+  const std::vector<cost::Recompute> levels =
+      policy == MemoryPolicy::kFirstUniformLevelThatFits
+          ? std::vector<cost::Recompute>{cost::Recompute::kNone, cost::Recompute::kSelective,
+                                         cost::Recompute::kFull}
+          : std::vector<cost::Recompute>{cost::Recompute::kNone};
+  PlanBudget b = budget;
+  if (b.seed == 0) b.seed = job.seed;
+  PlannedIteration out;
+  double plan_time_s = 0;
+  for (cost::Recompute level : levels) {
+    StaticPlan variant = static_plan_;
+    if (policy == MemoryPolicy::kFirstUniformLevelThatFits) {
+      variant.recompute.assign(job.model.modules.size(), level);
+    }
+    if (fallback) {
+      WEFT_ASSIGN_OR_RETURN(
+          out.plan,
+          PlanReplicas(job, variant, batch,
+                       [](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
+                         auto s = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
+                         if (s.ok()) return s;
+                         return sched::MakeSchedule(sched::ScheduleKind::kGPipe, g);
+                       }));
+    } else {
+      WEFT_ASSIGN_OR_RETURN(out.plan, strategy_->PlanIteration(job, variant, batch, b));
+    }
+    plan_time_s += out.plan.plan_time_s;
+    WEFT_ASSIGN_OR_RETURN(out.evaluation, Evaluate(out.plan, sim));
+    out.recompute_used = policy == MemoryPolicy::kFirstUniformLevelThatFits
+                             ? level
+                             : cost::Recompute::kNone;
+    if (!out.evaluation.oom) break;
+  }
+  out.plan.plan_time_s = plan_time_s;
+  if (policy == MemoryPolicy::kFirstUniformLevelThatFits &&
+      out.recompute_used != cost::Recompute::kNone) {
+    out.plan.notes += std::string(out.plan.notes.empty() ? "" : "; ") + "recompute " +
+                      std::string(cost::RecomputeName(out.recompute_used)) +
+                      (out.evaluation.oom ? " (still out of memory)" : " to fit memory");
+  }
+  return out;
+}
+
+StatusOr<plan::ExecutionPlan> Planner::Compile(const PlannedIteration& planned, int replica,
+                                               int64_t iteration) const {
+  const int n = static_cast<int>(planned.plan.replicas.size());
+  if (replica < 0 || replica >= n) {
+    return InvalidArgumentError("replica " + std::to_string(replica) + " out of range [0, " +
+                                std::to_string(n) + ")");
+  }
+  if (static_cast<int>(planned.evaluation.timelines.size()) != n) {
+    return InvalidArgumentError("the plan's evaluation has " +
+                                std::to_string(planned.evaluation.timelines.size()) +
+                                " timelines for " + std::to_string(n) + " replicas");
+  }
+  const ReplicaPlan& r = planned.plan.replicas[replica];
+  plan::CompileOptions c;
+  c.model = setup_->model_name;
+  c.strategy = std::string(strategy_->Name());
+  c.iteration = iteration;
+  for (const auto& m : setup_->job.model.modules) c.hidden_size_by_module.push_back(m.hidden_size);
+  WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled,
+                        plan::CompilePlan(r.graph, r.schedule,
+                                          planned.evaluation.timelines[replica], c));
+  auto report = plan::ValidatePlan(compiled);
+  if (!report.ok()) {
+    return InternalError("iteration " + std::to_string(iteration) + " replica " +
+                         std::to_string(replica) +
+                         ": compiled plan does not validate: " + report.status().message() +
+                         (planned.plan.notes.empty() ? "" : " [" + planned.plan.notes + "]"));
+  }
+  return compiled;
+}
+
+}  // namespace weft::strategy

@@ -1,0 +1,155 @@
+#include "weft/strategy/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "weft/data/workload.h"
+#include "weft/plan/validator.h"
+
+namespace weft::strategy {
+namespace {
+
+std::unique_ptr<Planner> MakePlanner(JobOptions o, std::string_view strategy,
+                                     PlannerOptions options = {}) {
+  auto p = Planner::Create(o, strategy, options);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return p.ok() ? std::move(*p) : nullptr;
+}
+
+TEST(Planner, MemoryPolicyIsDecidedOnceFromStrategyAndStaticPlan) {
+  auto megatron = MakePlanner({.model = "tiny-vlm"}, "megatron-1f1b");
+  ASSERT_NE(megatron, nullptr);
+  EXPECT_EQ(megatron->memory_policy(), MemoryPolicy::kFirstUniformLevelThatFits);
+  auto dip = MakePlanner({.model = "tiny-vlm"}, "dip");
+  ASSERT_NE(dip, nullptr);
+  EXPECT_EQ(dip->memory_policy(), MemoryPolicy::kStrategy);
+  auto fixed = MakePlanner({.model = "tiny-vlm"}, "dip", {.memory_policy = MemoryPolicy::kFixed});
+  ASSERT_NE(fixed, nullptr);
+  EXPECT_EQ(fixed->memory_policy(), MemoryPolicy::kFixed);
+  EXPECT_EQ(fixed->static_plan().recompute.size(), fixed->job().model.modules.size());
+  EXPECT_FALSE(Planner::Create({.model = "tiny-vlm"}, "dip",
+                               {.memory_policy = MemoryPolicy::kStrategy})
+                   .ok());
+}
+
+TEST(Planner, UnknownStrategyOrModelFailsWithTheName) {
+  auto s = Planner::Create({.model = "tiny-vlm"}, "no-such-strategy");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("no-such-strategy"), std::string::npos);
+  auto m = Planner::Create({.model = "no-such-model"}, "gpipe");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("no-such-model"), std::string::npos);
+}
+
+// A rule strategy on a job that does not fit without recomputation: the planner re-plans with
+// uniform selective, then full recomputation, and keeps the first level that fits; the service
+// fallback follows the same policy.
+TEST(Planner, UniformLevelPolicyRecomputesUntilThePlanFits) {
+  JobOptions o{.model = "vlm-m", .gpus = 32, .data = "mixed"};
+  auto planner = MakePlanner(o, "gpipe");
+  ASSERT_NE(planner, nullptr);
+  auto batches = planner->Batches(0, 1);
+  ASSERT_TRUE(batches.ok()) << batches.status().ToString();
+  auto planned = planner->Plan(batches->front());
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  EXPECT_NE(planned->recompute_used, cost::Recompute::kNone)
+      << "the instance is meant to need recomputation";
+  EXPECT_FALSE(planned->evaluation.oom);
+  auto fallback = planner->Fallback(batches->front());
+  ASSERT_TRUE(fallback.ok()) << fallback.status().ToString();
+  EXPECT_FALSE(fallback->evaluation.oom);
+  EXPECT_NE(fallback->recompute_used, cost::Recompute::kNone);
+}
+
+// The data assignment is part of the plan: every replica keeps its microbatches, together they
+// hold every sequence of the batch once, and every stage names the samples it processes.
+TEST(Planner, PlanRecordsTheDataAssignment) {
+  JobOptions o{.model = "vlm-s", .data = "mixed", .num_microbatches = 4};
+  auto planner = MakePlanner(o, "dip", {.budget = {.time_budget_s = 0, .work_budget = 10}});
+  ASSERT_NE(planner, nullptr);
+  auto batches = planner->Batches(0, 1);
+  ASSERT_TRUE(batches.ok());
+  const spec::Batch& batch = batches->front();
+  auto planned = planner->Plan(batch);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  std::multiset<int> sequences;
+  const int llm = data::FirstLlmModule(planner->job().model);
+  for (const auto& replica : planned->plan.replicas) {
+    ASSERT_FALSE(replica.microbatches.empty());
+    for (size_t mb = 0; mb < replica.microbatches.size(); ++mb) {
+      std::set<int32_t> expected;
+      for (int seq : replica.microbatches[mb]) {
+        sequences.insert(seq);
+        for (int s : batch.sequences[seq].sample_indices) expected.insert(s);
+      }
+      // The LLM's forward stages of the microbatch process exactly its samples.
+      std::set<int32_t> seen;
+      for (const auto& st : replica.graph.stages()) {
+        if (st.module != llm || st.microbatch != static_cast<int>(mb)) continue;
+        const auto ids = replica.graph.sample_set(st.samples);
+        seen.insert(ids.begin(), ids.end());
+      }
+      EXPECT_EQ(seen, expected) << "microbatch " << mb;
+    }
+    // An edge carries only samples both of its ends hold.
+    const auto& g = replica.graph;
+    for (const auto& e : g.edges()) {
+      const auto carried = g.sample_set(e.samples);
+      const auto from = g.sample_set(g.stage(e.from).samples);
+      const auto to = g.sample_set(g.stage(e.to).samples);
+      for (int32_t s : carried) {
+        EXPECT_TRUE(std::binary_search(from.begin(), from.end(), s));
+        EXPECT_TRUE(std::binary_search(to.begin(), to.end(), s));
+      }
+    }
+  }
+  ASSERT_EQ(static_cast<int>(sequences.size()), static_cast<int>(batch.sequences.size()));
+  for (int i = 0; i < static_cast<int>(batch.sequences.size()); ++i) {
+    EXPECT_EQ(sequences.count(i), 1u) << "sequence " << i;
+  }
+}
+
+// Every replica of a dp > 1 plan compiles to a validated plan whose simulated time is the one
+// the evaluation reports for it.
+TEST(Planner, CompilesEveryReplica) {
+  JobOptions o{.model = "tiny-vlm", .gpus = 4, .pipeline_size = 2};
+  auto planner = MakePlanner(o, "megatron-1f1b");
+  ASSERT_NE(planner, nullptr);
+  ASSERT_EQ(planner->job().DataParallelSize(), 2);
+  auto batches = planner->Batches(0, 1);
+  ASSERT_TRUE(batches.ok());
+  auto planned = planner->Plan(batches->front());
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  ASSERT_EQ(planned->plan.replicas.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    auto compiled = planner->Compile(*planned, r, 0);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+    EXPECT_TRUE(plan::ValidatePlan(*compiled).ok());
+  }
+  auto bad = planner->Compile(*planned, 2, 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("replica 2"), std::string::npos);
+}
+
+// Same inputs, same outputs: two planners over the same job plan identical iterations.
+TEST(Planner, IsReproducible) {
+  JobOptions o{.model = "vlm-s", .data = "mixed", .num_microbatches = 4};
+  PlannerOptions options{.budget = {.time_budget_s = 0, .work_budget = 10}};
+  auto a = MakePlanner(o, "dip", options);
+  auto b = MakePlanner(o, "dip", options);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  auto batches = a->Batches(0, 1);
+  ASSERT_TRUE(batches.ok());
+  auto pa = a->Plan(batches->front());
+  auto pb = b->Plan(batches->front());
+  ASSERT_TRUE(pa.ok()) << pa.status().ToString();
+  ASSERT_TRUE(pb.ok()) << pb.status().ToString();
+  EXPECT_DOUBLE_EQ(pa->evaluation.iteration_time_s, pb->evaluation.iteration_time_s);
+  EXPECT_EQ(pa->evaluation.peak_memory_bytes, pb->evaluation.peak_memory_bytes);
+}
+
+}  // namespace
+}  // namespace weft::strategy
