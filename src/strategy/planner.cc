@@ -59,6 +59,23 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetu
   p->memory_policy_ = p->strategy_->ManagesMemory() ? MemoryPolicy::kStrategy
                       : fixed                       ? MemoryPolicy::kFixed
                                                     : MemoryPolicy::kFirstUniformLevelThatFits;
+  const auto& placement = p->static_plan_.placement;
+  p->grad_sync_bytes_by_group_module_.assign(
+      placement.groups.size(), std::vector<int64_t>(p->setup_->job.model.modules.size(), 0));
+  for (const Chunk& chunk : placement.chunks) {
+    if (chunk.group < 0 || chunk.group >= static_cast<int>(placement.groups.size()) ||
+        chunk.module < 0 || chunk.module >= static_cast<int>(placement.parallel.size())) {
+      return InvalidArgumentError("static plan: chunk of module " + std::to_string(chunk.module) +
+                                  " on group " + std::to_string(chunk.group) + " out of range");
+    }
+    WEFT_ASSIGN_OR_RETURN(cost::ChunkCost c,
+                          p->setup_->job.cost_model->Chunk(
+                              p->setup_->job.model, chunk.module, chunk.first_layer,
+                              chunk.num_layers, cost::TokenShape::Uniform(1),
+                              placement.parallel[chunk.module]));
+    p->grad_sync_bytes_by_group_module_[chunk.group][chunk.module] +=
+        static_cast<int64_t>(c.gradient_bytes);
+  }
   if (p->options_.memory_policy.has_value()) {
     if (*p->options_.memory_policy != MemoryPolicy::kFixed) {
       return InvalidArgumentError(
@@ -177,7 +194,12 @@ StatusOr<plan::ExecutionPlan> Planner::Compile(const PlannedIteration& planned, 
   c.model = setup_->model_name;
   c.strategy = std::string(strategy_->Name());
   c.iteration = iteration;
+  c.replica = replica;
+  c.num_replicas = n;
   for (const auto& m : setup_->job.model.modules) c.hidden_size_by_module.push_back(m.hidden_size);
+  if (static_cast<int>(grad_sync_bytes_by_group_module_.size()) == r.graph.num_groups()) {
+    c.grad_sync_bytes_by_rank_module = grad_sync_bytes_by_group_module_;
+  }
   WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled,
                         plan::CompilePlan(r.graph, r.schedule,
                                           planned.evaluation.timelines[replica], c));

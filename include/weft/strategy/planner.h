@@ -112,6 +112,9 @@ class Planner {
   StaticPlan static_plan_;
   PlannerOptions options_;
   MemoryPolicy memory_policy_ = MemoryPolicy::kFirstUniformLevelThatFits;
+  // Per group (pipeline rank) and module: gradient bytes per GPU its DP all-reduce carries (the
+  // plan's all_reduce_grads actions).
+  std::vector<std::vector<int64_t>> grad_sync_bytes_by_group_module_;
 };
 
 }  // namespace weft::strategy
