@@ -75,6 +75,118 @@ Status DeadlockError(const StageGraph& graph,
   return FailedPreconditionError(std::move(message));
 }
 
+
+// Match tolerance of the plan compiler's slot placement (src/plan/compiler.cc, kTimeEpsS).
+constexpr double kSlotEpsS = 1e-12;
+
+// First position k in [lo, hi) of a monotone predicate (false … false true … true), or hi.
+template <typename Pred>
+int32_t FirstPosition(int32_t lo, int32_t hi, Pred pred) {
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    if (pred(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+// Boundary buffers of the compiled plan, per group and slot (slot j of a group = just before
+// its j-th compute, slot |order| = after the last one), placed by CompilePlan's rules
+// (include/weft/plan/compiler.h):
+//  - a local buffer (same-group edge, bytes > 0) and a send buffer (cross-group edge) are
+//    outputs of the producing compute; the local one is freed in the slot after its reader, the
+//    send one (wait_send + free) in the first slot after the producer whose compute starts at or
+//    after the transfer's arrival, else the last slot;
+//  - a receive buffer is allocated by its irecv in the first slot whose compute ends after the
+//    producer ends (at the latest the reader's slot), made non-decreasing along each channel's
+//    send order, and freed in the slot after its reader.
+// Inside a slot the plan runs irecvs, frees, then wait_sends (+ frees).
+struct BufferSlots {
+  std::vector<int32_t> slot_begin;       // per group: offset of its slot 0
+  std::vector<int64_t> recv_bytes;       // per slot: allocated by irecvs
+  std::vector<int64_t> free_bytes;       // per slot: local / receive buffers freed
+  std::vector<int64_t> send_free_bytes;  // per slot: send buffers freed after wait_send
+  std::vector<double> send_free_s;       // per slot: latest arrival among them (curves only)
+  std::vector<int64_t> output_bytes;     // per stage: local + send buffers it produces
+};
+
+int64_t BufferBytes(int64_t bytes, int64_t element_bytes) {
+  return element_bytes > 1 ? (bytes + element_bytes - 1) / element_bytes * element_bytes : bytes;
+}
+
+BufferSlots PlaceBuffers(const StageGraph& graph,
+                         const sched::Schedule& schedule,
+                         const std::vector<StageTiming>& timing,
+                         const std::vector<double>& edge_arrival_s,
+                         const std::vector<int32_t>& edge_link,
+                         int num_links,
+                         int64_t element_bytes,
+                         bool record_times) {
+  const int num_groups = graph.num_groups();
+  const auto stages = graph.stages();
+  const auto edges = graph.edges();
+  BufferSlots b;
+  b.slot_begin.resize(num_groups + 1);
+  std::vector<int32_t> pos(graph.num_stages(), 0);
+  for (GroupId g = 0; g < num_groups; ++g) {
+    const auto& order = schedule.order[g];
+    b.slot_begin[g + 1] = b.slot_begin[g] + static_cast<int32_t>(order.size()) + 1;
+    for (int32_t j = 0; j < static_cast<int32_t>(order.size()); ++j) pos[order[j]] = j;
+  }
+  const size_t num_slots = b.slot_begin[num_groups];
+  b.recv_bytes.assign(num_slots, 0);
+  b.free_bytes.assign(num_slots, 0);
+  b.send_free_bytes.assign(num_slots, 0);
+  if (record_times) b.send_free_s.assign(num_slots, 0.0);
+  b.output_bytes.assign(graph.num_stages(), 0);
+  // Per channel (directed group pair = link), the smallest irecv slot of the sends after the
+  // current one: walking each sender's order and out-edges backwards visits a channel's sends
+  // in reverse (producer position, edge id) order, the compiler's matching order.
+  std::vector<int32_t> channel_slot(num_links, std::numeric_limits<int32_t>::max());
+  for (GroupId gu = 0; gu < num_groups; ++gu) {
+    const auto& order_u = schedule.order[gu];
+    const int32_t n_u = static_cast<int32_t>(order_u.size());
+    for (int32_t j = n_u; j-- > 0;) {
+      const StageId s = order_u[j];
+      const auto out = graph.out_edges(s);
+      for (size_t k = out.size(); k-- > 0;) {
+        const EdgeId e = out[k];
+        const graph::Edge& edge = edges[e];
+        if (edge.bytes == 0 && edge_link[e] < 0) continue;  // same-group ordering edge
+        const int64_t bytes = BufferBytes(edge.bytes, element_bytes);
+        const GroupId gv = stages[edge.to].group;
+        const int32_t to_pos = pos[edge.to];
+        b.output_bytes[s] += bytes;
+        b.free_bytes[b.slot_begin[gv] + to_pos + 1] += bytes;
+        if (edge_link[e] < 0) continue;  // local buffer
+        // Send buffer: wait_send in the first later slot whose compute starts at/after arrival.
+        const double arrival_s = edge_arrival_s[e];
+        const int32_t ws = FirstPosition(j + 1, n_u, [&](int32_t q) {
+          return timing[order_u[q]].start_s >= arrival_s - kSlotEpsS;
+        });
+        b.send_free_bytes[b.slot_begin[gu] + ws] += bytes;
+        if (record_times) {
+          double& t = b.send_free_s[b.slot_begin[gu] + ws];
+          t = std::max(t, arrival_s);
+        }
+        // Receive buffer: irecv in the first slot whose compute ends after the sender posts.
+        const auto& order_v = schedule.order[gv];
+        const double post_s = timing[s].end_s;
+        int32_t slot = FirstPosition(
+            0, to_pos, [&](int32_t q) { return timing[order_v[q]].end_s > post_s + kSlotEpsS; });
+        int32_t& later = channel_slot[edge_link[e]];
+        slot = std::min(slot, later);
+        later = slot;
+        b.recv_bytes[b.slot_begin[gv] + slot] += bytes;
+      }
+    }
+  }
+  return b;
+}
+
 }  // namespace
 
 std::string_view LinkKindName(LinkKind kind) {
@@ -190,6 +302,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   std::vector<uint8_t> running(num_groups, 0);
   std::vector<double> group_free_s(num_groups, 0.0);
   std::vector<double> link_free_s(num_links, 0.0);
+  std::vector<double> edge_arrival_s(num_links > 0 ? edges.size() : 0, 0.0);
 
   using Event = std::pair<double, StageId>;  // (end time, stage); ties by stage id
   std::vector<Event> heap_storage;
@@ -229,6 +342,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
         const double start_s = std::max(t, link_free_s[link]);
         arrival_s = start_s + edge_time_s[e];
         link_free_s[link] = arrival_s;
+        edge_arrival_s[e] = arrival_s;
         if (options.record_transfers) {
           timeline.transfers.push_back(Transfer{e, s, to, g, stages[to].group, start_s, arrival_s,
                                                 edges[e].bytes, edge_kind[e]});
@@ -247,28 +361,67 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   timeline.capacity_bytes = capacity_bytes;
   double weighted_busy = 0, weighted_gpus = 0;
   std::vector<double> tail_s(num_groups, 0.0);
+  const BufferSlots buffers =
+      PlaceBuffers(graph, schedule, timeline.stages, edge_arrival_s, edge_link, num_links,
+                   options.buffer_element_bytes, options.record_memory_curves);
   for (GroupId g = 0; g < num_groups; ++g) {
     GroupTimeline& gt = timeline.groups[g];
     const graph::DeviceGroup& group = groups[g];
     const auto& order = schedule.order[g];
+    const int32_t slot0 = buffers.slot_begin[g];
     gt.static_bytes = group.static_bytes;
-    int64_t live = group.static_bytes;
+    // The plan validator's replay (src/plan/validator.cc): memory is noted after each irecv and
+    // after each compute (its activation allocation and output buffers counted, its activation
+    // free not yet).
+    int64_t live = group.static_bytes, live_buffers = 0;
     gt.peak_bytes = live;
-    if (options.record_memory_curves) {
+    auto note = [&] {
+      gt.peak_bytes = std::max(gt.peak_bytes, live);
+      gt.peak_buffer_bytes = std::max(gt.peak_buffer_bytes, live_buffers);
+    };
+    const bool curves = options.record_memory_curves;
+    if (curves) {
       gt.memory.reserve(2 * order.size() + 1);
       gt.memory.push_back({0.0, live});
     }
-    for (StageId s : order) {
+    const int32_t size = static_cast<int32_t>(order.size());
+    for (int32_t j = 0; j <= size; ++j) {
+      // Slot j runs when compute j − 1 ends.
+      const double slot_s = j > 0 ? timeline.stages[order[j - 1]].end_s : 0.0;
+      if (const int64_t in = buffers.recv_bytes[slot0 + j]; in != 0) {
+        live += in;
+        live_buffers += in;
+        note();
+        if (curves) gt.memory.push_back({slot_s, live});
+      }
+      if (const int64_t out = buffers.free_bytes[slot0 + j]; out != 0) {
+        live -= out;
+        live_buffers -= out;
+        if (curves) gt.memory.push_back({slot_s, live});
+      }
+      if (const int64_t sent = buffers.send_free_bytes[slot0 + j]; sent != 0) {
+        live -= sent;
+        live_buffers -= sent;
+        if (curves) {  // when the last wait_send returns (before compute j starts)
+          double t = std::max(slot_s, buffers.send_free_s[slot0 + j]);
+          if (j < size) t = std::min(t, timeline.stages[order[j]].start_s);
+          gt.memory.push_back({t, live});
+        }
+      }
+      if (j == size) break;
+      const StageId s = order[j];
       const graph::Stage& st = stages[s];
       gt.busy_s += st.latency_s;
-      if (st.activation_alloc_bytes != 0) {
-        live += st.activation_alloc_bytes;
-        gt.peak_bytes = std::max(gt.peak_bytes, live);
-        if (options.record_memory_curves) gt.memory.push_back({timeline.stages[s].start_s, live});
+      const int64_t produced = buffers.output_bytes[s];
+      live += st.activation_alloc_bytes + produced;
+      live_buffers += produced;
+      note();
+      if (curves && st.activation_alloc_bytes + produced != 0) {
+        gt.memory.push_back({timeline.stages[s].start_s, live});
       }
       if (st.activation_free_bytes != 0) {
         live -= st.activation_free_bytes;
-        if (options.record_memory_curves) gt.memory.push_back({timeline.stages[s].end_s, live});
+        if (curves) gt.memory.push_back({timeline.stages[s].end_s, live});
       }
     }
     if (!order.empty()) {
