@@ -79,7 +79,7 @@ Status DeadlockError(const StageGraph& graph,
 // Match tolerance of the plan compiler's slot placement (src/plan/compiler.cc, kTimeEpsS).
 constexpr double kSlotEpsS = 1e-12;
 
-// First position k in [lo, hi) of a monotone predicate (false … false true … true), or hi.
+// First position in [lo, hi) of a monotone predicate (false … false true … true), or hi.
 template <typename Pred>
 int32_t FirstPosition(int32_t lo, int32_t hi, Pred pred) {
   while (lo < hi) {
@@ -93,6 +93,30 @@ int32_t FirstPosition(int32_t lo, int32_t hi, Pred pred) {
   return lo;
 }
 
+// The same, probing from lo upwards in doubling steps (cost log of the distance to the answer).
+template <typename Pred>
+int32_t FirstPositionFromLow(int32_t lo, int32_t hi, Pred pred) {
+  int32_t probe = lo, step = 1;
+  while (probe < hi && !pred(probe)) {
+    lo = probe + 1;
+    probe += step;
+    step *= 2;
+  }
+  return FirstPosition(lo, std::min(probe, hi), pred);
+}
+
+// The same, probing from hi downwards in doubling steps.
+template <typename Pred>
+int32_t FirstPositionFromHigh(int32_t lo, int32_t hi, Pred pred) {
+  int32_t probe = hi - 1, step = 1;
+  while (probe >= lo && pred(probe)) {
+    hi = probe;
+    probe -= step;
+    step *= 2;
+  }
+  return FirstPosition(std::max(probe + 1, lo), hi, pred);
+}
+
 // Boundary buffers of the compiled plan, per group and slot (slot j of a group = just before
 // its j-th compute, slot |order| = after the last one), placed by CompilePlan's rules
 // (include/weft/plan/compiler.h):
@@ -102,89 +126,96 @@ int32_t FirstPosition(int32_t lo, int32_t hi, Pred pred) {
 //    after the transfer's arrival, else the last slot;
 //  - a receive buffer is allocated by its irecv in the first slot whose compute ends after the
 //    producer ends (at the latest the reader's slot), made non-decreasing along each channel's
-//    send order, and freed in the slot after its reader.
-// Inside a slot the plan runs irecvs, frees, then wait_sends (+ frees).
-struct BufferSlots {
-  std::vector<int32_t> slot_begin;       // per group: offset of its slot 0
-  std::vector<int64_t> recv_bytes;       // per slot: allocated by irecvs
-  std::vector<int64_t> free_bytes;       // per slot: local / receive buffers freed
-  std::vector<int64_t> send_free_bytes;  // per slot: send buffers freed after wait_send
-  std::vector<double> send_free_s;       // per slot: latest arrival among them (curves only)
-  std::vector<int64_t> output_bytes;     // per stage: local + send buffers it produces
+//    send order (binding only at ties), and freed in the slot after its reader.
+// Inside a slot the plan runs irecvs, then frees (and wait_sends with their frees).
+struct SlotBytes {
+  int64_t received = 0;  // allocated by the slot's irecvs
+  int64_t freed = 0;     // freed by the slot's frees
+  int64_t produced = 0;  // local and send buffers the slot's compute produces
 };
 
-int64_t BufferBytes(int64_t bytes, int64_t element_bytes) {
-  return element_bytes > 1 ? (bytes + element_bytes - 1) / element_bytes * element_bytes : bytes;
+struct BufferSlots {
+  std::vector<int32_t> slot_begin;        // per group: index of its slot 0
+  std::vector<int32_t> slot_of;           // per stage: its slot (filled by the event loop)
+  std::vector<StageTiming> slot_timing;   // per slot: its compute (filled by the event loop)
+  std::vector<SlotBytes> slots;
+  std::vector<double> send_free_s;        // per slot: latest arrival of a send freed there (curves)
+};
+
+BufferSlots MakeBufferSlots(const sched::Schedule& schedule, int num_stages) {
+  BufferSlots b;
+  const int num_groups = static_cast<int>(schedule.order.size());
+  b.slot_begin.resize(num_groups + 1);
+  for (GroupId g = 0; g < num_groups; ++g) {
+    b.slot_begin[g + 1] = b.slot_begin[g] + static_cast<int32_t>(schedule.order[g].size()) + 1;
+  }
+  b.slot_of.resize(num_stages);
+  b.slot_timing.resize(b.slot_begin[num_groups]);
+  return b;
 }
 
-BufferSlots PlaceBuffers(const StageGraph& graph,
-                         const sched::Schedule& schedule,
-                         const std::vector<StageTiming>& timing,
-                         const std::vector<double>& edge_arrival_s,
-                         const std::vector<int32_t>& edge_link,
-                         int num_links,
-                         int64_t element_bytes,
-                         bool record_times) {
+void PlaceBuffers(const StageGraph& graph,
+                  const std::vector<double>& edge_arrival_s,
+                  const std::vector<int32_t>& edge_link,
+                  const std::vector<GroupId>& link_dst,
+                  int64_t element_bytes,
+                  bool record_times,
+                  BufferSlots& b) {
   const int num_groups = graph.num_groups();
-  const auto stages = graph.stages();
   const auto edges = graph.edges();
-  BufferSlots b;
-  b.slot_begin.resize(num_groups + 1);
-  std::vector<int32_t> pos(graph.num_stages(), 0);
-  for (GroupId g = 0; g < num_groups; ++g) {
-    const auto& order = schedule.order[g];
-    b.slot_begin[g + 1] = b.slot_begin[g] + static_cast<int32_t>(order.size()) + 1;
-    for (int32_t j = 0; j < static_cast<int32_t>(order.size()); ++j) pos[order[j]] = j;
-  }
-  const size_t num_slots = b.slot_begin[num_groups];
-  b.recv_bytes.assign(num_slots, 0);
-  b.free_bytes.assign(num_slots, 0);
-  b.send_free_bytes.assign(num_slots, 0);
+  const int32_t num_slots = b.slot_begin[num_groups];
+  const std::vector<StageTiming>& slot_timing = b.slot_timing;
+  b.slots.resize(num_slots);
   if (record_times) b.send_free_s.assign(num_slots, 0.0);
-  b.output_bytes.assign(graph.num_stages(), 0);
+  // Whole elements: ceil(bytes / element_bytes) · element_bytes (a mask for powers of two).
+  const bool power_of_two = element_bytes > 0 && (element_bytes & (element_bytes - 1)) == 0;
+  auto buffer_bytes = [&](int64_t bytes) {
+    if (element_bytes <= 1) return bytes;
+    if (power_of_two) return (bytes + element_bytes - 1) & ~(element_bytes - 1);
+    return (bytes + element_bytes - 1) / element_bytes * element_bytes;
+  };
   // Per channel (directed group pair = link), the smallest irecv slot of the sends after the
   // current one: walking each sender's order and out-edges backwards visits a channel's sends
   // in reverse (producer position, edge id) order, the compiler's matching order.
-  std::vector<int32_t> channel_slot(num_links, std::numeric_limits<int32_t>::max());
+  std::vector<int32_t> channel_slot(link_dst.size(), std::numeric_limits<int32_t>::max());
+  std::vector<StageId> stage_of(num_slots);
+  for (StageId s = 0; s < graph.num_stages(); ++s) stage_of[b.slot_of[s]] = s;
   for (GroupId gu = 0; gu < num_groups; ++gu) {
-    const auto& order_u = schedule.order[gu];
-    const int32_t n_u = static_cast<int32_t>(order_u.size());
-    for (int32_t j = n_u; j-- > 0;) {
-      const StageId s = order_u[j];
+    const int32_t u0 = b.slot_begin[gu];
+    const int32_t u_last = b.slot_begin[gu + 1] - 1;  // the slot after the last compute
+    for (int32_t j = u_last; j-- > u0;) {
+      const StageId s = stage_of[j];
       const auto out = graph.out_edges(s);
       for (size_t k = out.size(); k-- > 0;) {
         const EdgeId e = out[k];
         const graph::Edge& edge = edges[e];
-        if (edge.bytes == 0 && edge_link[e] < 0) continue;  // same-group ordering edge
-        const int64_t bytes = BufferBytes(edge.bytes, element_bytes);
-        const GroupId gv = stages[edge.to].group;
-        const int32_t to_pos = pos[edge.to];
-        b.output_bytes[s] += bytes;
-        b.free_bytes[b.slot_begin[gv] + to_pos + 1] += bytes;
-        if (edge_link[e] < 0) continue;  // local buffer
+        const int32_t link = edge_link[e];
+        if (edge.bytes == 0 && link < 0) continue;  // same-group ordering edge
+        const int64_t bytes = buffer_bytes(edge.bytes);
+        const int32_t to_slot = b.slot_of[edge.to];
+        b.slots[j].produced += bytes;
+        b.slots[to_slot + 1].freed += bytes;
+        if (link < 0) continue;  // local buffer
         // Send buffer: wait_send in the first later slot whose compute starts at/after arrival.
         const double arrival_s = edge_arrival_s[e];
-        const int32_t ws = FirstPosition(j + 1, n_u, [&](int32_t q) {
-          return timing[order_u[q]].start_s >= arrival_s - kSlotEpsS;
+        const int32_t ws = FirstPositionFromLow(j + 1, u_last, [&](int32_t q) {
+          return slot_timing[q].start_s >= arrival_s - kSlotEpsS;
         });
-        b.send_free_bytes[b.slot_begin[gu] + ws] += bytes;
-        if (record_times) {
-          double& t = b.send_free_s[b.slot_begin[gu] + ws];
-          t = std::max(t, arrival_s);
-        }
+        b.slots[ws].freed += bytes;
+        if (record_times) b.send_free_s[ws] = std::max(b.send_free_s[ws], arrival_s);
         // Receive buffer: irecv in the first slot whose compute ends after the sender posts.
-        const auto& order_v = schedule.order[gv];
-        const double post_s = timing[s].end_s;
-        int32_t slot = FirstPosition(
-            0, to_pos, [&](int32_t q) { return timing[order_v[q]].end_s > post_s + kSlotEpsS; });
-        int32_t& later = channel_slot[edge_link[e]];
+        const double post_s = slot_timing[j].end_s;
+        const int32_t v0 = b.slot_begin[link_dst[link]];
+        int32_t slot = FirstPositionFromHigh(v0, to_slot, [&](int32_t q) {
+          return slot_timing[q].end_s > post_s + kSlotEpsS;
+        });
+        int32_t& later = channel_slot[link];
         slot = std::min(slot, later);
         later = slot;
-        b.recv_bytes[b.slot_begin[gv] + slot] += bytes;
+        b.slots[slot].received += bytes;
       }
     }
   }
-  return b;
 }
 
 }  // namespace
@@ -262,6 +293,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   std::vector<int32_t> edge_link(edges.size(), -1);
   std::vector<LinkKind> edge_kind(edges.size(), LinkKind::kSameGroup);
   int num_links = 0;
+  std::vector<GroupId> link_dst;  // per link: its destination group
   {
     const bool dense = num_groups <= 128;
     std::vector<int32_t> dense_slot(dense ? num_groups * num_groups : 0, -1);
@@ -281,6 +313,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
       if (*slot < 0) {
         *slot = num_links++;
         pair_kind.push_back(LinkBetween(groups[a], groups[b], cluster));
+        link_dst.push_back(b);
       }
       edge_link[e] = *slot;
       edge_kind[e] = pair_kind[*slot];
@@ -292,6 +325,9 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   timeline.stages.resize(n);
   timeline.groups.resize(num_groups);
   if (options.record_transfers) timeline.transfers.reserve(num_links > 0 ? edges.size() : 0);
+
+  // Boundary buffers: the event loop records each stage's slot and the slots' compute times.
+  BufferSlots buffers = MakeBufferSlots(schedule, n);
 
   // --- event simulation ---------------------------------------------------------------------
   std::vector<int32_t> pending(n);
@@ -319,6 +355,9 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     const double start_s = std::max(group_free_s[g], ready_s[s]);
     const double end_s = start_s + stages[s].latency_s;
     timeline.stages[s] = StageTiming{start_s, end_s};
+    const int32_t slot = buffers.slot_begin[g] + cursor[g];
+    buffers.slot_of[s] = slot;
+    buffers.slot_timing[slot] = StageTiming{start_s, end_s};
     running[g] = 1;
     events.push({end_s, s});
   };
@@ -361,9 +400,8 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   timeline.capacity_bytes = capacity_bytes;
   double weighted_busy = 0, weighted_gpus = 0;
   std::vector<double> tail_s(num_groups, 0.0);
-  const BufferSlots buffers =
-      PlaceBuffers(graph, schedule, timeline.stages, edge_arrival_s, edge_link, num_links,
-                   options.buffer_element_bytes, options.record_memory_curves);
+  PlaceBuffers(graph, edge_arrival_s, edge_link, link_dst, options.buffer_element_bytes,
+               options.record_memory_curves, buffers);
   for (GroupId g = 0; g < num_groups; ++g) {
     GroupTimeline& gt = timeline.groups[g];
     const graph::DeviceGroup& group = groups[g];
@@ -381,47 +419,42 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     };
     const bool curves = options.record_memory_curves;
     if (curves) {
-      gt.memory.reserve(2 * order.size() + 1);
+      gt.memory.reserve(4 * order.size() + 2);
       gt.memory.push_back({0.0, live});
     }
     const int32_t size = static_cast<int32_t>(order.size());
     for (int32_t j = 0; j <= size; ++j) {
       // Slot j runs when compute j − 1 ends.
-      const double slot_s = j > 0 ? timeline.stages[order[j - 1]].end_s : 0.0;
-      if (const int64_t in = buffers.recv_bytes[slot0 + j]; in != 0) {
-        live += in;
-        live_buffers += in;
+      const double slot_s = j > 0 ? buffers.slot_timing[slot0 + j - 1].end_s : 0.0;
+      const SlotBytes& slot = buffers.slots[slot0 + j];
+      if (slot.received != 0) {
+        live += slot.received;
+        live_buffers += slot.received;
         note();
         if (curves) gt.memory.push_back({slot_s, live});
       }
-      if (const int64_t out = buffers.free_bytes[slot0 + j]; out != 0) {
-        live -= out;
-        live_buffers -= out;
-        if (curves) gt.memory.push_back({slot_s, live});
-      }
-      if (const int64_t sent = buffers.send_free_bytes[slot0 + j]; sent != 0) {
-        live -= sent;
-        live_buffers -= sent;
-        if (curves) {  // when the last wait_send returns (before compute j starts)
+      if (slot.freed != 0) {
+        live -= slot.freed;
+        live_buffers -= slot.freed;
+        if (curves) {  // after the last wait_send returns (before compute j starts)
           double t = std::max(slot_s, buffers.send_free_s[slot0 + j]);
-          if (j < size) t = std::min(t, timeline.stages[order[j]].start_s);
+          if (j < size) t = std::min(t, buffers.slot_timing[slot0 + j].start_s);
           gt.memory.push_back({t, live});
         }
       }
       if (j == size) break;
-      const StageId s = order[j];
-      const graph::Stage& st = stages[s];
+      const graph::Stage& st = stages[order[j]];
       gt.busy_s += st.latency_s;
-      const int64_t produced = buffers.output_bytes[s];
+      const int64_t produced = slot.produced;
       live += st.activation_alloc_bytes + produced;
       live_buffers += produced;
       note();
       if (curves && st.activation_alloc_bytes + produced != 0) {
-        gt.memory.push_back({timeline.stages[s].start_s, live});
+        gt.memory.push_back({buffers.slot_timing[slot0 + j].start_s, live});
       }
       if (st.activation_free_bytes != 0) {
         live -= st.activation_free_bytes;
-        if (curves) gt.memory.push_back({timeline.stages[s].end_s, live});
+        if (curves) gt.memory.push_back({buffers.slot_timing[slot0 + j].end_s, live});
       }
     }
     if (!order.empty()) {
