@@ -75,6 +75,149 @@ Status DeadlockError(const StageGraph& graph,
   return FailedPreconditionError(std::move(message));
 }
 
+
+// Match tolerance of the plan compiler's slot placement (src/plan/compiler.cc, kTimeEpsS).
+constexpr double kSlotEpsS = 1e-12;
+
+// First position in [lo, hi) of a monotone predicate (false … false true … true), or hi.
+template <typename Pred>
+int32_t FirstPosition(int32_t lo, int32_t hi, Pred pred) {
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    if (pred(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+// The same, probing from lo upwards in doubling steps (cost log of the distance to the answer).
+template <typename Pred>
+int32_t FirstPositionFromLow(int32_t lo, int32_t hi, Pred pred) {
+  int32_t probe = lo, step = 1;
+  while (probe < hi && !pred(probe)) {
+    lo = probe + 1;
+    probe += step;
+    step *= 2;
+  }
+  return FirstPosition(lo, std::min(probe, hi), pred);
+}
+
+// The same, probing from hi downwards in doubling steps.
+template <typename Pred>
+int32_t FirstPositionFromHigh(int32_t lo, int32_t hi, Pred pred) {
+  int32_t probe = hi - 1, step = 1;
+  while (probe >= lo && pred(probe)) {
+    hi = probe;
+    probe -= step;
+    step *= 2;
+  }
+  return FirstPosition(std::max(probe + 1, lo), hi, pred);
+}
+
+// Boundary buffers of the compiled plan, per group and slot (slot j of a group = just before
+// its j-th compute, slot |order| = after the last one), placed by CompilePlan's rules
+// (include/weft/plan/compiler.h):
+//  - a local buffer (same-group edge, bytes > 0) and a send buffer (cross-group edge) are
+//    outputs of the producing compute; the local one is freed in the slot after its reader, the
+//    send one (wait_send + free) in the first slot after the producer whose compute starts at or
+//    after the transfer's arrival, else the last slot;
+//  - a receive buffer is allocated by its irecv in the first slot whose compute ends after the
+//    producer ends (at the latest the reader's slot), made non-decreasing along each channel's
+//    send order (binding only at ties), and freed in the slot after its reader.
+// Inside a slot the plan runs irecvs, then frees (and wait_sends with their frees).
+struct SlotBytes {
+  int64_t received = 0;  // allocated by the slot's irecvs
+  int64_t freed = 0;     // freed by the slot's frees
+  int64_t produced = 0;  // local and send buffers the slot's compute produces
+};
+
+struct BufferSlots {
+  std::vector<int32_t> slot_begin;        // per group: index of its slot 0
+  std::vector<int32_t> slot_of;           // per stage: its slot (filled by the event loop)
+  std::vector<StageTiming> slot_timing;   // per slot: its compute (filled by the event loop)
+  std::vector<SlotBytes> slots;
+  std::vector<double> send_free_s;        // per slot: latest arrival of a send freed there (curves)
+};
+
+BufferSlots MakeBufferSlots(const sched::Schedule& schedule, int num_stages) {
+  BufferSlots b;
+  const int num_groups = static_cast<int>(schedule.order.size());
+  b.slot_begin.resize(num_groups + 1);
+  for (GroupId g = 0; g < num_groups; ++g) {
+    b.slot_begin[g + 1] = b.slot_begin[g] + static_cast<int32_t>(schedule.order[g].size()) + 1;
+  }
+  b.slot_of.resize(num_stages);
+  b.slot_timing.resize(b.slot_begin[num_groups]);
+  return b;
+}
+
+void PlaceBuffers(const StageGraph& graph,
+                  const std::vector<double>& edge_arrival_s,
+                  const std::vector<int32_t>& edge_link,
+                  const std::vector<GroupId>& link_dst,
+                  int64_t element_bytes,
+                  bool record_times,
+                  BufferSlots& b) {
+  const int num_groups = graph.num_groups();
+  const auto edges = graph.edges();
+  const int32_t num_slots = b.slot_begin[num_groups];
+  const std::vector<StageTiming>& slot_timing = b.slot_timing;
+  b.slots.resize(num_slots);
+  if (record_times) b.send_free_s.assign(num_slots, 0.0);
+  // Whole elements: ceil(bytes / element_bytes) · element_bytes (a mask for powers of two).
+  const bool power_of_two = element_bytes > 0 && (element_bytes & (element_bytes - 1)) == 0;
+  auto buffer_bytes = [&](int64_t bytes) {
+    if (element_bytes <= 1) return bytes;
+    if (power_of_two) return (bytes + element_bytes - 1) & ~(element_bytes - 1);
+    return (bytes + element_bytes - 1) / element_bytes * element_bytes;
+  };
+  // Per channel (directed group pair = link), the smallest irecv slot of the sends after the
+  // current one: walking each sender's order and out-edges backwards visits a channel's sends
+  // in reverse (producer position, edge id) order, the compiler's matching order.
+  std::vector<int32_t> channel_slot(link_dst.size(), std::numeric_limits<int32_t>::max());
+  std::vector<StageId> stage_of(num_slots);
+  for (StageId s = 0; s < graph.num_stages(); ++s) stage_of[b.slot_of[s]] = s;
+  for (GroupId gu = 0; gu < num_groups; ++gu) {
+    const int32_t u0 = b.slot_begin[gu];
+    const int32_t u_last = b.slot_begin[gu + 1] - 1;  // the slot after the last compute
+    for (int32_t j = u_last; j-- > u0;) {
+      const StageId s = stage_of[j];
+      const auto out = graph.out_edges(s);
+      for (size_t k = out.size(); k-- > 0;) {
+        const EdgeId e = out[k];
+        const graph::Edge& edge = edges[e];
+        const int32_t link = edge_link[e];
+        if (edge.bytes == 0 && link < 0) continue;  // same-group ordering edge
+        const int64_t bytes = buffer_bytes(edge.bytes);
+        const int32_t to_slot = b.slot_of[edge.to];
+        b.slots[j].produced += bytes;
+        b.slots[to_slot + 1].freed += bytes;
+        if (link < 0) continue;  // local buffer
+        // Send buffer: wait_send in the first later slot whose compute starts at/after arrival.
+        const double arrival_s = edge_arrival_s[e];
+        const int32_t ws = FirstPositionFromLow(j + 1, u_last, [&](int32_t q) {
+          return slot_timing[q].start_s >= arrival_s - kSlotEpsS;
+        });
+        b.slots[ws].freed += bytes;
+        if (record_times) b.send_free_s[ws] = std::max(b.send_free_s[ws], arrival_s);
+        // Receive buffer: irecv in the first slot whose compute ends after the sender posts.
+        const double post_s = slot_timing[j].end_s;
+        const int32_t v0 = b.slot_begin[link_dst[link]];
+        int32_t slot = FirstPositionFromHigh(v0, to_slot, [&](int32_t q) {
+          return slot_timing[q].end_s > post_s + kSlotEpsS;
+        });
+        int32_t& later = channel_slot[link];
+        slot = std::min(slot, later);
+        later = slot;
+        b.slots[slot].received += bytes;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::string_view LinkKindName(LinkKind kind) {
@@ -150,6 +293,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   std::vector<int32_t> edge_link(edges.size(), -1);
   std::vector<LinkKind> edge_kind(edges.size(), LinkKind::kSameGroup);
   int num_links = 0;
+  std::vector<GroupId> link_dst;  // per link: its destination group
   {
     const bool dense = num_groups <= 128;
     std::vector<int32_t> dense_slot(dense ? num_groups * num_groups : 0, -1);
@@ -169,6 +313,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
       if (*slot < 0) {
         *slot = num_links++;
         pair_kind.push_back(LinkBetween(groups[a], groups[b], cluster));
+        link_dst.push_back(b);
       }
       edge_link[e] = *slot;
       edge_kind[e] = pair_kind[*slot];
@@ -181,6 +326,9 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   timeline.groups.resize(num_groups);
   if (options.record_transfers) timeline.transfers.reserve(num_links > 0 ? edges.size() : 0);
 
+  // Boundary buffers: the event loop records each stage's slot and the slots' compute times.
+  BufferSlots buffers = MakeBufferSlots(schedule, n);
+
   // --- event simulation ---------------------------------------------------------------------
   std::vector<int32_t> pending(n);
   std::vector<double> ready_s(n, 0.0);
@@ -190,6 +338,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   std::vector<uint8_t> running(num_groups, 0);
   std::vector<double> group_free_s(num_groups, 0.0);
   std::vector<double> link_free_s(num_links, 0.0);
+  std::vector<double> edge_arrival_s(num_links > 0 ? edges.size() : 0, 0.0);
 
   using Event = std::pair<double, StageId>;  // (end time, stage); ties by stage id
   std::vector<Event> heap_storage;
@@ -206,6 +355,9 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     const double start_s = std::max(group_free_s[g], ready_s[s]);
     const double end_s = start_s + stages[s].latency_s;
     timeline.stages[s] = StageTiming{start_s, end_s};
+    const int32_t slot = buffers.slot_begin[g] + cursor[g];
+    buffers.slot_of[s] = slot;
+    buffers.slot_timing[slot] = StageTiming{start_s, end_s};
     running[g] = 1;
     events.push({end_s, s});
   };
@@ -229,6 +381,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
         const double start_s = std::max(t, link_free_s[link]);
         arrival_s = start_s + edge_time_s[e];
         link_free_s[link] = arrival_s;
+        edge_arrival_s[e] = arrival_s;
         if (options.record_transfers) {
           timeline.transfers.push_back(Transfer{e, s, to, g, stages[to].group, start_s, arrival_s,
                                                 edges[e].bytes, edge_kind[e]});
@@ -247,28 +400,61 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   timeline.capacity_bytes = capacity_bytes;
   double weighted_busy = 0, weighted_gpus = 0;
   std::vector<double> tail_s(num_groups, 0.0);
+  PlaceBuffers(graph, edge_arrival_s, edge_link, link_dst, options.buffer_element_bytes,
+               options.record_memory_curves, buffers);
   for (GroupId g = 0; g < num_groups; ++g) {
     GroupTimeline& gt = timeline.groups[g];
     const graph::DeviceGroup& group = groups[g];
     const auto& order = schedule.order[g];
+    const int32_t slot0 = buffers.slot_begin[g];
     gt.static_bytes = group.static_bytes;
-    int64_t live = group.static_bytes;
+    // The plan validator's replay (src/plan/validator.cc): memory is noted after each irecv and
+    // after each compute (its activation allocation and output buffers counted, its activation
+    // free not yet).
+    int64_t live = group.static_bytes, live_buffers = 0;
     gt.peak_bytes = live;
-    if (options.record_memory_curves) {
-      gt.memory.reserve(2 * order.size() + 1);
+    auto note = [&] {
+      gt.peak_bytes = std::max(gt.peak_bytes, live);
+      gt.peak_buffer_bytes = std::max(gt.peak_buffer_bytes, live_buffers);
+    };
+    const bool curves = options.record_memory_curves;
+    if (curves) {
+      gt.memory.reserve(4 * order.size() + 2);
       gt.memory.push_back({0.0, live});
     }
-    for (StageId s : order) {
-      const graph::Stage& st = stages[s];
+    const int32_t size = static_cast<int32_t>(order.size());
+    for (int32_t j = 0; j <= size; ++j) {
+      // Slot j runs when compute j − 1 ends.
+      const double slot_s = j > 0 ? buffers.slot_timing[slot0 + j - 1].end_s : 0.0;
+      const SlotBytes& slot = buffers.slots[slot0 + j];
+      if (slot.received != 0) {
+        live += slot.received;
+        live_buffers += slot.received;
+        note();
+        if (curves) gt.memory.push_back({slot_s, live});
+      }
+      if (slot.freed != 0) {
+        live -= slot.freed;
+        live_buffers -= slot.freed;
+        if (curves) {  // after the last wait_send returns (before compute j starts)
+          double t = std::max(slot_s, buffers.send_free_s[slot0 + j]);
+          if (j < size) t = std::min(t, buffers.slot_timing[slot0 + j].start_s);
+          gt.memory.push_back({t, live});
+        }
+      }
+      if (j == size) break;
+      const graph::Stage& st = stages[order[j]];
       gt.busy_s += st.latency_s;
-      if (st.activation_alloc_bytes != 0) {
-        live += st.activation_alloc_bytes;
-        gt.peak_bytes = std::max(gt.peak_bytes, live);
-        if (options.record_memory_curves) gt.memory.push_back({timeline.stages[s].start_s, live});
+      const int64_t produced = slot.produced;
+      live += st.activation_alloc_bytes + produced;
+      live_buffers += produced;
+      note();
+      if (curves && st.activation_alloc_bytes + produced != 0) {
+        gt.memory.push_back({buffers.slot_timing[slot0 + j].start_s, live});
       }
       if (st.activation_free_bytes != 0) {
         live -= st.activation_free_bytes;
-        if (options.record_memory_curves) gt.memory.push_back({timeline.stages[s].end_s, live});
+        if (curves) gt.memory.push_back({buffers.slot_timing[slot0 + j].end_s, live});
       }
     }
     if (!order.empty()) {

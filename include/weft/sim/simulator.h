@@ -13,7 +13,12 @@
 //    2(d−1)/d · bytes / bandwidth + 2(d−1) · latency, on NVLink if all replicas share a node)
 //    then runs the optimizer step (optimizer_bytes / (HBM bandwidth · efficiency.memory));
 //  - memory per group: static bytes, + activation_alloc_bytes at each stage start, −
-//    activation_free_bytes at each stage end.
+//    activation_free_bytes at each stage end, + the boundary buffers of the plan that
+//    plan::CompilePlan would make from this timeline (local buffers of same-group edges with
+//    bytes > 0, send buffers on the producer's group and receive buffers on the consumer's
+//    group of cross-group edges), allocated and freed at CompilePlan's slots; the peak equals
+//    plan::ValidatePlan's replay of that plan per rank, byte for byte
+//    (src/plan/sim_plan_memory_property_test.cc).
 // Thread-safety: Simulate is a pure function; call it concurrently on shared inputs.
 #include <cstdint>
 
@@ -37,6 +42,9 @@ struct SimOptions {
   bool fail_on_oom = false;           // return ResourceExhausted instead of listing OOMs
   double samples_per_iteration = 0;   // for throughput; 0 = unknown
   double tokens_per_iteration = 0;    // for throughput; 0 = unknown
+  // Boundary buffers hold whole elements of this size (the compiled plan's dtype, bf16): an
+  // edge of `bytes` occupies ceil(bytes / size) · size. 1 = exact bytes.
+  int64_t buffer_element_bytes = 2;
 };
 
 // Fails with InvalidArgument if the graph is not finalized or the schedule is invalid, with

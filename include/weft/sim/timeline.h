@@ -32,7 +32,7 @@ struct Transfer {  // one cross-group edge
 
 struct MemoryPoint {
   double time_s = 0;
-  int64_t bytes = 0;  // per GPU, after the change at time_s (static + live activations)
+  int64_t bytes = 0;  // per GPU, after the change at time_s (static + activations + buffers)
 };
 
 struct GroupTimeline {
@@ -43,7 +43,8 @@ struct GroupTimeline {
   double optimizer_s = 0;       // optimizer step, after the all-reduce
   double end_s = 0;             // last_end_s + grad_sync_s + optimizer_s
   int64_t static_bytes = 0;
-  int64_t peak_bytes = 0;       // static + max live activations
+  int64_t peak_bytes = 0;       // static + max of live activations + live boundary buffers
+  int64_t peak_buffer_bytes = 0;  // max live boundary buffers (send, receive, local)
   std::vector<MemoryPoint> memory;  // starts with (0, static_bytes); empty if not recorded
 };
 

@@ -19,8 +19,6 @@
 
 #include "weft/algo/mcts.h"
 #include "weft/data/workload.h"
-#include "weft/plan/compiler.h"
-#include "weft/plan/validator.h"
 #include "weft/sched/generators.h"
 #include "weft/sched/partition.h"
 #include "weft/sim/simulator.h"
@@ -357,51 +355,40 @@ struct MemoryCandidate {
   Score score;
   MemoryChoice choice;
   bool per_layer = false;
-  algo::LiveSelectionMethod method = algo::LiveSelectionMethod::kGreedy;
 };
 
-// Per group of the compiled plan of (graph, schedule): its peak (static + activations + P2P
-// buffers) and its buffer peak. The simulator does not count the buffers.
-StatusOr<plan::ValidationReport> CompiledMemory(const Job& job, const graph::StageGraph& graph,
-                                                const sched::Schedule& schedule) {
-  WEFT_ASSIGN_OR_RETURN(sim::Timeline t, sim::Simulate(graph, schedule, job.cluster));
-  WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled, plan::CompilePlan(graph, schedule, t));
-  return plan::ValidatePlan(compiled, {.check_memory = false});
-}
+// A per-rank selection for a schedule and its simulated score.
+struct FittedChoice {
+  MemoryChoice choice;
+  Score score;
+};
 
-bool CompiledPlanFits(const Job& job, const graph::StageGraph& graph,
-                      const sched::Schedule& schedule) {
-  auto report = CompiledMemory(job, graph, schedule);
-  if (!report.ok()) return false;
-  for (const auto& rank : report->ranks) {
-    if (rank.peak_bytes > job.cluster.gpu.memory_capacity_bytes) return false;
-  }
-  return true;
-}
-
-// The compiled plan also holds P2P buffers, which the simulator's memory does not count: while a
-// rank of the compiled plan peaks above the capacity, re-select with that rank's cap lowered by
-// its measured buffer peak (at most 3 rounds).
-Status FitPlanBuffers(const Job& job, const MemoryOptimizer& memory, MemoryCandidate& c) {
-  const int64_t capacity = job.cluster.gpu.memory_capacity_bytes;
-  if (capacity <= 0) return OkStatus();
-  std::vector<int64_t> reserve(c.graph.num_groups(), 0);
-  for (int round = 0; round < 3; ++round) {
-    WEFT_ASSIGN_OR_RETURN(plan::ValidationReport report, CompiledMemory(job, c.graph, c.schedule));
-    bool fits = true;
-    for (size_t g = 0; g < report.ranks.size() && g < reserve.size(); ++g) {
-      if (report.ranks[g].peak_bytes > capacity) {
-        fits = false;
-        reserve[g] = std::max(reserve[g], report.ranks[g].peak_buffer_bytes);
+// The per-rank selection caps activations only; the simulation also counts the compiled plan's
+// P2P buffers (exactly: docs/simulator.md). `reserve` (per group, grown here) lowers the caps;
+// while a group peaks above the capacity, raise its reserve to its simulated buffer peak and
+// select again (at most `rounds` times).
+StatusOr<FittedChoice> SelectFitting(const Job& job, const MemoryOptimizer& memory,
+                                     const sched::Schedule& schedule,
+                                     algo::LiveSelectionMethod method, int rounds,
+                                     std::vector<int64_t>& reserve) {
+  const sim::SimOptions options{.record_transfers = false,
+                                .record_memory_curves = false,
+                                .validate_schedule = false};
+  for (int round = 0;; ++round) {
+    WEFT_ASSIGN_OR_RETURN(MemoryChoice choice, memory.Optimize(schedule, method, reserve));
+    auto t = sim::Simulate(choice.graph, schedule, job.cluster, options);
+    if (!t.ok()) return FittedChoice{std::move(choice), Score{}};
+    bool grew = false;
+    if (round < rounds) {
+      reserve.resize(choice.graph.num_groups(), 0);
+      for (const sim::OutOfMemory& o : t->oom) {
+        const int64_t buffers = t->groups[o.group].peak_buffer_bytes;
+        grew = grew || buffers > reserve[o.group];
+        reserve[o.group] = std::max(reserve[o.group], buffers);
       }
     }
-    if (fits) return OkStatus();
-    WEFT_ASSIGN_OR_RETURN(MemoryChoice choice, memory.Optimize(c.schedule, c.method, reserve));
-    c.graph = std::move(choice.graph);
-    c.choice = std::move(choice);
-    c.score = Evaluate(c.graph, c.schedule, job.cluster);
+    if (!grew) return FittedChoice{std::move(choice), Score{t->iteration_time_s, !t->oom.empty()}};
   }
-  return OkStatus();
 }
 
 class DipStrategy final : public Strategy {
@@ -648,11 +635,6 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
       IterationPlan out,
       PlanReplicas(job, fast, batch, [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
         WEFT_ASSIGN_OR_RETURN(auto r, SearchSchedule(job, g, true, budget, share / 3, options_));
-        // A schedule that fits only without its P2P buffers goes through the memory path too.
-        if (!r.score.oom && job.cluster.gpu.memory_capacity_bytes > 0 &&
-            !CompiledPlanFits(job, g, r.schedule)) {
-          r.score.oom = true;
-        }
         scores.push_back(r.score);
         return std::move(r.schedule);
       }));
@@ -699,11 +681,16 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
                           MemoryOptimizer::Create(variants, layers, job.cluster,
                                                   {.num_candidates = options_.memory_candidates,
                                                    .selection = {.time_limit_s = 0.02}}));
+    // Inside the search one selection per schedule (its P2P buffers count; the candidates below
+    // are fitted). Across the candidates the reserves carry over.
     Evaluator evaluate = [&](const sched::Schedule& s) -> Score {
-      auto choice = memory.Optimize(s, algo::LiveSelectionMethod::kGreedy);
-      if (!choice.ok()) return {};
-      return Evaluate(choice->graph, s, job.cluster);
+      std::vector<int64_t> no_reserve;
+      auto fitted =
+          SelectFitting(job, memory, s, algo::LiveSelectionMethod::kGreedy, 0, no_reserve);
+      if (!fitted.ok()) return {};
+      return fitted->score;
     };
+    std::vector<int64_t> reserve;
     // Candidates: (a) the search scored after the per-rank selection (the dual-queue's memory caps
     // count uniform full-recompute activations: with the lightest candidates — offload holds ~0
     // bytes — it would run every forward first and leave the selection nothing to upgrade);
@@ -715,13 +702,13 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
       if (plain != nullptr && (!best || plain_score.Cost() < best->score.Cost())) {
         best = MemoryCandidate{*plain, schedule, plain_score, {}, false};
       }
-      WEFT_ASSIGN_OR_RETURN(MemoryChoice choice,
-                            memory.Optimize(schedule, algo::LiveSelectionMethod::kGreedy));
-      const Score score = Evaluate(choice.graph, schedule, job.cluster);
-      if (!best || score.Cost() < best->score.Cost()) {
-        graph::StageGraph g = std::move(choice.graph);
-        best = MemoryCandidate{std::move(g), schedule, score, std::move(choice), true,
-                               algo::LiveSelectionMethod::kGreedy};
+      WEFT_ASSIGN_OR_RETURN(
+          FittedChoice fitted,
+          SelectFitting(job, memory, schedule, algo::LiveSelectionMethod::kGreedy, 3, reserve));
+      if (!best || fitted.score.Cost() < best->score.Cost()) {
+        graph::StageGraph g = std::move(fitted.choice.graph);
+        best =
+            MemoryCandidate{std::move(g), schedule, fitted.score, std::move(fitted.choice), true};
       }
       return OkStatus();
     };
@@ -737,17 +724,15 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
       if (!hurry) {
         // CBC on the winner's selection (warm-started by the greedy one); kept if the span is
         // not longer (its objective is the summed extra time, not the span).
-        WEFT_ASSIGN_OR_RETURN(MemoryChoice exact,
-                              memory.Optimize(best->schedule, algo::LiveSelectionMethod::kMilp));
-        const Score score = Evaluate(exact.graph, best->schedule, job.cluster);
-        if (score.Cost() <= best->score.Cost()) {
-          best->graph = std::move(exact.graph);
-          best->choice = std::move(exact);
-          best->score = score;
-          best->method = algo::LiveSelectionMethod::kMilp;
+        WEFT_ASSIGN_OR_RETURN(FittedChoice exact,
+                              SelectFitting(job, memory, best->schedule,
+                                            algo::LiveSelectionMethod::kMilp, 3, reserve));
+        if (exact.score.Cost() <= best->score.Cost()) {
+          best->graph = std::move(exact.choice.graph);
+          best->choice = std::move(exact.choice);
+          best->score = exact.score;
         }
       }
-      WEFT_RETURN_IF_ERROR(FitPlanBuffers(job, memory, *best));
     }
     if (best && best->score.Cost() < scores[r].Cost()) {
       out.replicas[r].graph = std::move(best->graph);
