@@ -29,7 +29,9 @@ def reference(model_name: str, chunks: list[dict], jobs: list[dict], seed: int =
     """Single process: same chunks in model order, same batches and microbatches, same SGD.
     Returns per iteration {loss, grads}; the last one also has params (after its SGD step)."""
     model = weft.load_model(model_name)
-    ordered = sorted(chunks, key=lambda c: (model_order(model, c["module"]), c["first_layer"]))
+    # The bindings' topological order of the modules (ModelSpec::TopologicalOrder), then layers.
+    position = {m: i for i, m in enumerate(model["topological_order"])}
+    ordered = sorted(chunks, key=lambda c: (position[c["module"]], c["first_layer"]))
     modules = build_chunks(model, ordered, seed)
     out = []
     for job in jobs:
@@ -48,17 +50,6 @@ def reference(model_name: str, chunks: list[dict], jobs: list[dict], seed: int =
         out[-1]["params"] = {n: p.detach().clone() for m in modules
                              for n, p in m.parameter_names().items()}
     return out
-
-
-def model_order(model: dict, module: int) -> int:
-    names = [m["name"] for m in model["modules"]]
-    order, pending = [], list(range(len(names)))
-    preds = {i: {names.index(a) for a, b in model["edges"] if b == names[i]} for i in pending}
-    while pending:
-        ready = [i for i in pending if preds[i] <= set(order)]
-        order.append(ready[0])
-        pending.remove(ready[0])
-    return order.index(module)
 
 
 def max_relative_error(a: dict, b: dict) -> float:
