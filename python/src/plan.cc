@@ -29,7 +29,8 @@ void RegisterPlan(py::module_& m) {
         return d;
       },
       py::arg("plan_json"), py::arg("check_memory") = true,
-      "Parses and validates a weft.plan/v1 JSON plan; ValueError naming the first problem.");
+      "Parses and validates a weft.plan/v2 JSON plan (hardened reader: size, depth and number\n"
+      "limits); ValueError with one line naming the first problem."));
   m.def(
       "normalize_plan",
       [](const std::string& json) { return plan::PlanToJson(Unwrap(plan::PlanFromJson(json))); },

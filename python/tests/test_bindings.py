@@ -51,7 +51,7 @@ def test_plan_returns_valid_plan_and_summary():
     assert r["pipeline_size"] == 2 and r["num_microbatches"] == 4
     assert r["iteration_time_s"] > 0 and 0 < r["mfu"] < 1 and 0 <= r["bubble_ratio"] < 1
     plan = json.loads(r["plan_json"])
-    assert plan["schema"] == "weft.plan/v1" and len(plan["ranks"]) == 2
+    assert plan["schema"] == "weft.plan/v2" and len(plan["ranks"]) == 2
     assert weft.validate_plan(r["plan_json"])["brief"].startswith("valid plan")
     assert sum(c["num_layers"] for c in r["chunks"] if c["module_name"] == "llm") == 4
 

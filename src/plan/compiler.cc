@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -60,6 +61,81 @@ TensorSpec ShapeFor(int64_t bytes, int module, const CompileOptions& options) {
   return t;
 }
 
+std::vector<int32_t> SamplesOf(const graph::StageGraph& graph, graph::SampleSetId id) {
+  const auto set = graph.sample_set(id);
+  return std::vector<int32_t>(set.begin(), set.end());
+}
+
+// Splits `total` over `weights` (>= 0, not all 0) in proportion, rounding by largest remainder
+// (ties to the lower index) so the parts add up to `total` exactly.
+std::vector<int64_t> SplitByWeight(int64_t total, const std::vector<double>& weights) {
+  double sum = 0;
+  for (double w : weights) sum += w;
+  std::vector<int64_t> parts(weights.size(), 0);
+  std::vector<std::pair<double, size_t>> remainders;
+  int64_t assigned = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const long double exact = static_cast<long double>(total) * weights[i] / sum;
+    parts[i] = static_cast<int64_t>(std::floor(exact));
+    assigned += parts[i];
+    remainders.push_back({static_cast<double>(exact - parts[i]), i});
+  }
+  std::stable_sort(remainders.begin(), remainders.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t k = 0; assigned < total && k < remainders.size(); ++k, ++assigned) {
+    ++parts[remainders[k].second];
+  }
+  return parts;
+}
+
+// The all_reduce_grads of one rank: per module with a weight-gradient compute on the group, the
+// schedule position of its last one and its gradient bytes.
+struct GradReduce {
+  int module = 0;
+  int last_position = -1;
+  int64_t bytes = 0;
+};
+
+std::vector<GradReduce> GradReducesOf(const graph::StageGraph& graph,
+                                      const std::vector<graph::StageId>& order, int group,
+                                      const CompileOptions& options) {
+  std::map<int, GradReduce> by_module;
+  std::map<int, std::pair<double, double>> work;  // module -> (flops, latency_s)
+  for (int j = 0; j < static_cast<int>(order.size()); ++j) {
+    const graph::Stage& st = graph.stage(order[j]);
+    if (!IsWeightGradient(ComputeKindOf(st.pass))) continue;
+    GradReduce& r = by_module[st.module];
+    r.module = st.module;
+    r.last_position = j;
+    work[st.module].first += st.flops;
+    work[st.module].second += st.latency_s;
+  }
+  std::vector<GradReduce> out;
+  for (const auto& [module, r] : by_module) out.push_back(r);
+  if (out.empty()) return out;
+  if (!options.grad_sync_bytes_by_rank_module.empty()) {
+    const auto& row = options.grad_sync_bytes_by_rank_module[group];
+    for (GradReduce& r : out) {
+      r.bytes = r.module < static_cast<int>(row.size()) ? row[r.module] : 0;
+    }
+    return out;
+  }
+  std::vector<double> flops, latency;
+  double flops_sum = 0, latency_sum = 0;
+  for (const GradReduce& r : out) {
+    flops.push_back(work[r.module].first);
+    latency.push_back(work[r.module].second);
+    flops_sum += flops.back();
+    latency_sum += latency.back();
+  }
+  std::vector<double> weights = flops_sum > 0     ? flops
+                                : latency_sum > 0 ? latency
+                                                  : std::vector<double>(out.size(), 1.0);
+  const std::vector<int64_t> parts = SplitByWeight(graph.group(group).grad_sync_bytes, weights);
+  for (size_t i = 0; i < out.size(); ++i) out[i].bytes = parts[i];
+  return out;
+}
+
 // Index of the first element of `sorted_times` (non-decreasing) in [begin, end) that satisfies
 // `pred` (monotone false→true), or `end`.
 template <typename Pred>
@@ -82,6 +158,28 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
         "CompilePlan: timeline.stages has {} entries; the graph has {} stages (simulate this "
         "graph and schedule first)",
         timeline.stages.size(), graph.num_stages()));
+  }
+  if (options.num_replicas < 1 || options.replica < 0 || options.replica >= options.num_replicas) {
+    return InvalidArgumentError(fmt::format(
+        "options.replica = {}, options.num_replicas = {}; need 0 <= replica < num_replicas",
+        options.replica, options.num_replicas));
+  }
+  if (!options.grad_sync_bytes_by_rank_module.empty()) {
+    const auto& table = options.grad_sync_bytes_by_rank_module;
+    if (static_cast<int>(table.size()) != graph.num_groups()) {
+      return InvalidArgumentError(fmt::format(
+          "options.grad_sync_bytes_by_rank_module has {} rows; the graph has {} groups",
+          table.size(), graph.num_groups()));
+    }
+    for (size_t g = 0; g < table.size(); ++g) {
+      for (size_t m = 0; m < table[g].size(); ++m) {
+        if (table[g][m] < 0) {
+          return InvalidArgumentError(fmt::format(
+              "options.grad_sync_bytes_by_rank_module[{}][{}] = {}; must be >= 0", g, m,
+              table[g][m]));
+        }
+      }
+    }
   }
   for (size_t m = 0; m < options.hidden_size_by_module.size(); ++m) {
     if (options.hidden_size_by_module[m] < 0) {
@@ -112,7 +210,15 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
   plan.model = options.model;
   plan.strategy = options.strategy.empty() ? schedule.name : options.strategy;
   plan.iteration = options.iteration;
+  plan.replica = options.replica;
+  plan.num_replicas = options.num_replicas;
   plan.module_names = graph.module_names();
+  // Every action's module must index module_names: name the unnamed ones "m<i>".
+  for (const graph::Stage& st : graph.stages()) {
+    while (static_cast<int>(plan.module_names.size()) <= st.module) {
+      plan.module_names.push_back(fmt::format("m{}", plan.module_names.size()));
+    }
+  }
   plan.ranks.resize(num_groups);
   const int64_t capacity =
       options.memory_capacity_bytes > 0 ? options.memory_capacity_bytes : timeline.capacity_bytes;
@@ -128,9 +234,18 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
   std::vector<StageIo> io(graph.num_stages());
   std::map<std::pair<int, int>, std::vector<PendingRecv>> channels;  // (src, dst) -> receives
   BufferId next_buffer = 0;
-  auto new_buffer = [&](int group, TensorSpec tensor, std::string name) {
+  auto new_buffer = [&](int group, const graph::Edge& edge, const TensorSpec& tensor,
+                        const std::string& name) {
     const BufferId id = next_buffer++;
-    plan.ranks[group].buffers.push_back(Buffer{id, std::move(tensor), std::move(name)});
+    const graph::Stage& from = graph.stage(edge.from);
+    const graph::Stage& to = graph.stage(edge.to);
+    plan.ranks[group].buffers.push_back(Buffer{.id = id,
+                                               .tensor = tensor,
+                                               .name = name,
+                                               .producer = {from.group, RefOf(from)},
+                                               .consumer = {to.group, RefOf(to)},
+                                               .samples = SamplesOf(graph, edge.samples),
+                                               .rows = edge.rows});
     return id;
   };
 
@@ -143,14 +258,14 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
     const TensorSpec tensor = ShapeFor(edge.bytes, from.module, options);
     if (gu == gv) {
       if (edge.bytes == 0) continue;  // ordering only; the schedule order implies it
-      const BufferId b = new_buffer(gu, tensor, name);
+      const BufferId b = new_buffer(gu, edge, tensor, name);
       io[edge.from].outputs.push_back(b);
       io[edge.to].inputs.push_back(b);
       slots[gv][pos[edge.to] + 1].frees.push_back({b, edge.to});
       continue;
     }
-    const BufferId send = new_buffer(gu, tensor, name);
-    const BufferId recv = new_buffer(gv, tensor, name);
+    const BufferId send = new_buffer(gu, edge, tensor, name);
+    const BufferId recv = new_buffer(gv, edge, tensor, name);
     io[edge.from].outputs.push_back(send);
     io[edge.from].isends.push_back({send, gv});
     io[edge.to].inputs.push_back(recv);
@@ -195,6 +310,11 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
   for (int g = 0; g < num_groups; ++g) {
     RankPlan& rank = plan.ranks[g];
     const auto& order = schedule.order[g];
+    // Module -> its all_reduce_grads, keyed by the schedule position it follows.
+    std::map<int, std::vector<GradReduce>> reduces_after;
+    for (const GradReduce& r : GradReducesOf(graph, order, g, options)) {
+      reduces_after[r.last_position].push_back(r);
+    }
     auto buffer_action = [&](ActionKind kind, BufferId b, int peer, graph::StageId s) {
       Action a;
       a.kind = kind;
@@ -233,8 +353,21 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
       compute.activation_alloc_bytes = stage.activation_alloc_bytes;
       compute.activation_free_bytes = stage.activation_free_bytes;
       compute.latency_s = stage.latency_s;
+      compute.samples = SamplesOf(graph, stage.samples);
+      compute.instance_begin = stage.instance_begin;
+      compute.instance_end = stage.instance_end;
       rank.actions.push_back(std::move(compute));
       for (const auto& [b, peer] : io[s].isends) buffer_action(ActionKind::kIsend, b, peer, s);
+      if (auto it = reduces_after.find(j); it != reduces_after.end()) {
+        for (const GradReduce& r : it->second) {
+          Action reduce;
+          reduce.kind = ActionKind::kAllReduceGrads;
+          reduce.stage = StageRef{.module = r.module};
+          reduce.bytes = r.bytes;
+          reduce.dp = std::max(1, graph.group(g).dp);
+          rank.actions.push_back(std::move(reduce));
+        }
+      }
     }
     if (options.batch_p2p) {
       int next_group = 0;

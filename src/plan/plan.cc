@@ -9,9 +9,9 @@ namespace weft::plan {
 
 namespace {
 
-constexpr std::array<std::string_view, 9> kActionKindNames = {
-    "forward", "backward", "backward_input", "backward_weight", "isend",
-    "irecv",   "wait_send", "wait_recv",     "free"};
+constexpr std::array<std::string_view, 10> kActionKindNames = {
+    "forward", "backward",  "backward_input", "backward_weight", "isend",
+    "irecv",   "wait_send", "wait_recv",      "free",            "all_reduce_grads"};
 
 }  // namespace
 
@@ -25,7 +25,7 @@ StatusOr<ActionKind> ParseActionKind(std::string_view name) {
   }
   return InvalidArgumentError(fmt::format(
       "\"{}\"; must be one of forward, backward, backward_input, backward_weight, isend, irecv, "
-      "wait_send, wait_recv, free",
+      "wait_send, wait_recv, free, all_reduce_grads",
       name));
 }
 
@@ -35,6 +35,10 @@ bool IsCompute(ActionKind kind) {
 }
 
 bool IsP2pPost(ActionKind kind) { return kind == ActionKind::kIsend || kind == ActionKind::kIrecv; }
+
+bool IsWeightGradient(ActionKind kind) {
+  return kind == ActionKind::kBackward || kind == ActionKind::kBackwardWeight;
+}
 
 ActionKind ComputeKindOf(graph::Pass pass) {
   switch (pass) {
@@ -66,9 +70,19 @@ StatusOr<DType> ParseDType(std::string_view name) {
 int64_t DTypeBytes(DType dtype) { return dtype == DType::kBf16 ? 2 : 4; }
 
 int64_t TensorSpec::NumElements() const {
+  // Saturates instead of overflowing (the reader refuses such shapes; this keeps hand-made
+  // plans from wrapping).
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return INT64_MAX;
+  }
   return n;
+}
+
+int64_t TensorSpec::Bytes() const {
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(NumElements(), DTypeBytes(dtype), &bytes)) return INT64_MAX;
+  return bytes;
 }
 
 std::string TensorSpec::ToString() const {
@@ -106,8 +120,17 @@ std::string DescribeAction(const Action& action) {
                          action.peer);
     case ActionKind::kFree:
       return fmt::format("free buf {}", action.buffer);
+    case ActionKind::kAllReduceGrads:
+      return fmt::format("all_reduce_grads m{}", s.module);
   }
   return "?";
+}
+
+std::string DescribeBufferEnd(const BufferEnd& end) {
+  Action a;
+  a.kind = ComputeKindOf(end.stage.pass);
+  a.stage = end.stage;
+  return fmt::format("rank {} {}", end.rank, DescribeAction(a));
 }
 
 std::string ActionLocation(const ExecutionPlan& plan, int rank, int index) {

@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -15,23 +19,41 @@ using nlohmann::json;
 
 constexpr graph::Recompute kAllRecompute[] = {graph::Recompute::kNone, graph::Recompute::kSelective,
                                               graph::Recompute::kFull, graph::Recompute::kOffload};
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxShapeDim = kMaxInt32;  // 2^31 - 1
+constexpr size_t kMaxShapeRank = 8;
 
-json StageToJson(const Action& a) {
+json StageToJson(const StageRef& s) {
   json j = json::object();
-  j["module"] = a.stage.module;
-  j["chunk"] = a.stage.chunk;
-  j["mb"] = a.stage.microbatch;
-  j["sub"] = a.stage.sub_microbatch;
+  j["module"] = s.module;
+  j["chunk"] = s.chunk;
+  j["mb"] = s.microbatch;
+  j["sub"] = s.sub_microbatch;
+  return j;
+}
+
+json EndToJson(const BufferEnd& end) {
+  json j = StageToJson(end.stage);
+  j["pass"] = ActionKindName(ComputeKindOf(end.stage.pass));
+  j["rank"] = end.rank;
   return j;
 }
 
 json ActionToJson(const Action& a) {
   json j = json::object();
   j["op"] = ActionKindName(a.kind);
-  j["stage"] = StageToJson(a);
+  if (a.kind == ActionKind::kAllReduceGrads) {
+    j["module"] = a.stage.module;
+    j["bytes"] = a.bytes;
+    j["dp"] = a.dp;
+    return j;
+  }
+  j["stage"] = StageToJson(a.stage);
   if (IsCompute(a.kind)) {
     j["inputs"] = a.inputs;
     j["outputs"] = a.outputs;
+    j["samples"] = a.samples;
+    j["instances"] = {a.instance_begin, a.instance_end};
     j["recompute"] = graph::RecomputeName(a.recompute);
     if (a.recompute_layers != std::array<int16_t, 4>{}) {
       j["recompute_layers"] = a.recompute_layers;  // [none, selective, full, offload] layers
@@ -48,11 +70,69 @@ json ActionToJson(const Action& a) {
   return j;
 }
 
+json BufferToJson(const Buffer& b) {
+  json j = {{"id", b.id},
+            {"shape", b.tensor.shape},
+            {"dtype", DTypeName(b.tensor.dtype)},
+            {"producer", EndToJson(b.producer)},
+            {"consumer", EndToJson(b.consumer)},
+            {"samples", b.samples},
+            {"rows", b.rows}};
+  if (!b.name.empty()) j["name"] = b.name;
+  return j;
+}
+
+// Rejects text nested deeper than `max_depth` before any tree is built: a scan of the brackets
+// outside strings. (nlohmann's parser and the destructor of its tree recurse per level, so an
+// 80,000-deep array would overflow the stack.)
+Status CheckDepth(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        return InvalidArgumentError(fmt::format(
+            "byte {}: JSON nested deeper than {} levels (ReadOptions::max_depth)", i, max_depth));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return OkStatus();
+}
+
+std::string MaxText(int64_t max_value) {
+  if (max_value == kMaxPlanBytes) return fmt::format("{} (2^50)", max_value);
+  return fmt::format("{}", max_value);
+}
+
 // Field access with path-named, one-line errors.
 class Reader {
  public:
+  explicit Reader(const ReadOptions& options) : options_(options) {}
+
   static std::string Show(const json& v) {
-    std::string s = v.dump();
+    std::string s;
+    if (v.is_array() && v.size() > 16) {
+      s = fmt::format("[... {} entries]", v.size());
+    } else if (v.is_object() && v.size() > 16) {
+      s = fmt::format("{{... {} keys}}", v.size());
+    } else {
+      s = v.dump();
+    }
     if (s.size() > 60) s = s.substr(0, 57) + "...";
     return s;
   }
@@ -73,16 +153,47 @@ class Reader {
     return &*it;
   }
 
+  // An integer in [min_value, max_value] (max_value must fit Int); values that do not fit are
+  // refused, never wrapped.
   template <typename Int>
-  static Status Integer(const json& obj, const std::string& path, std::string_view key, Int* out,
-                        bool required = true, int64_t min_value = INT64_MIN) {
-    WEFT_ASSIGN_OR_RETURN(const json* v, Get(obj, path, key, required));
-    if (v == nullptr) return OkStatus();
-    if (!v->is_number_integer()) return Bad(Join(path, key), *v, "must be an integer");
-    int64_t x = v->get<int64_t>();
-    if (x < min_value) return Bad(Join(path, key), *v, fmt::format("must be >= {}", min_value));
+  static Status IntegerValue(const json& v, const std::string& path, Int* out, int64_t min_value,
+                             int64_t max_value) {
+    if (!v.is_number_integer()) return Bad(path, v, "must be an integer");
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(max_value)) {
+        return Bad(path, v, fmt::format("must be <= {}", MaxText(max_value)));
+      }
+      if (static_cast<int64_t>(u) < min_value) {
+        return Bad(path, v, fmt::format("must be >= {}", min_value));
+      }
+      *out = static_cast<Int>(u);
+      return OkStatus();
+    }
+    const int64_t x = v.get<int64_t>();
+    if (x < min_value) return Bad(path, v, fmt::format("must be >= {}", min_value));
+    if (x > max_value) return Bad(path, v, fmt::format("must be <= {}", MaxText(max_value)));
     *out = static_cast<Int>(x);
     return OkStatus();
+  }
+
+  template <typename Int>
+  static Status Integer(const json& obj, const std::string& path, std::string_view key, Int* out,
+                        bool required, int64_t min_value, int64_t max_value) {
+    static_assert(sizeof(Int) >= 4);
+    WEFT_ASSIGN_OR_RETURN(const json* v, Get(obj, path, key, required));
+    if (v == nullptr) return OkStatus();
+    return IntegerValue(*v, Join(path, key), out, min_value, max_value);
+  }
+  // An int field (int32 range).
+  static Status Int(const json& obj, const std::string& path, std::string_view key, int* out,
+                    int64_t min_value = 0, bool required = true) {
+    return Integer(obj, path, key, out, required, min_value, kMaxInt32);
+  }
+  // A byte count (or another int64 quantity) in [min_value, 2^50].
+  static Status Bytes(const json& obj, const std::string& path, std::string_view key, int64_t* out,
+                      bool required = true, int64_t min_value = 0) {
+    return Integer(obj, path, key, out, required, min_value, kMaxPlanBytes);
   }
 
   static Status Number(const json& obj, const std::string& path, std::string_view key, double* out,
@@ -90,7 +201,9 @@ class Reader {
     WEFT_ASSIGN_OR_RETURN(const json* v, Get(obj, path, key, required));
     if (v == nullptr) return OkStatus();
     if (!v->is_number()) return Bad(Join(path, key), *v, "must be a number");
-    *out = v->get<double>();
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < 0) return Bad(Join(path, key), *v, "must be finite and >= 0");
+    *out = x;
     return OkStatus();
   }
 
@@ -103,11 +216,17 @@ class Reader {
     return OkStatus();
   }
 
+  // An array of at most `limit` entries (`limit_name` names the ReadOptions field).
   static StatusOr<const json*> Array(const json& obj, const std::string& path, std::string_view key,
+                                     int64_t limit, std::string_view limit_name,
                                      bool required = true) {
     WEFT_ASSIGN_OR_RETURN(const json* v, Get(obj, path, key, required));
     if (v == nullptr) return v;
     if (!v->is_array()) return Bad(Join(path, key), *v, "must be an array");
+    if (static_cast<int64_t>(v->size()) > limit) {
+      return InvalidArgumentError(fmt::format("{} has {} entries; more than {} ({})",
+                                              Join(path, key), v->size(), limit, limit_name));
+    }
     return v;
   }
 
@@ -118,19 +237,40 @@ class Reader {
     return v;
   }
 
-  static Status IntArray(const json& obj, const std::string& path, std::string_view key,
-                         std::vector<int64_t>* out) {
-    WEFT_ASSIGN_OR_RETURN(const json* arr, Array(obj, path, key));
+  // A list of integers in [min_value, max_value], at most max_list_length long.
+  template <typename Int>
+  Status IntList(const json& obj, const std::string& path, std::string_view key,
+                 std::vector<Int>* out, int64_t min_value, int64_t max_value) const {
+    WEFT_ASSIGN_OR_RETURN(const json* arr, Array(obj, path, key, options_.max_list_length,
+                                                 "ReadOptions::max_list_length"));
     out->clear();
+    out->reserve(arr->size());
     for (size_t i = 0; i < arr->size(); ++i) {
-      const json& e = (*arr)[i];
-      if (!e.is_number_integer()) {
-        return Bad(fmt::format("{}[{}]", Join(path, key), i), e, "must be an integer");
-      }
-      out->push_back(e.get<int64_t>());
+      Int x = 0;
+      WEFT_RETURN_IF_ERROR(IntegerValue((*arr)[i], fmt::format("{}[{}]", Join(path, key), i), &x,
+                                        min_value, max_value));
+      out->push_back(x);
     }
     return OkStatus();
   }
+
+  // Sample ids: int32 >= 0, strictly ascending.
+  Status Samples(const json& obj, const std::string& path, std::vector<int32_t>* out) const {
+    WEFT_RETURN_IF_ERROR(IntList(obj, path, "samples", out, 0, kMaxInt32));
+    for (size_t i = 1; i < out->size(); ++i) {
+      if ((*out)[i] <= (*out)[i - 1]) {
+        return Bad(fmt::format("{}.samples[{}]", path, i), (*out)[i],
+                   fmt::format("must be > the previous entry ({}): samples are strictly ascending",
+                               (*out)[i - 1]));
+      }
+    }
+    return OkStatus();
+  }
+
+  const ReadOptions& options() const { return options_; }
+
+ private:
+  const ReadOptions& options_;
 };
 
 StatusOr<graph::Pass> ParsePass(const std::string& path, const json& v) {
@@ -141,7 +281,88 @@ StatusOr<graph::Pass> ParsePass(const std::string& path, const json& v) {
   return Reader::Bad(path, v, "must be one of forward, backward, backward_input, backward_weight");
 }
 
-StatusOr<Action> ActionFromJson(const json& j, const std::string& path) {
+// What every part of a plan is checked against.
+struct PlanContext {
+  int num_ranks = 0;
+  int num_modules = 0;
+};
+
+Status ModuleInRange(const json& obj, const std::string& path, int module, int num_modules) {
+  if (module >= num_modules) {
+    return Reader::Bad(Reader::Join(path, "module"), obj["module"],
+                       fmt::format("must be < {} (the number of modules)", num_modules));
+  }
+  return OkStatus();
+}
+
+// {module, chunk, mb, sub} plus `pass` when with_pass.
+Status StageFromJson(const json& j, const std::string& path, bool with_pass,
+                     const PlanContext& ctx, StageRef* out) {
+  if (!j.is_object()) return Reader::Bad(path, j, "must be an object");
+  WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "module", &out->module));
+  WEFT_RETURN_IF_ERROR(ModuleInRange(j, path, out->module, ctx.num_modules));
+  WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "chunk", &out->chunk));
+  WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "mb", &out->microbatch));
+  WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "sub", &out->sub_microbatch));
+  if (with_pass) {
+    WEFT_ASSIGN_OR_RETURN(const json* pass, Reader::Get(j, path, "pass"));
+    WEFT_ASSIGN_OR_RETURN(out->pass, ParsePass(path + ".pass", *pass));
+  }
+  return OkStatus();
+}
+
+Status RankInRange(const json& obj, const std::string& path, std::string_view key, int rank,
+                   int num_ranks) {
+  if (rank >= num_ranks) {
+    return Reader::Bad(Reader::Join(path, key), obj[std::string(key)],
+                       fmt::format("must be < {} (the number of ranks)", num_ranks));
+  }
+  return OkStatus();
+}
+
+Status EndFromJson(const json& buffer, const std::string& path, std::string_view key,
+                   const PlanContext& ctx, BufferEnd* out) {
+  WEFT_ASSIGN_OR_RETURN(const json* j, Reader::Object(buffer, path, key));
+  const std::string end_path = Reader::Join(path, key);
+  WEFT_RETURN_IF_ERROR(Reader::Int(*j, end_path, "rank", &out->rank));
+  WEFT_RETURN_IF_ERROR(RankInRange(*j, end_path, "rank", out->rank, ctx.num_ranks));
+  return StageFromJson(*j, end_path, /*with_pass=*/true, ctx, &out->stage);
+}
+
+StatusOr<Buffer> BufferFromJson(const json& bj, const std::string& bpath, const Reader& reader,
+                                const PlanContext& ctx) {
+  if (!bj.is_object()) return Reader::Bad(bpath, bj, "must be an object");
+  Buffer b;
+  WEFT_RETURN_IF_ERROR(Reader::Bytes(bj, bpath, "id", &b.id));
+  WEFT_RETURN_IF_ERROR(reader.IntList(bj, bpath, "shape", &b.tensor.shape, 0, kMaxShapeDim));
+  if (b.tensor.shape.size() > kMaxShapeRank) {
+    return Reader::Bad(bpath + ".shape", bj["shape"],
+                       fmt::format("must have at most {} dims", kMaxShapeRank));
+  }
+  std::string dtype;
+  WEFT_RETURN_IF_ERROR(Reader::String(bj, bpath, "dtype", &dtype));
+  auto parsed = ParseDType(dtype);
+  if (!parsed.ok()) return InvalidArgumentError(bpath + ".dtype = " + parsed.status().message());
+  b.tensor.dtype = *parsed;
+  // Elements × dtype size, overflow-checked (each dim < 2^31, but up to 8 of them).
+  int64_t bytes = DTypeBytes(b.tensor.dtype);
+  for (int64_t d : b.tensor.shape) {
+    if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > kMaxPlanBytes) {
+      return Reader::Bad(bpath + ".shape", bj["shape"],
+                         fmt::format("{} bytes exceeds {} (2^50)", DTypeName(b.tensor.dtype),
+                                     kMaxPlanBytes));
+    }
+  }
+  WEFT_RETURN_IF_ERROR(Reader::String(bj, bpath, "name", &b.name, false));
+  WEFT_RETURN_IF_ERROR(EndFromJson(bj, bpath, "producer", ctx, &b.producer));
+  WEFT_RETURN_IF_ERROR(EndFromJson(bj, bpath, "consumer", ctx, &b.consumer));
+  WEFT_RETURN_IF_ERROR(reader.Samples(bj, bpath, &b.samples));
+  WEFT_RETURN_IF_ERROR(Reader::Bytes(bj, bpath, "rows", &b.rows, true, -1));
+  return b;
+}
+
+StatusOr<Action> ActionFromJson(const json& j, const std::string& path, const Reader& reader,
+                                const PlanContext& ctx) {
   if (!j.is_object()) return Reader::Bad(path, j, "must be an object");
   Action a;
   std::string op;
@@ -150,17 +371,30 @@ StatusOr<Action> ActionFromJson(const json& j, const std::string& path) {
   if (!kind.ok()) return InvalidArgumentError(path + ".op = " + kind.status().message());
   a.kind = *kind;
 
-  const std::string stage_path = path + ".stage";
+  if (a.kind == ActionKind::kAllReduceGrads) {
+    WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "module", &a.stage.module));
+    WEFT_RETURN_IF_ERROR(ModuleInRange(j, path, a.stage.module, ctx.num_modules));
+    WEFT_RETURN_IF_ERROR(Reader::Bytes(j, path, "bytes", &a.bytes));
+    WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "dp", &a.dp, 1));
+    return a;
+  }
+
   WEFT_ASSIGN_OR_RETURN(const json* stage, Reader::Object(j, path, "stage"));
-  WEFT_RETURN_IF_ERROR(Reader::Integer(*stage, stage_path, "module", &a.stage.module, true, 0));
-  WEFT_RETURN_IF_ERROR(Reader::Integer(*stage, stage_path, "chunk", &a.stage.chunk, true, 0));
-  WEFT_RETURN_IF_ERROR(Reader::Integer(*stage, stage_path, "mb", &a.stage.microbatch, true, 0));
-  WEFT_RETURN_IF_ERROR(Reader::Integer(*stage, stage_path, "sub", &a.stage.sub_microbatch, true, 0));
+  WEFT_RETURN_IF_ERROR(
+      StageFromJson(*stage, path + ".stage", /*with_pass=*/!IsCompute(a.kind), ctx, &a.stage));
 
   if (IsCompute(a.kind)) {
     a.stage.pass = PassOf(a.kind);
-    WEFT_RETURN_IF_ERROR(Reader::IntArray(j, path, "inputs", &a.inputs));
-    WEFT_RETURN_IF_ERROR(Reader::IntArray(j, path, "outputs", &a.outputs));
+    WEFT_RETURN_IF_ERROR(reader.IntList(j, path, "inputs", &a.inputs, 0, kMaxPlanBytes));
+    WEFT_RETURN_IF_ERROR(reader.IntList(j, path, "outputs", &a.outputs, 0, kMaxPlanBytes));
+    WEFT_RETURN_IF_ERROR(reader.Samples(j, path, &a.samples));
+    std::vector<int32_t> instances;
+    WEFT_RETURN_IF_ERROR(reader.IntList(j, path, "instances", &instances, 0, kMaxInt32));
+    if (instances.size() != 2 || instances[0] > instances[1]) {
+      return Reader::Bad(path + ".instances", j["instances"], "must be [begin, end] with begin <= end");
+    }
+    a.instance_begin = instances[0];
+    a.instance_end = instances[1];
     std::string recompute = "none";
     WEFT_RETURN_IF_ERROR(Reader::String(j, path, "recompute", &recompute, false));
     bool found = false;
@@ -175,16 +409,14 @@ StatusOr<Action> ActionFromJson(const json& j, const std::string& path) {
                          "must be one of none, selective, full, offload");
     }
     WEFT_RETURN_IF_ERROR(
-        Reader::Integer(j, path, "activation_alloc_bytes", &a.activation_alloc_bytes, false, 0));
+        Reader::Bytes(j, path, "activation_alloc_bytes", &a.activation_alloc_bytes, false));
     WEFT_RETURN_IF_ERROR(
-        Reader::Integer(j, path, "activation_free_bytes", &a.activation_free_bytes, false, 0));
+        Reader::Bytes(j, path, "activation_free_bytes", &a.activation_free_bytes, false));
     WEFT_RETURN_IF_ERROR(Reader::Number(j, path, "latency_s", &a.latency_s, false));
     if (j.contains("recompute_layers")) {
-      std::vector<int64_t> layers;
-      WEFT_RETURN_IF_ERROR(Reader::IntArray(j, path, "recompute_layers", &layers));
-      if (layers.size() != a.recompute_layers.size() ||
-          std::any_of(layers.begin(), layers.end(),
-                      [](int64_t n) { return n < 0 || n > 32767; })) {
+      std::vector<int32_t> layers;
+      WEFT_RETURN_IF_ERROR(reader.IntList(j, path, "recompute_layers", &layers, 0, 32767));
+      if (layers.size() != a.recompute_layers.size()) {
         return Reader::Bad(path + ".recompute_layers", j["recompute_layers"],
                            "must be 4 layer counts [none, selective, full, offload], each 0..32767");
       }
@@ -193,56 +425,57 @@ StatusOr<Action> ActionFromJson(const json& j, const std::string& path) {
       }
     }
   } else {
-    WEFT_ASSIGN_OR_RETURN(const json* pass, Reader::Get(*stage, stage_path, "pass"));
-    WEFT_ASSIGN_OR_RETURN(a.stage.pass, ParsePass(stage_path + ".pass", *pass));
-    WEFT_RETURN_IF_ERROR(Reader::Integer(j, path, "buffer", &a.buffer, true, 0));
+    WEFT_RETURN_IF_ERROR(Reader::Bytes(j, path, "buffer", &a.buffer));
     if (a.kind != ActionKind::kFree) {
-      WEFT_RETURN_IF_ERROR(Reader::Integer(j, path, "peer", &a.peer, true, 0));
+      WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "peer", &a.peer));
+      WEFT_RETURN_IF_ERROR(RankInRange(j, path, "peer", a.peer, ctx.num_ranks));
     }
-    if (IsP2pPost(a.kind)) WEFT_RETURN_IF_ERROR(Reader::Integer(j, path, "group", &a.group, false, -1));
+    if (IsP2pPost(a.kind)) WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "group", &a.group, -1, false));
   }
   return a;
 }
 
-StatusOr<RankPlan> RankFromJson(const json& j, const std::string& path, int index) {
+StatusOr<RankPlan> RankFromJson(const json& j, const std::string& path, int index,
+                                const Reader& reader, const PlanContext& ctx) {
   if (!j.is_object()) return Reader::Bad(path, j, "must be an object");
   RankPlan rank;
   int declared_index = index;
-  WEFT_RETURN_IF_ERROR(Reader::Integer(j, path, "rank", &declared_index, true, 0));
+  WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "rank", &declared_index));
   if (declared_index != index) {
     return Reader::Bad(path + ".rank", j["rank"], fmt::format("must equal its position ({})", index));
   }
   WEFT_RETURN_IF_ERROR(Reader::String(j, path, "label", &rank.label, false));
-  WEFT_RETURN_IF_ERROR(
-      Reader::Integer(j, path, "memory_capacity_bytes", &rank.memory_capacity_bytes, true, 0));
-  WEFT_RETURN_IF_ERROR(Reader::Integer(j, path, "static_bytes", &rank.static_bytes, true, 0));
-  WEFT_ASSIGN_OR_RETURN(const json* buffers, Reader::Array(j, path, "buffers"));
+  WEFT_RETURN_IF_ERROR(Reader::Bytes(j, path, "memory_capacity_bytes", &rank.memory_capacity_bytes));
+  WEFT_RETURN_IF_ERROR(Reader::Bytes(j, path, "static_bytes", &rank.static_bytes));
+  WEFT_ASSIGN_OR_RETURN(const json* buffers,
+                        Reader::Array(j, path, "buffers", reader.options().max_buffers_per_rank,
+                                      "ReadOptions::max_buffers_per_rank"));
+  rank.buffers.reserve(buffers->size());
   for (size_t i = 0; i < buffers->size(); ++i) {
-    const std::string bpath = fmt::format("{}.buffers[{}]", path, i);
-    const json& bj = (*buffers)[i];
-    if (!bj.is_object()) return Reader::Bad(bpath, bj, "must be an object");
-    Buffer b;
-    WEFT_RETURN_IF_ERROR(Reader::Integer(bj, bpath, "id", &b.id, true, 0));
-    WEFT_RETURN_IF_ERROR(Reader::IntArray(bj, bpath, "shape", &b.tensor.shape));
-    for (int64_t d : b.tensor.shape) {
-      if (d < 0) return Reader::Bad(bpath + ".shape", bj["shape"], "dims must be >= 0");
-    }
-    std::string dtype;
-    WEFT_RETURN_IF_ERROR(Reader::String(bj, bpath, "dtype", &dtype));
-    auto parsed = ParseDType(dtype);
-    if (!parsed.ok()) return InvalidArgumentError(bpath + ".dtype = " + parsed.status().message());
-    b.tensor.dtype = *parsed;
-    WEFT_RETURN_IF_ERROR(Reader::String(bj, bpath, "name", &b.name, false));
+    WEFT_ASSIGN_OR_RETURN(Buffer b, BufferFromJson((*buffers)[i],
+                                                   fmt::format("{}.buffers[{}]", path, i), reader,
+                                                   ctx));
     rank.buffers.push_back(std::move(b));
   }
-  WEFT_ASSIGN_OR_RETURN(const json* actions, Reader::Array(j, path, "actions"));
+  WEFT_ASSIGN_OR_RETURN(const json* actions,
+                        Reader::Array(j, path, "actions", reader.options().max_actions_per_rank,
+                                      "ReadOptions::max_actions_per_rank"));
   rank.actions.reserve(actions->size());
   for (size_t i = 0; i < actions->size(); ++i) {
-    WEFT_ASSIGN_OR_RETURN(Action a,
-                          ActionFromJson((*actions)[i], fmt::format("{}.actions[{}]", path, i)));
+    WEFT_ASSIGN_OR_RETURN(Action a, ActionFromJson((*actions)[i],
+                                                   fmt::format("{}.actions[{}]", path, i), reader,
+                                                   ctx));
     rank.actions.push_back(std::move(a));
   }
   return rank;
+}
+
+Status SizeWithinLimit(int64_t size_bytes, const ReadOptions& options) {
+  if (size_bytes > options.max_file_bytes) {
+    return InvalidArgumentError(fmt::format("{} bytes; larger than {} bytes (ReadOptions::max_file_bytes)",
+                                            size_bytes, options.max_file_bytes));
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -255,6 +488,8 @@ std::string PlanToJson(const ExecutionPlan& plan) {
   out << "  \"model\": " << str(plan.model) << ",\n";
   out << "  \"strategy\": " << str(plan.strategy) << ",\n";
   out << "  \"iteration\": " << plan.iteration << ",\n";
+  out << "  \"replica\": " << plan.replica << ",\n";
+  out << "  \"num_replicas\": " << plan.num_replicas << ",\n";
   out << "  \"num_ranks\": " << plan.num_ranks() << ",\n";
   out << "  \"modules\": " << str(plan.module_names) << ",\n";
   out << "  \"ranks\": [";
@@ -267,10 +502,7 @@ std::string PlanToJson(const ExecutionPlan& plan) {
     out << "      \"static_bytes\": " << rank.static_bytes << ",\n";
     out << "      \"buffers\": [";
     for (size_t i = 0; i < rank.buffers.size(); ++i) {
-      const Buffer& b = rank.buffers[i];
-      json bj = {{"id", b.id}, {"shape", b.tensor.shape}, {"dtype", DTypeName(b.tensor.dtype)}};
-      if (!b.name.empty()) bj["name"] = b.name;
-      out << (i == 0 ? "\n" : ",\n") << "        " << bj.dump();
+      out << (i == 0 ? "\n" : ",\n") << "        " << BufferToJson(rank.buffers[i]).dump();
     }
     out << (rank.buffers.empty() ? "],\n" : "\n      ],\n");
     out << "      \"actions\": [";
@@ -285,57 +517,77 @@ std::string PlanToJson(const ExecutionPlan& plan) {
   return out.str();
 }
 
-StatusOr<ExecutionPlan> PlanFromJson(std::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    // Re-parse with exceptions only to obtain the position of the syntax error.
-    try {
-      json reparsed = json::parse(text.begin(), text.end());
-      (void)reparsed;
-    } catch (const json::parse_error& e) {
-      return InvalidArgumentError(fmt::format("not valid JSON (byte {}): {}", e.byte, e.what()));
-    }
-    return InvalidArgumentError("not valid JSON");
+StatusOr<ExecutionPlan> PlanFromJson(std::string_view text, const ReadOptions& options) {
+  WEFT_RETURN_IF_ERROR(SizeWithinLimit(static_cast<int64_t>(text.size()), options));
+  WEFT_RETURN_IF_ERROR(CheckDepth(text, options.max_depth));
+  json doc;
+  try {
+    doc = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    return InvalidArgumentError(fmt::format("not valid JSON (byte {}): {}", e.byte, e.what()));
+  } catch (const json::exception& e) {
+    return InvalidArgumentError(fmt::format("not valid JSON: {}", e.what()));
   }
   if (!doc.is_object()) return Reader::Bad("(top level)", doc, "must be an object");
+  const Reader reader(options);
   ExecutionPlan plan;
   WEFT_RETURN_IF_ERROR(Reader::String(doc, "", "schema", &plan.version));
+  if (plan.version == kPlanSchemaVersionV1) {
+    return InvalidArgumentError(fmt::format(
+        "{} is no longer read; regenerate it with `weft plan ... --out FILE` (writes {})",
+        kPlanSchemaVersionV1, kPlanSchemaVersion));
+  }
   if (plan.version != kPlanSchemaVersion) {
     return Reader::Bad("schema", doc["schema"], fmt::format("expected \"{}\"", kPlanSchemaVersion));
   }
   WEFT_RETURN_IF_ERROR(Reader::String(doc, "", "model", &plan.model, false));
   WEFT_RETURN_IF_ERROR(Reader::String(doc, "", "strategy", &plan.strategy, false));
-  WEFT_RETURN_IF_ERROR(Reader::Integer(doc, "", "iteration", &plan.iteration, false, 0));
-  if (const auto* modules = doc.contains("modules") ? &doc["modules"] : nullptr) {
-    if (!modules->is_array()) return Reader::Bad("modules", *modules, "must be an array of strings");
-    for (size_t i = 0; i < modules->size(); ++i) {
-      if (!(*modules)[i].is_string()) {
-        return Reader::Bad(fmt::format("modules[{}]", i), (*modules)[i], "must be a string");
-      }
-      plan.module_names.push_back((*modules)[i].get<std::string>());
-    }
+  WEFT_RETURN_IF_ERROR(Reader::Bytes(doc, "", "iteration", &plan.iteration, false));
+  WEFT_RETURN_IF_ERROR(Reader::Int(doc, "", "num_replicas", &plan.num_replicas, 1));
+  WEFT_RETURN_IF_ERROR(Reader::Int(doc, "", "replica", &plan.replica));
+  if (plan.replica >= plan.num_replicas) {
+    return Reader::Bad("replica", doc["replica"],
+                       fmt::format("must be < num_replicas ({})", plan.num_replicas));
   }
-  WEFT_ASSIGN_OR_RETURN(const json* ranks, Reader::Array(doc, "", "ranks"));
+  WEFT_ASSIGN_OR_RETURN(const json* modules,
+                        Reader::Array(doc, "", "modules", options.max_modules,
+                                      "ReadOptions::max_modules"));
+  for (size_t i = 0; i < modules->size(); ++i) {
+    if (!(*modules)[i].is_string()) {
+      return Reader::Bad(fmt::format("modules[{}]", i), (*modules)[i], "must be a string");
+    }
+    plan.module_names.push_back((*modules)[i].get<std::string>());
+  }
+  WEFT_ASSIGN_OR_RETURN(const json* ranks,
+                        Reader::Array(doc, "", "ranks", options.max_ranks, "ReadOptions::max_ranks"));
   int num_ranks = static_cast<int>(ranks->size());
-  WEFT_RETURN_IF_ERROR(Reader::Integer(doc, "", "num_ranks", &num_ranks, false, 0));
+  WEFT_RETURN_IF_ERROR(Reader::Integer(doc, "", "num_ranks", &num_ranks, false, 0, kMaxInt32));
   if (num_ranks != static_cast<int>(ranks->size())) {
     return Reader::Bad("num_ranks", doc["num_ranks"],
                        fmt::format("must equal the length of ranks ({})", ranks->size()));
   }
+  const PlanContext ctx{.num_ranks = num_ranks,
+                        .num_modules = static_cast<int>(plan.module_names.size())};
+  plan.ranks.reserve(ranks->size());
   for (size_t r = 0; r < ranks->size(); ++r) {
-    WEFT_ASSIGN_OR_RETURN(RankPlan rank,
-                          RankFromJson((*ranks)[r], fmt::format("ranks[{}]", r), static_cast<int>(r)));
+    WEFT_ASSIGN_OR_RETURN(RankPlan rank, RankFromJson((*ranks)[r], fmt::format("ranks[{}]", r),
+                                                      static_cast<int>(r), reader, ctx));
     plan.ranks.push_back(std::move(rank));
   }
   return plan;
 }
 
-StatusOr<ExecutionPlan> ReadPlanFile(const std::string& path) {
+StatusOr<ExecutionPlan> ReadPlanFile(const std::string& path, const ReadOptions& options) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return NotFoundError(path + ": cannot open plan file (" + ec.message() + ")");
+  Status size_ok = SizeWithinLimit(static_cast<int64_t>(size), options);
+  if (!size_ok.ok()) return size_ok.WithPrefix(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError(path + ": cannot open plan file");
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  auto plan = PlanFromJson(buffer.str());
+  auto plan = PlanFromJson(buffer.str(), options);
   if (!plan.ok()) return plan.status().WithPrefix(path);
   return plan;
 }

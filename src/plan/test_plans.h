@@ -1,5 +1,8 @@
 #pragma once
 // Hand-made plans shared by the plan module's tests.
+#include <algorithm>
+#include <vector>
+
 #include "weft/plan/plan.h"
 
 namespace weft::plan::testing {
@@ -32,10 +35,82 @@ inline Action Free(BufferId buffer, int mb, graph::Pass pass) {
   return Comm(ActionKind::kFree, buffer, -1, mb, pass);
 }
 
+inline Action AllReduceGrads(int module, int64_t bytes, int dp) {
+  Action a;
+  a.kind = ActionKind::kAllReduceGrads;
+  a.stage = StageRef{.module = module};
+  a.bytes = bytes;
+  a.dp = dp;
+  return a;
+}
+
 inline TensorSpec Act() { return TensorSpec{{16, 8}, DType::kBf16}; }
 
-// A valid 2-rank 1F1B plan with 2 microbatches (stage 0 on rank 0, stage 1 on rank 1):
-//   rank 0: F0 F1 B0 B1      rank 1: F0 B0 F1 B1
+// Fills every buffer's producer / consumer of a hand-made plan from its actions: the compute
+// that writes / reads it, across a transfer the stage at the other end (k-th isend a -> b pairs
+// with the k-th irecv on b from a), else the stage of an action that names the buffer on its
+// rank. Leaves samples / rows as they are.
+inline void SetBufferEnds(ExecutionPlan& plan) {
+  const int n = plan.num_ranks();
+  auto find = [&](int r, BufferId id) -> Buffer* {
+    for (Buffer& b : plan.ranks[r].buffers) {
+      if (b.id == id) return &b;
+    }
+    return nullptr;
+  };
+  for (int r = 0; r < n; ++r) {
+    for (Buffer& b : plan.ranks[r].buffers) b.producer = b.consumer = BufferEnd{};
+    for (const Action& a : plan.ranks[r].actions) {
+      if (!IsCompute(a.kind)) continue;
+      for (BufferId id : a.outputs) {
+        if (Buffer* b = find(r, id)) b->producer = {r, a.stage};
+      }
+      for (BufferId id : a.inputs) {
+        if (Buffer* b = find(r, id); b && b->consumer.rank < 0) b->consumer = {r, a.stage};
+      }
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    for (const Action& a : plan.ranks[r].actions) {
+      Buffer* b = a.buffer >= 0 ? find(r, a.buffer) : nullptr;
+      if (b == nullptr) continue;
+      if (a.kind == ActionKind::kIsend && b->producer.rank < 0) b->producer = {r, a.stage};
+      if (a.kind == ActionKind::kIrecv && b->consumer.rank < 0) b->consumer = {r, a.stage};
+    }
+  }
+  for (int src = 0; src < n; ++src) {
+    for (int dst = 0; dst < n; ++dst) {
+      std::vector<Buffer*> sends, recvs;
+      for (const Action& a : plan.ranks[src].actions) {
+        if (a.kind == ActionKind::kIsend && a.peer == dst) sends.push_back(find(src, a.buffer));
+      }
+      for (const Action& a : plan.ranks[dst].actions) {
+        if (a.kind == ActionKind::kIrecv && a.peer == src) recvs.push_back(find(dst, a.buffer));
+      }
+      for (size_t k = 0; k < std::min(sends.size(), recvs.size()); ++k) {
+        if (sends[k] == nullptr || recvs[k] == nullptr) continue;
+        sends[k]->consumer = recvs[k]->consumer;
+        recvs[k]->producer = sends[k]->producer;
+      }
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    for (const Action& a : plan.ranks[r].actions) {
+      Buffer* b = a.buffer >= 0 ? find(r, a.buffer) : nullptr;
+      if (b == nullptr) continue;
+      if (b->producer.rank < 0) b->producer = {r, a.stage};
+      if (b->consumer.rank < 0) b->consumer = {r, a.stage};
+    }
+    for (Buffer& b : plan.ranks[r].buffers) {
+      if (b.producer.rank < 0) b.producer = {r, StageRef{}};
+      if (b.consumer.rank < 0) b.consumer = {r, StageRef{}};
+    }
+  }
+}
+
+// A valid 2-rank 1F1B plan with 2 microbatches (stage 0 on rank 0, stage 1 on rank 1), two
+// data-parallel replicas (each rank ends with the gradient all-reduce of module 0):
+//   rank 0: F0 F1 B0 B1 AR      rank 1: F0 B0 F1 B1 AR
 // Buffers: activations 0,1 (rank 0) -> 10,11 (rank 1); gradients 20,21 (rank 1) -> 30,31 (rank 0).
 inline ExecutionPlan TwoRankOneFOneB() {
   using enum ActionKind;
@@ -45,6 +120,7 @@ inline ExecutionPlan TwoRankOneFOneB() {
   plan.model = "toy";
   plan.strategy = "1f1b";
   plan.module_names = {"llm"};
+  plan.num_replicas = 2;
   plan.ranks.resize(2);
   RankPlan& r0 = plan.ranks[0];
   r0.label = "pp0";
@@ -66,6 +142,7 @@ inline ExecutionPlan TwoRankOneFOneB() {
       Free(0, 0, F),                   // 13
       Comm(kWaitSend, 1, 1, 1, F),     // 14
       Free(1, 1, F),                   // 15
+      AllReduceGrads(0, 1024, 2),      // 16
   };
   RankPlan& r1 = plan.ranks[1];
   r1.label = "pp1";
@@ -87,7 +164,9 @@ inline ExecutionPlan TwoRankOneFOneB() {
       Free(20, 0, B),                             // 13
       Comm(kWaitSend, 21, 0, 1, B),               // 14
       Free(21, 1, B),                             // 15
+      AllReduceGrads(0, 1024, 2),                 // 16
   };
+  SetBufferEnds(plan);
   return plan;
 }
 

@@ -407,6 +407,8 @@ StatusOr<std::vector<std::vector<std::string>>> ExportTorchActions(const Executi
         case ActionKind::kWaitRecv:
         case ActionKind::kFree:
           break;  // implicit in torch's runtime
+        case ActionKind::kAllReduceGrads:
+          break;  // data parallelism is outside torch's pipelining schedule (DDP / FSDP)
       }
     }
   }

@@ -106,6 +106,7 @@ TEST(TorchCsv, StageMapFollowsTheDataChain) {
 TEST(TorchCsv, SubMicrobatchesAreRefused) {
   ExecutionPlan plan = testing::TwoRankOneFOneB();
   plan.ranks[1].actions[2].stage.sub_microbatch = 1;
+  testing::SetBufferEnds(plan);
   auto csv = ExportTorchCsv(plan);
   ASSERT_FALSE(csv.ok());
   EXPECT_EQ(csv.status().code(), StatusCode::kFailedPrecondition);
@@ -119,6 +120,7 @@ TEST(TorchCsv, MissingBackwardIsRefused) {
   // Make rank 0's backward of microbatch 1 a forward-only plan by dropping it (and its inputs).
   auto& a = plan.ranks[0].actions;
   a[10] = testing::Compute(ActionKind::kBackward, 0, {31}, {});  // B0 twice, B1 never
+  testing::SetBufferEnds(plan);
   auto csv = ExportTorchCsv(plan);
   ASSERT_FALSE(csv.ok());
   EXPECT_THAT(csv.status().message(), HasSubstr("microbatch 0 has 2 backward, 0 backward_input"));

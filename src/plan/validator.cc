@@ -64,6 +64,11 @@ class Validator {
 
   StatusOr<ValidationReport> Run() {
     if (num_ranks_ == 0) return InvalidArgumentError("plan.ranks is empty; need >= 1 rank");
+    if (plan_.num_replicas < 1 || plan_.replica < 0 || plan_.replica >= plan_.num_replicas) {
+      return InvalidArgumentError(
+          fmt::format("replica = {}, num_replicas = {}; need 0 <= replica < num_replicas",
+                      plan_.replica, plan_.num_replicas));
+    }
     report_.ranks.resize(num_ranks_);
     refs_.resize(num_ranks_);
     for (int r = 0; r < num_ranks_; ++r) {
@@ -101,6 +106,7 @@ class Validator {
                                                   r, i, b.tensor.ToString()));
         }
       }
+      WEFT_RETURN_IF_ERROR(CheckBufferFields(r, static_cast<int>(i), b));
     }
     if (rank.static_bytes < 0 || rank.memory_capacity_bytes < 0) {
       return InvalidArgumentError(
@@ -108,9 +114,19 @@ class Validator {
                       rank.static_bytes, rank.memory_capacity_bytes));
     }
     std::unordered_map<int, int> group_last_index;  // batch group id -> last action index
+    // Module -> index of its last weight-gradient compute on the rank / of its all_reduce_grads.
+    std::unordered_map<int, int> last_weight_gradient, reduce_at;
+    for (int i = 0; i < static_cast<int>(rank.actions.size()); ++i) {
+      if (IsWeightGradient(rank.actions[i].kind)) last_weight_gradient[rank.actions[i].stage.module] = i;
+    }
+    const int num_modules = static_cast<int>(plan_.module_names.size());
     for (int i = 0; i < static_cast<int>(rank.actions.size()); ++i) {
       const Action& a = rank.actions[i];
       auto known = [&](BufferId id) { return buffers.count(id) > 0; };
+      if (a.stage.module < 0 || a.stage.module >= num_modules) {
+        return Error(r, i, fmt::format("module {} is not in modules (the plan names {})",
+                                       a.stage.module, num_modules));
+      }
       if (IsCompute(a.kind)) {
         if (a.stage.pass != PassOf(a.kind)) {
           return Error(r, i, fmt::format("stage pass {} does not match the action kind",
@@ -118,15 +134,32 @@ class Validator {
         }
         for (BufferId id : a.inputs) {
           if (!known(id)) return Error(r, i, fmt::format("input buf {} is not declared on rank {}", id, r));
+          const Buffer& b = BufferOf(r, id);
+          if (!(b.consumer == BufferEnd{r, a.stage})) {
+            return Error(r, i, fmt::format("reads buf {} whose consumer is {}", id,
+                                           DescribeBufferEnd(b.consumer)));
+          }
         }
         for (BufferId id : a.outputs) {
           if (!known(id)) return Error(r, i, fmt::format("output buf {} is not declared on rank {}", id, r));
           if (std::find(a.inputs.begin(), a.inputs.end(), id) != a.inputs.end()) {
             return Error(r, i, fmt::format("buf {} is both input and output", id));
           }
+          const Buffer& b = BufferOf(r, id);
+          if (!(b.producer == BufferEnd{r, a.stage})) {
+            return Error(r, i, fmt::format("writes buf {} whose producer is {}", id,
+                                           DescribeBufferEnd(b.producer)));
+          }
         }
         if (a.activation_alloc_bytes < 0 || a.activation_free_bytes < 0) {
           return Error(r, i, "activation bytes must be >= 0");
+        }
+        if (Status s = CheckSamples(a.samples); !s.ok()) {
+          return Error(r, i, fmt::format("samples {}", s.message()));
+        }
+        if (a.instance_begin < 0 || a.instance_begin > a.instance_end) {
+          return Error(r, i, fmt::format("instances [{}, {}); need 0 <= begin <= end",
+                                         a.instance_begin, a.instance_end));
         }
       }
       if (UsesBuffer(a.kind) && !known(a.buffer)) {
@@ -138,6 +171,41 @@ class Validator {
         }
         if (a.peer == r) return Error(r, i, "peer is the rank itself; use a local buffer");
       }
+      if (a.kind == ActionKind::kIsend) {
+        const Buffer& b = BufferOf(r, a.buffer);
+        if (b.producer.rank != r || b.consumer.rank != a.peer) {
+          return Error(r, i, fmt::format("sends buf {} ({} -> {}) from rank {} to rank {}", a.buffer,
+                                         DescribeBufferEnd(b.producer),
+                                         DescribeBufferEnd(b.consumer), r, a.peer));
+        }
+      }
+      if (a.kind == ActionKind::kIrecv) {
+        const Buffer& b = BufferOf(r, a.buffer);
+        if (b.consumer.rank != r || b.producer.rank != a.peer) {
+          return Error(r, i, fmt::format("receives buf {} ({} -> {}) from rank {} on rank {}",
+                                         a.buffer, DescribeBufferEnd(b.producer),
+                                         DescribeBufferEnd(b.consumer), a.peer, r));
+        }
+      }
+      if (a.kind == ActionKind::kAllReduceGrads) {
+        if (a.dp < 1) return Error(r, i, fmt::format("dp = {}; must be >= 1", a.dp));
+        if (a.bytes < 0) return Error(r, i, fmt::format("bytes = {}; must be >= 0", a.bytes));
+        auto [it, fresh] = reduce_at.emplace(a.stage.module, i);
+        if (!fresh) {
+          return Error(r, i, fmt::format("module {} is all-reduced twice on rank {} (also at "
+                                         "action {})", a.stage.module, r, it->second));
+        }
+        auto last = last_weight_gradient.find(a.stage.module);
+        if (last == last_weight_gradient.end()) {
+          return Error(r, i, fmt::format("module {} has no backward / backward_weight on rank {}; "
+                                         "no gradients to all-reduce", a.stage.module, r));
+        }
+        if (last->second > i) {
+          return Error(r, i, fmt::format("comes before the module's last weight-gradient compute "
+                                         "({}); its gradients are not complete yet",
+                                         Loc(r, last->second)));
+        }
+      }
       if (a.group >= 0) {
         if (!IsP2pPost(a.kind)) return Error(r, i, "only isend / irecv may carry a batch group");
         auto it = group_last_index.find(a.group);
@@ -147,6 +215,50 @@ class Validator {
         }
         group_last_index[a.group] = i;
       }
+    }
+    return OkStatus();
+  }
+
+  // Strictly ascending sample ids >= 0.
+  static Status CheckSamples(const std::vector<int32_t>& samples) {
+    for (size_t k = 0; k < samples.size(); ++k) {
+      if (samples[k] < 0) {
+        return InvalidArgumentError(fmt::format("[{}] = {}; must be >= 0", k, samples[k]));
+      }
+      if (k > 0 && samples[k] <= samples[k - 1]) {
+        return InvalidArgumentError(fmt::format(
+            "[{}] = {}; must be > the previous entry ({}): samples are strictly ascending", k,
+            samples[k], samples[k - 1]));
+      }
+    }
+    return OkStatus();
+  }
+
+  Status CheckBufferFields(int r, int i, const Buffer& b) const {
+    const std::string where = fmt::format("ranks[{}].buffers[{}]", r, i);
+    const int num_modules = static_cast<int>(plan_.module_names.size());
+    for (const auto& [key, end] : {std::pair<const char*, const BufferEnd&>{"producer", b.producer},
+                                   std::pair<const char*, const BufferEnd&>{"consumer", b.consumer}}) {
+      if (end.rank < 0 || end.rank >= num_ranks_) {
+        return InvalidArgumentError(fmt::format("{}.{}.rank = {}; must be in [0, {}) (the ranks)",
+                                                where, key, end.rank, num_ranks_));
+      }
+      if (end.stage.module < 0 || end.stage.module >= num_modules) {
+        return InvalidArgumentError(fmt::format(
+            "{}.{}.module = {}; must be in [0, {}) (the modules)", where, key, end.stage.module,
+            num_modules));
+      }
+    }
+    if (b.producer.rank != r && b.consumer.rank != r) {
+      return InvalidArgumentError(fmt::format(
+          "{} (buf {}): neither end is on rank {} (producer {}, consumer {})", where, b.id, r,
+          DescribeBufferEnd(b.producer), DescribeBufferEnd(b.consumer)));
+    }
+    if (Status s = CheckSamples(b.samples); !s.ok()) {
+      return InvalidArgumentError(fmt::format("{}.samples{}", where, s.message()));
+    }
+    if (b.rows < -1) {
+      return InvalidArgumentError(fmt::format("{}.rows = {}; must be >= -1", where, b.rows));
     }
     return OkStatus();
   }
@@ -189,6 +301,20 @@ class Validator {
           return Error(dst, v[k],
                        fmt::format("receives {} but the matching send #{} ({}) is {}",
                                    rb.tensor.ToString(), k + 1, Loc(src, s[k]), sb.tensor.ToString()));
+        }
+        if (!(sb.producer == rb.producer && sb.consumer == rb.consumer)) {
+          return Error(dst, v[k],
+                       fmt::format("receives {} -> {} but the matching send #{} ({}) carries {} -> {}",
+                                   DescribeBufferEnd(rb.producer), DescribeBufferEnd(rb.consumer),
+                                   k + 1, Loc(src, s[k]), DescribeBufferEnd(sb.producer),
+                                   DescribeBufferEnd(sb.consumer)));
+        }
+        if (sb.samples != rb.samples || sb.rows != rb.rows) {
+          return Error(dst, v[k],
+                       fmt::format("receives samples [{}] ({} rows) but the matching send #{} ({}) "
+                                   "carries samples [{}] ({} rows)",
+                                   fmt::join(rb.samples, ","), rb.rows, k + 1, Loc(src, s[k]),
+                                   fmt::join(sb.samples, ","), sb.rows));
         }
       }
       if (v.size() > s.size()) {
@@ -332,6 +458,8 @@ class Validator {
           buffers -= t.bytes;
           break;
         }
+        case ActionKind::kAllReduceGrads:
+          break;  // gradients live in static_bytes; the collective does not block this replay
       }
     }
     for (const auto& [key, pending] : open_sends) {

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "test_plans.h"
 
 namespace weft::plan {
@@ -25,7 +27,7 @@ TEST(ValidatePlan, AcceptsHandMadeTwoRankOneFOneB) {
   EXPECT_EQ(report->ranks[1].num_irecv, 2);
   // Rank 0 holds both activations plus one gradient at most: 3 buffers of 256 bytes.
   EXPECT_EQ(report->ranks[0].peak_buffer_bytes, 3 * 256);
-  EXPECT_THAT(report->BriefReport(), StartsWith("valid plan: 2 ranks, 32 actions (8 compute, 4 transfers"));
+  EXPECT_THAT(report->BriefReport(), StartsWith("valid plan: 2 ranks, 34 actions (8 compute, 4 transfers"));
 }
 
 TEST(ValidatePlan, MissingIrecvIsReportedAsNeverReceived) {
@@ -88,6 +90,7 @@ TEST(ValidatePlan, WaitingBeforeSendingDeadlocksAndNamesStuckRanks) {
       testing::Compute(kForward, 0, {10}, {}), testing::Free(10, 0, F),
       testing::Compute(kBackward, 0, {}, {20}), testing::Comm(kIsend, 20, 0, 0, B),
       testing::Comm(kWaitSend, 20, 0, 0, B),   testing::Free(20, 0, B)};
+  testing::SetBufferEnds(plan);
   auto report = ValidatePlan(plan);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().message(),
@@ -120,6 +123,8 @@ TEST(ValidatePlan, RendezvousDeadlockOnWaitSend) {
                            testing::Comm(kWaitRecv, 3, 0, 0, F),
                            testing::Compute(kForward, 0, {3}, {}),
                            testing::Free(3, 0, F)};
+  plan.module_names = {"llm"};
+  testing::SetBufferEnds(plan);
   auto report = ValidatePlan(plan);
   ASSERT_FALSE(report.ok());
   EXPECT_THAT(report.status().message(),
@@ -191,7 +196,7 @@ TEST(ValidatePlan, MemoryOverCapacityIsResourceExhausted) {
 
 TEST(ValidatePlan, BuffersNeverFreedAreReported) {
   ExecutionPlan plan = TwoRankOneFOneB();
-  plan.ranks[0].actions.pop_back();  // free 1
+  plan.ranks[0].actions.erase(plan.ranks[0].actions.begin() + 15);  // free 1
   auto report = ValidatePlan(plan);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().message(), "rank 0 action 2 (forward m0 c0 mb1): buf 1 is never freed");
@@ -226,6 +231,116 @@ TEST(ValidatePlan, StructuralErrorsNameTheField) {
   EXPECT_EQ(ValidatePlan(plan).status().message(),
             "ranks[1].buffers[4].id = 10; declared twice on rank 1");
   EXPECT_FALSE(ValidatePlan(ExecutionPlan{}).ok());
+}
+
+TEST(ValidatePlan, ComputesMustBeTheEndsOfTheBuffersTheyTouch) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  plan.ranks[1].buffers[0].consumer.stage.microbatch = 1;  // buf 10 claims mb 1 reads it
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 1 action 2 (forward m0 c0 mb0): reads buf 10 whose consumer is rank 1 forward m0 "
+            "c0 mb1");
+  plan = TwoRankOneFOneB();
+  plan.ranks[0].buffers[0].producer.stage.pass = graph::Pass::kBackward;
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 0 action 0 (forward m0 c0 mb0): writes buf 0 whose producer is rank 0 backward "
+            "m0 c0 mb0");
+  plan = TwoRankOneFOneB();
+  plan.ranks[0].buffers[0].consumer.rank = 0;  // a local buffer that is sent
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 0 action 1 (isend buf 0 to rank 1): sends buf 0 (rank 0 forward m0 c0 mb0 -> "
+            "rank 0 forward m0 c0 mb0) from rank 0 to rank 1");
+  plan = TwoRankOneFOneB();
+  plan.ranks[1].buffers[0].producer.rank = 1;
+  plan.ranks[1].buffers[0].consumer.rank = 0;
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 1 action 0 (irecv buf 10 from rank 0): receives buf 10 (rank 1 forward m0 c0 mb0 "
+            "-> rank 0 forward m0 c0 mb0) from rank 0 on rank 1");
+  plan = TwoRankOneFOneB();
+  plan.ranks[1].buffers[0].producer.rank = 0;
+  plan.ranks[1].buffers[0].consumer.rank = 0;
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "ranks[1].buffers[0] (buf 10): neither end is on rank 1 (producer rank 0 forward m0 c0 "
+            "mb0, consumer rank 0 forward m0 c0 mb0)");
+  plan = TwoRankOneFOneB();
+  plan.ranks[0].buffers[0].producer.rank = 7;
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "ranks[0].buffers[0].producer.rank = 7; must be in [0, 2) (the ranks)");
+}
+
+TEST(ValidatePlan, MatchedTransfersCarryTheSameEndsSamplesAndRows) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  plan.ranks[0].buffers[1].producer.stage.chunk = 1;  // buf 1 (send of mb 1): other chunk
+  plan.ranks[0].actions[2].stage.chunk = 1;             // ... and its producer agrees
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 1 action 6 (irecv buf 11 from rank 0): receives rank 0 forward m0 c0 mb1 -> rank "
+            "1 forward m0 c0 mb1 but the matching send #2 (rank 0 action 3 (isend buf 1 to rank 1)) "
+            "carries rank 0 forward m0 c1 mb1 -> rank 1 forward m0 c0 mb1");
+  plan = TwoRankOneFOneB();
+  plan.ranks[0].buffers[0].samples = {0, 1};
+  plan.ranks[0].buffers[0].rows = 32;
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 1 action 0 (irecv buf 10 from rank 0): receives samples [] (-1 rows) but the "
+            "matching send #1 (rank 0 action 1 (isend buf 0 to rank 1)) carries samples [0,1] (32 "
+            "rows)");
+  plan.ranks[1].buffers[0].samples = {0, 1};
+  plan.ranks[1].buffers[0].rows = 32;
+  EXPECT_TRUE(ValidatePlan(plan).ok());
+}
+
+TEST(ValidatePlan, SamplesInstancesModulesAndReplicaAreChecked) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  plan.ranks[0].actions[0].samples = {2, 2};
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 0 action 0 (forward m0 c0 mb0): samples [1] = 2; must be > the previous entry "
+            "(2): samples are strictly ascending");
+  plan = TwoRankOneFOneB();
+  plan.ranks[0].buffers[0].samples = {-1};
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "ranks[0].buffers[0].samples[0] = -1; must be >= 0");
+  plan = TwoRankOneFOneB();
+  plan.ranks[0].actions[0].instance_begin = 3;
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 0 action 0 (forward m0 c0 mb0): instances [3, 0); need 0 <= begin <= end");
+  plan = TwoRankOneFOneB();
+  plan.ranks[0].actions[12].stage.module = 1;
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 0 action 12 (wait_send buf 0 to rank 1): module 1 is not in modules (the plan "
+            "names 1)");
+  plan = TwoRankOneFOneB();
+  plan.replica = 2;
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "replica = 2, num_replicas = 2; need 0 <= replica < num_replicas");
+}
+
+TEST(ValidatePlan, GradientAllReduceFollowsTheModulesLastWeightGradientOncePerRank) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  auto& a = plan.ranks[0].actions;
+  // Before B1 (action 10): the module's gradients are not complete.
+  std::rotate(a.begin() + 7, a.begin() + 16, a.end());
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 0 action 7 (all_reduce_grads m0): comes before the module's last "
+            "weight-gradient compute (rank 0 action 11 (backward m0 c0 mb1)); its gradients are "
+            "not complete yet");
+  plan = TwoRankOneFOneB();
+  plan.ranks[0].actions.push_back(testing::AllReduceGrads(0, 1024, 2));
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 0 action 17 (all_reduce_grads m0): module 0 is all-reduced twice on rank 0 (also "
+            "at action 16)");
+  plan = TwoRankOneFOneB();
+  plan.ranks[0].actions[16].dp = 0;
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 0 action 16 (all_reduce_grads m0): dp = 0; must be >= 1");
+  plan = TwoRankOneFOneB();
+  plan.module_names.push_back("vit");
+  plan.ranks[0].actions[16].stage.module = 1;
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "rank 0 action 16 (all_reduce_grads m1): module 1 has no backward / backward_weight "
+            "on rank 0; no gradients to all-reduce");
+  // Its position and the memory it does not take are all the validator needs.
+  plan = TwoRankOneFOneB();
+  auto report = ValidatePlan(plan);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->ranks[0].num_actions, 17);
 }
 
 }  // namespace

@@ -8,7 +8,9 @@
 // it is the synchronization). Same-group edges with 0 bytes are pure ordering, already implied by
 // the schedule order. Shapes: elements = ceil(bytes / dtype size); with a hidden size for the
 // producer's module, [elements / hidden, hidden] (tokens × hidden) when it divides, else
-// [elements].
+// [elements]. Every buffer names its producer and consumer (the edge's stages, ranks = their
+// groups) and carries the edge's samples and rows; every compute carries its stage's samples
+// and instances (the data assignment of the graph; docs/plan_schema.md).
 //
 // Placement rules, per rank, around its compute actions in schedule order (slot j = just before
 // compute j; the last slot is the end of the list):
@@ -25,6 +27,12 @@
 //  - Order inside a slot: irecvs, frees, wait_sends (+ frees), wait_recvs. Maximal runs of
 //    consecutive isend/irecv posts (typically the isends of compute j and the irecvs of slot j+1)
 //    share a batch group id when batch_p2p is set (batch_isend_irecv).
+//  - all_reduce_grads: one per module with a weight-gradient compute (kBackward /
+//    kBackwardWeight) on the rank, right after the isends of its last one; dp = the group's dp
+//    (emitted for dp = 1 too). Bytes: grad_sync_bytes_by_rank_module when given, else the
+//    group's grad_sync_bytes split over those modules in proportion to their backward FLOPs on
+//    the rank (latency when no FLOPs are known, evenly when neither), largest remainder rounding
+//    so the shares add up exactly.
 // The result passes ValidatePlan for any graph/schedule the simulator accepted (tested on 1F1B,
 // interleaved 1F1B, ZB-H1 and fan-in graphs).
 // Thread-safety: pure function.
@@ -50,6 +58,12 @@ struct CompileOptions {
   bool batch_p2p = true;  // give runs of consecutive isend/irecv one batch group id
   // Per GPU; 0 = use timeline.capacity_bytes (0 there too = memory not checked).
   int64_t memory_capacity_bytes = 0;
+  int replica = 0;       // the DP replica the plan is for (ExecutionPlan::replica)
+  int num_replicas = 1;  // DP replicas of the iteration (ExecutionPlan::num_replicas)
+  // Gradient bytes per GPU of each module on each rank, [group][module] (the cost model's
+  // gradient bytes of the module's chunks on the group); exact bytes of the all_reduce_grads
+  // actions. Empty = split each group's grad_sync_bytes (see above); a short row = 0 bytes.
+  std::vector<std::vector<int64_t>> grad_sync_bytes_by_rank_module;
 };
 
 StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,

@@ -13,7 +13,8 @@
 // chain and must equal rank + chunk·P (P = number of ranks), torch's loop placement. SEND_F/SEND_B carry the sending stage,
 // RECV_F/RECV_B the receiving stage (as torch's _add_send_recv writes them). wait_send,
 // wait_recv and free have no cell: torch's runtime waits for a receive just before the compute
-// that consumes it and for all sends at the end of the step.
+// that consumes it and for all sends at the end of the step. all_reduce_grads has no cell either
+// (torch's pipelining schedule has no data parallelism; wrap the stages in DDP / FSDP).
 //
 // The torch IR can express only a chain of stages, each run for every microbatch 0..m-1 with
 // one forward and one backward (B, or I then W), one tensor transfer per (stage, microbatch,
