@@ -30,7 +30,7 @@ void RegisterPlan(py::module_& m) {
       },
       py::arg("plan_json"), py::arg("check_memory") = true,
       "Parses and validates a weft.plan/v2 JSON plan (hardened reader: size, depth and number\n"
-      "limits); ValueError with one line naming the first problem."));
+      "limits); ValueError with one line naming the first problem.");
   m.def(
       "normalize_plan",
       [](const std::string& json) { return plan::PlanToJson(Unwrap(plan::PlanFromJson(json))); },
