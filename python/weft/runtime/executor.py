@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from weft.runtime.model import MicrobatchData, ModuleChunk, batch_llm_tokens, even_slice
+from weft.runtime.model import MicrobatchData, ModuleChunk, batch_llm_tokens
 from weft.runtime.plan import Action, ExecutionPlan, Op, StageKey, parse_plan
 
 
@@ -121,24 +121,25 @@ class RankExecutor:
         return it.mb_data[mb]
 
     def _view(self, it: _Iteration, a: Action, key: tuple[int, int, int]):
-        """(data view, instance range) of the stage slice key = (module, microbatch, sub)."""
+        """(data view, instance range) of the stage slice key = (module, microbatch, sub): the
+        plan's `instances` of that stage; its `samples` must be what those instances hold."""
         if key not in it.views:
             module, mb, sub = key
+            rng = it.plan.stage_instances.get(key)
+            if rng is None:
+                self._fail(a, f"the plan has no compute of m{module} mb{mb}.{sub} (its "
+                           f"instances are unknown)")
             data = self._microbatch(it, a, mb)
             n = len(data.instances(module))
-            rng = it.plan.stage_instances.get(key)
-            if rng is None:  # v1: DIP slices a module's instances evenly
-                rng = even_slice(n, it.plan.num_subs.get((module, mb), 1), sub)
-            if not 0 <= rng[0] <= rng[1] <= n:
-                self._fail(a, f"instances {list(rng)} of m{module} mb{mb}.{sub}: the "
-                           f"microbatch has {n}")
-            view = data.restrict(module, *rng)
+            if rng[1] > n:
+                self._fail(a, f"instances {list(rng)} of m{module} mb{mb}.{sub}: microbatch "
+                           f"{mb} has {n}")
             want = it.plan.stage_samples.get(key)
             if want is not None and tuple(data.samples(module, *rng)) != want:
-                self._fail(a, f"plan gives m{module} mb{mb}.{sub} samples {list(want)}; its "
-                           f"instances {list(rng)} hold samples "
+                self._fail(a, f"the plan gives m{module} mb{mb}.{sub} samples {list(want)}; "
+                           f"its instances {list(rng)} hold samples "
                            f"{data.samples(module, *rng)}")
-            it.views[key] = (view, rng)
+            it.views[key] = (data.restrict(module, *rng), rng)
         return it.views[key]
 
     def _routed_rows(self, it: _Iteration, a: Action, b: int) -> Optional[torch.Tensor]:
@@ -150,8 +151,6 @@ class RankExecutor:
         if buf is None:
             self._fail(a, f"buf {b} is not declared on this rank")
         rows = None
-        if buf.producer is None or buf.consumer is None:
-            self._fail(a, f"buf {b} names no producer / consumer stage")
         # Forward orientation: a gradient buffer goes from the forward consumer back.
         fwd_prod, fwd_cons = ((buf.producer, buf.consumer) if buf.producer.is_forward
                               else (buf.consumer, buf.producer))
@@ -183,8 +182,6 @@ class RankExecutor:
         by_source: dict[int, list[tuple[int, torch.Tensor]]] = {}
         for b, x in zip(a.inputs, inputs):
             prod = it.rank_plan.buffers[b].producer
-            if prod is None:
-                self._fail(a, f"input buf {b} names no producer stage")
             by_source.setdefault(prod.stage.module, []).append((prod.stage.sub, x))
         sources = list(by_source)
         joined = [torch.cat([x for _, x in sorted(by_source[m], key=lambda t: t[0])])
@@ -232,9 +229,9 @@ class RankExecutor:
         out = []
         for b in a.outputs:
             c = it.rank_plan.buffers[b].consumer
-            if c is None or c.stage.slice_key not in by_producer:
-                self._fail(a, f"gradient buf {b} goes to {c.stage if c else '?'}, which fed "
-                           f"this stage no input")
+            if c.stage.slice_key not in by_producer:
+                self._fail(a, f"gradient buf {b} goes to {c.stage}, which fed this stage no "
+                           f"input")
             out.append((b, by_producer[c.stage.slice_key]))
         return out
 
@@ -337,7 +334,7 @@ class RankExecutor:
         on_action, when given, is called as on_action(index, action, t_start_s, t_end_s) after
         each action, with time.perf_counter() timestamps taken around the action."""
         if not isinstance(plan, ExecutionPlan):
-            plan = parse_plan(plan, self.module_names)
+            plan = parse_plan(plan)
         if self.rank >= len(plan.ranks):
             raise PlanExecutionError(f"rank {self.rank}: the plan has {len(plan.ranks)} ranks")
         it = _Iteration(plan, self.rank, batch, microbatches)
@@ -430,9 +427,8 @@ def run_plans(model: dict, chunks: list[dict], jobs: list[dict], num_ranks: int,
     also has params (every parameter after its SGD step). Raises
     PlanExecutionError with every failing rank's message."""
     jobs = [dict(job, iteration=job.get("iteration", i)) for i, job in enumerate(jobs)]
-    names = [m["name"] for m in model["modules"]]
     for job in jobs:  # a malformed plan fails here, before any worker starts (ValueError)
-        parse_plan(job["plan"], names)
+        parse_plan(job["plan"])
     runs = run_streamed(model, chunks, num_ranks,
                         lambda i, _: jobs[i] if i < len(jobs) else None, seed=seed, lr=lr,
                         timeout_s=timeout_s, keep_grads=True, keep_params=True)

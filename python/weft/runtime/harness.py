@@ -27,7 +27,8 @@ def plan_jobs(strategy: str, model: str = "tiny-vlm", iterations: int = 2, data:
 def reference(model_name: str, chunks: list[dict], jobs: list[dict], seed: int = 1,
               lr: float = 0.1) -> list[dict]:
     """Single process: same chunks in model order, same batches and microbatches, same SGD.
-    Returns per iteration {loss, grads}; the last one also has params (after its SGD step)."""
+    Returns per iteration {loss, grads, samples (per microbatch, the batch samples it ran)};
+    the last one also has params (after its SGD step)."""
     model = weft.load_model(model_name)
     # The bindings' topological order of the modules (ModelSpec::TopologicalOrder), then layers.
     position = {m: i for i, m in enumerate(model["topological_order"])}
@@ -35,7 +36,8 @@ def reference(model_name: str, chunks: list[dict], jobs: list[dict], seed: int =
     modules = build_chunks(model, ordered, seed)
     out = []
     for job in jobs:
-        loss = reference_step(model, modules, job["batch"], job["microbatches"], seed)
+        samples: list[list[int]] = []
+        loss = reference_step(model, modules, job["batch"], job["microbatches"], seed, samples)
         # Frozen modules' parameters get no gradient (zero here) and no SGD step.
         grads = {n: p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
                  for m in modules for n, p in m.parameter_names().items()}
@@ -45,7 +47,7 @@ def reference(model_name: str, chunks: list[dict], jobs: list[dict], seed: int =
                     if p.grad is not None:
                         p -= lr * p.grad
                     p.grad = None
-        out.append({"loss": loss, "grads": grads})
+        out.append({"loss": loss, "grads": grads, "samples": samples})
     if out:
         out[-1]["params"] = {n: p.detach().clone() for m in modules
                              for n, p in m.parameter_names().items()}

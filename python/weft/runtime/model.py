@@ -317,6 +317,8 @@ class MicrobatchData:
                                             torch.randn(n, self.dit_patch, generator=g),
                                             torch.randn(n, self.dit_patch, generator=g)))
             self.sequences.append(members)
+        # The batch samples of the microbatch (ascending): what its LLM instances hold.
+        self.sample_ids = sorted(m[0] for members in self.sequences for m in members)
         self.loss_denominator = loss_denominator
         self._set_images(self.images)
         self._set_windows(self.windows)
@@ -496,13 +498,6 @@ def dit_latent_tokens(dit: dict, video: dict) -> int:
     return cdiv(cdiv(frames, vt), tp) * cdiv(cdiv(h, vs), p) * cdiv(cdiv(w, vs), p)
 
 
-def even_slice(n: int, k: int, i: int) -> tuple[int, int]:
-    """Instances of sub-microbatch i of k over n instances (graph_builder.cc EvenSlice)."""
-    base, extra = divmod(n, k)
-    begin = i * base + min(i, extra)
-    return begin, begin + base + (1 if i < extra else 0)
-
-
 def audio_feature_size(audio: dict) -> int:
     """Input features of one audio encoder token: conv_downsample mel frames stacked."""
     return audio["mel_bins"] * audio["conv_downsample"]
@@ -547,16 +542,20 @@ def build_chunks(model: dict, chunks: list[dict], seed: int) -> list[ModuleChunk
 
 
 def reference_step(model: dict, chunk_modules: list[ModuleChunk], batch: dict,
-                   microbatches: list[list[int]], seed: int) -> float:
+                   microbatches: list[list[int]], seed: int,
+                   samples_used: list[list[int]] | None = None) -> float:
     """Single-process reference: runs every microbatch through the whole model in module order
     (`chunk_modules` sorted by module topological order, then layer), accumulating gradients.
     A module's first chunk takes the outputs of its predecessor modules (model edges); later
-    chunks the previous chunk's output. Returns the loss."""
+    chunks the previous chunk's output. Returns the loss; appends each microbatch's batch
+    samples (ascending) to samples_used when given."""
     denom = float(batch_llm_tokens(batch))
     names = [m["name"] for m in model["modules"]]
     total = 0.0
     for mb_seqs in microbatches:
         mb = MicrobatchData(model, batch, mb_seqs, seed, denom)
+        if samples_used is not None:
+            samples_used.append(mb.sample_ids)
         outs: dict[int, torch.Tensor] = {}
         loss = None
         for chunk in chunk_modules:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import re
 from typing import Optional
 
 
@@ -34,8 +33,7 @@ class Op(enum.Enum):
 COMPUTE_OPS = frozenset({Op.FORWARD, Op.BACKWARD, Op.BACKWARD_INPUT, Op.BACKWARD_WEIGHT})
 _OPS_BY_NAME = {op.value: op for op in Op}
 
-PASS_OF_NAME_TAG = {"F": "forward", "B": "backward", "Bi": "backward_input",
-                    "W": "backward_weight"}
+PASSES = ("forward", "backward", "backward_input", "backward_weight")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,10 +71,10 @@ class Buffer:
     id: int
     shape: tuple[int, ...]
     name: str
-    producer: Optional[StageRef]   # None: the plan does not say (a v1 name in another form)
-    consumer: Optional[StageRef]
-    samples: Optional[tuple[int, ...]] = None  # samples whose rows it carries (v2)
-    rows: Optional[int] = None                # producer output rows it carries (v2)
+    producer: StageRef
+    consumer: StageRef
+    samples: Optional[tuple[int, ...]] = None  # samples whose rows it carries (None: unknown)
+    rows: Optional[int] = None                # producer output rows it carries (None: unknown)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,8 +89,9 @@ class Action:
     module: int = -1          # all_reduce_grads
     bytes: int = 0            # all_reduce_grads
     dp: int = 1               # all_reduce_grads
-    samples: Optional[tuple[int, ...]] = None    # compute (v2): sample ids of the batch
-    instances: Optional[tuple[int, int]] = None  # compute (v2): [begin, end) of the module's
+    samples: Optional[tuple[int, ...]] = None    # compute: sample ids of the batch (None: [])
+    instances: Optional[tuple[int, int]] = None  # compute: [begin, end) of the module's
+                                                 # workload instances
     raw: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def describe(self) -> str:
@@ -119,20 +118,15 @@ class RankPlan:
 class ExecutionPlan:
     schema: str
     ranks: list[RankPlan]
-    # (module, microbatch, sub) -> [begin, end) of the module's instances / the samples of the
-    # stage, from the compute actions of every rank (v2), or None (v1: even slices).
+    replica: int
+    num_replicas: int
+    # (module, microbatch, sub) -> [begin, end) of the module's workload instances and the
+    # samples of that stage, from the compute actions of every rank (the same on every chunk).
     stage_instances: dict[tuple[int, int, int], tuple[int, int]]
     stage_samples: dict[tuple[int, int, int], tuple[int, ...]]
-    # v1 only: sub-microbatches per (module, microbatch) read from the forward actions.
-    num_subs: dict[tuple[int, int], int]
-
-    @property
-    def structured(self) -> bool:
-        """True when the plan names buffer ends and stage data (weft.plan/v2)."""
-        return self.schema != "weft.plan/v1"
 
     def compute_samples(self, module: int) -> dict[int, set[int]]:
-        """Microbatch -> the samples the compute actions of `module` process (v2)."""
+        """Microbatch -> the samples the compute actions of `module` process."""
         out: dict[int, set[int]] = {}
         for (m, mb, _), samples in self.stage_samples.items():
             if m == module:
@@ -140,7 +134,7 @@ class ExecutionPlan:
         return out
 
 
-SCHEMAS = ("weft.plan/v1", "weft.plan/v2")
+SCHEMA = "weft.plan/v2"
 
 
 def _where(rank: int, index: int) -> str:
@@ -161,66 +155,37 @@ def _stage_key(d: dict, where: str) -> StageKey:
 
 def _stage_ref(d: dict, where: str) -> StageRef:
     p = d.get("pass", "")
-    if p not in PASS_OF_NAME_TAG.values():
-        raise ValueError(f"{where}: pass = {p!r}; must be one of "
-                         f"{', '.join(PASS_OF_NAME_TAG.values())}")
+    if p not in PASSES:
+        raise ValueError(f"{where}: pass = {p!r}; must be one of {', '.join(PASSES)}")
     return StageRef(_int(d, "rank", where), _stage_key(d, where), p)
 
 
-_STAGE_NAME = re.compile(r"g(\d+) (\w+) mb(\d+)\.(\d+) c(\d+) (\S+)")
-
-
-def _v1_ends(name: str, module_index: dict[str, int]) -> tuple[Optional[StageRef],
-                                                            Optional[StageRef]]:
-    """v1 plans carry a buffer's ends only in its name ("g1 F mb0.1 c0 vision_projector -> g2 F
-    mb0.0 c0 llm"); (None, None) for a name in another form."""
-    parts = name.split(" -> ")
-    if len(parts) != 2:
-        return None, None
-    refs = []
-    for p in parts:
-        m = _STAGE_NAME.fullmatch(p.strip())
-        if not m or m.group(6) not in module_index or m.group(2) not in PASS_OF_NAME_TAG:
-            return None, None
-        refs.append(StageRef(int(m.group(1)), StageKey(module_index[m.group(6)], int(m.group(5)),
-                                                       int(m.group(3)), int(m.group(4))),
-                             PASS_OF_NAME_TAG[m.group(2)]))
-    return refs[0], refs[1]
-
-
-def parse_plan(plan: dict, module_names: Optional[list[str]] = None) -> ExecutionPlan:
-    """Parses a plan dict (json.loads of a weft.plan/v1 or v2 file). module_names (the model's,
-    by index) resolve v1 buffer names; v2 buffers name their ends structurally.
-    Raises ValueError with one line naming the rank and action (or buffer) on a malformed plan."""
+def parse_plan(plan: dict) -> ExecutionPlan:
+    """Parses a plan dict (json.loads of a weft.plan/v2 file, docs/plan_schema.md). Raises
+    ValueError with one line naming the rank and the action (or buffer) on a malformed plan."""
     schema = plan.get("schema", "")
-    if schema not in SCHEMAS:
-        raise ValueError(f"plan: schema = {schema!r}; the runtime reads {', '.join(SCHEMAS)} "
-                         f"(regenerate the plan with this weft: weft.plan(...) or weft plan)")
-    v2 = schema != "weft.plan/v1"
-    names = module_names if module_names is not None else plan.get("modules", [])
-    module_index = {n: i for i, n in enumerate(names)}
+    if schema == "weft.plan/v1":
+        raise ValueError("plan: weft.plan/v1 is no longer read (no buffer ends or samples); "
+                         "regenerate it with weft.plan(...) or `weft plan ... --out FILE`")
+    if schema != SCHEMA:
+        raise ValueError(f"plan: schema = {schema!r}; expected {SCHEMA!r}")
     ranks: list[RankPlan] = []
     stage_instances: dict[tuple[int, int, int], tuple[int, int]] = {}
     stage_samples: dict[tuple[int, int, int], tuple[int, ...]] = {}
-    num_subs: dict[tuple[int, int], int] = {}
     for r, rank in enumerate(plan.get("ranks", [])):
         buffers: dict[int, Buffer] = {}
         for j, b in enumerate(rank.get("buffers", [])):
             where = f"plan: rank {r} buffers[{j}]"
             bid = _int(b, "id", where)
-            if v2:
-                if "producer" not in b or "consumer" not in b:
-                    raise ValueError(f"{where}: buffer {bid} has no producer / consumer")
-                producer = _stage_ref(b["producer"], f"{where}.producer")
-                consumer = _stage_ref(b["consumer"], f"{where}.consumer")
-                samples = tuple(b.get("samples", ())) or None  # [] = unknown
-                rows = b.get("rows")
-                rows = rows if isinstance(rows, int) and rows >= 0 else None
-            else:
-                producer, consumer = _v1_ends(b.get("name", ""), module_index)
-                samples, rows = None, None
-            buffers[bid] = Buffer(bid, tuple(b.get("shape", ())), b.get("name", ""), producer,
-                                  consumer, samples, rows)
+            if "producer" not in b or "consumer" not in b:
+                raise ValueError(f"{where}: buffer {bid} has no producer / consumer")
+            rows = b.get("rows", -1)
+            buffers[bid] = Buffer(
+                bid, tuple(b.get("shape", ())), b.get("name", ""),
+                _stage_ref(b["producer"], f"{where}.producer"),
+                _stage_ref(b["consumer"], f"{where}.consumer"),
+                samples=tuple(b.get("samples", ())) or None,  # [] = unknown
+                rows=rows if isinstance(rows, int) and rows >= 0 else None)
         actions: list[Action] = []
         for i, a in enumerate(rank.get("actions", [])):
             where = _where(r, i)
@@ -235,27 +200,26 @@ def parse_plan(plan: dict, module_names: Optional[list[str]] = None) -> Executio
                 actions.append(Action(i, op, None, module=_int(a, "module", where),
                                       bytes=_int(a, "bytes", where, 0), dp=dp, raw=a))
                 continue
-            if "stage" not in a and op.is_compute:
+            if "stage" not in a:
                 raise ValueError(f"{where}: {op.value} has no stage")
-            stage = _stage_key(a["stage"], where) if "stage" in a else None
+            stage = _stage_key(a["stage"], where)
             if op.is_compute:
-                samples = tuple(a.get("samples", ())) or None  # [] = unknown (or no data)
                 inst = a.get("instances")
-                instances = (int(inst[0]), int(inst[1])) if inst is not None else None
+                if not (isinstance(inst, list) and len(inst) == 2
+                        and all(isinstance(x, int) for x in inst) and 0 <= inst[0] <= inst[1]):
+                    raise ValueError(f"{where}: instances = {inst!r}; must be [begin, end] with "
+                                     f"0 <= begin <= end")
                 act = Action(i, op, stage, inputs=tuple(a.get("inputs", ())),
-                             outputs=tuple(a.get("outputs", ())), samples=samples,
-                             instances=instances, raw=a)
+                             outputs=tuple(a.get("outputs", ())),
+                             samples=tuple(a.get("samples", ())) or None,
+                             instances=(inst[0], inst[1]), raw=a)
                 k = stage.slice_key
-                if instances is not None:
-                    if stage_instances.setdefault(k, instances) != instances:
-                        raise ValueError(f"{where}: instances {list(instances)} of {stage}; "
-                                         f"another stage of m{k[0]} mb{k[1]}.{k[2]} has "
-                                         f"{list(stage_instances[k])}")
-                if samples is not None:
-                    stage_samples.setdefault(k, samples)
-                if op is Op.FORWARD:
-                    nk = (stage.module, stage.microbatch)
-                    num_subs[nk] = max(num_subs.get(nk, 1), stage.sub + 1)
+                if stage_instances.setdefault(k, act.instances) != act.instances:
+                    raise ValueError(f"{where}: instances {list(act.instances)} of {stage}; "
+                                     f"another stage of m{k[0]} mb{k[1]}.{k[2]} has "
+                                     f"{list(stage_instances[k])}")
+                if act.samples is not None:
+                    stage_samples.setdefault(k, act.samples)
             else:
                 act = Action(i, op, stage, buffer=_int(a, "buffer", where),
                              peer=_int(a, "peer", where, -1), raw=a)
@@ -263,4 +227,5 @@ def parse_plan(plan: dict, module_names: Optional[list[str]] = None) -> Executio
                     raise ValueError(f"{where}: {op.value} has no peer")
             actions.append(act)
         ranks.append(RankPlan(r, buffers, actions))
-    return ExecutionPlan(schema, ranks, stage_instances, stage_samples, num_subs)
+    return ExecutionPlan(schema, ranks, _int(plan, "replica", "plan", 0),
+                         _int(plan, "num_replicas", "plan", 1), stage_instances, stage_samples)
