@@ -79,3 +79,20 @@ def test_a_plan_whose_samples_disagree_with_the_batch_fails_naming_the_stage():
     with pytest.raises(PlanExecutionError, match=r"rank 0 action \d+ \(forward m0 c0 mb1\): the "
                        r"plan gives m0 mb1.0 samples \[100\d"):
         ex.run_iteration(plan, jobs[0]["batch"], jobs[0]["microbatches"])
+
+
+def test_a_buffer_whose_rows_disagree_with_the_batch_fails_naming_it():
+    # The vision -> projector buffer of microbatch 0 claims one row fewer than its samples have.
+    first, jobs = plan_jobs("megatron-1f1b", iterations=1, gpus=1, pipeline_size=1)
+    plan = jobs[0]["plan"]
+    buf = next(b for b in plan["ranks"][0]["buffers"]
+               if b["producer"]["module"] == 0 and b["consumer"]["module"] == 1
+               and b["producer"]["mb"] == 0)
+    assert buf["rows"] > 0 and buf["samples"]
+    buf["rows"] -= 1
+    from weft.runtime.executor import PlanExecutionError, RankExecutor
+    ex = RankExecutor(0, weft.load_model("tiny-vlm"), first["chunks"], 1, 0.1, 5.0)
+    with pytest.raises(PlanExecutionError, match=rf"\(forward m0 c0 mb0\): buf {buf['id']} "
+                       rf"carries {buf['rows']} rows of m0 mb0.0 \(samples .*\); the batch "
+                       rf"gives {buf['rows'] + 1}"):
+        ex.run_iteration(plan, jobs[0]["batch"], jobs[0]["microbatches"])

@@ -30,13 +30,6 @@ class PlanExecutionError(RuntimeError):
     """A rank could not execute its plan (bad plan, timeout, shape mismatch)."""
 
 
-def describe(action: Action | dict) -> str:
-    """One-line description of an action ("forward m2 c0 mb1", "isend buf 3 to rank 1")."""
-    if isinstance(action, Action):
-        return action.describe()
-    return f"{action.get('op')} (unparsed)"
-
-
 class _Iteration:
     """What one rank holds during one iteration of a plan."""
 
