@@ -18,7 +18,8 @@ namespace weft {
 namespace {
 
 TEST(PlanV2, CompiledPlanOfASubMicrobatchGraphRoundTripsThroughJson) {
-  auto setup = strategy::MakeJobSetup({.model = "tiny-valm", .data = "mixed", .num_microbatches = 2});
+  auto setup = strategy::MakeJobSetup(
+      {.model = "tiny-valm", .cluster = "", .data = "mixed", .num_microbatches = 2});
   ASSERT_TRUE(setup.ok()) << setup.status().ToString();
   auto rule = strategy::MakeStrategy("megatron-1f1b");
   ASSERT_TRUE(rule.ok());

@@ -420,3 +420,197 @@ TEST(TorchCsvGolden, FixturesForTorchsLoaderMatchTheExporter) {
 
 }  // namespace
 }  // namespace weft::plan
+
+namespace weft::plan {
+namespace {
+
+// The fan-in graph with a data assignment: microbatch mb holds samples {2mb, 2mb+1}; each
+// encoder's edge to the LLM carries one of them.
+StageGraph FanInGraphWithSamples(int m, int dp) {
+  StageGraph g;
+  for (int i = 0; i < 3; ++i) {
+    g.AddGroup({.first_gpu = i, .num_gpus = 1, .dp = dp, .static_bytes = kGiB,
+                .grad_sync_bytes = i == 2 ? 1000 : 0, .label = fmt::format("g{}", i)});
+  }
+  g.SetModuleNames({"vit", "whisper", "llm"});
+  const int64_t bytes = 256 * kHidden * 2;
+  for (int mb = 0; mb < m; ++mb) {
+    const graph::SampleSetId both = g.AddSampleSet({2 * mb + 1, 2 * mb});
+    const graph::SampleSetId first = g.AddSampleSet({2 * mb});
+    const graph::SampleSetId second = g.AddSampleSet({2 * mb + 1});
+    graph::StageId f[3], b[3];
+    for (int i = 0; i < 3; ++i) {
+      f[i] = g.AddStage({.group = i, .module = i, .microbatch = mb, .pass = Pass::kForward,
+                         .latency_s = 1e-3 * (i + 1), .activation_alloc_bytes = kGiB,
+                         .instance_begin = 2 * mb, .instance_end = 2 * mb + 2, .samples = both});
+    }
+    for (int i = 2; i >= 0; --i) {
+      b[i] = g.AddStage({.group = i, .module = i, .microbatch = mb, .pass = Pass::kBackward,
+                         .latency_s = 2e-3 * (i + 1), .activation_free_bytes = kGiB,
+                         .instance_begin = 2 * mb, .instance_end = 2 * mb + 2, .samples = both});
+    }
+    for (int i = 0; i < 3; ++i) g.AddEdge({.from = f[i], .to = b[i], .rows = 0});
+    g.AddEdge({.from = f[0], .to = f[2], .bytes = bytes, .samples = first, .rows = 256});
+    g.AddEdge({.from = f[1], .to = f[2], .bytes = bytes / 2, .samples = second, .rows = 128});
+    g.AddEdge({.from = b[2], .to = b[0], .bytes = bytes, .samples = first, .rows = 256});
+    g.AddEdge({.from = b[2], .to = b[1], .bytes = bytes / 2, .samples = second, .rows = 128});
+  }
+  EXPECT_TRUE(g.Finalize().ok());
+  return g;
+}
+
+StatusOr<ExecutionPlan> CompileGraph(const StageGraph& graph, CompileOptions options = {}) {
+  auto schedule = sched::MakeSchedule(ScheduleKind::kOneFOneB, graph);
+  if (!schedule.ok()) return schedule.status();
+  auto timeline = sim::Simulate(graph, *schedule, TestCluster());
+  if (!timeline.ok()) return timeline.status();
+  options.hidden_size_by_module = {kHidden, kHidden, kHidden};
+  return CompilePlan(graph, *schedule, *timeline, options);
+}
+
+TEST(CompilePlan, BuffersNameTheirEndsAndCarryTheEdgesSamplesAndRows) {
+  StageGraph graph = FanInGraphWithSamples(3, 1);
+  auto plan = CompileGraph(graph);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_TRUE(ValidatePlan(*plan).ok()) << ValidatePlan(*plan).status().ToString();
+  // Every buffer is one edge: find it by its two ends.
+  int checked = 0;
+  for (int r = 0; r < plan->num_ranks(); ++r) {
+    for (const Buffer& b : plan->ranks[r].buffers) {
+      bool found = false;
+      for (const graph::Edge& e : graph.edges()) {
+        const graph::Stage& from = graph.stage(e.from);
+        const graph::Stage& to = graph.stage(e.to);
+        if (b.producer.rank != from.group || b.consumer.rank != to.group ||
+            b.producer.stage.module != from.module || b.consumer.stage.module != to.module ||
+            b.producer.stage.microbatch != from.microbatch || b.producer.stage.pass != from.pass ||
+            b.consumer.stage.pass != to.pass) {
+          continue;
+        }
+        found = true;
+        const auto set = graph.sample_set(e.samples);
+        EXPECT_EQ(b.samples, std::vector<int32_t>(set.begin(), set.end())) << b.name;
+        EXPECT_EQ(b.rows, e.rows) << b.name;
+      }
+      EXPECT_TRUE(found) << b.name;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 3 * 4 * 2);  // 4 cross-rank edges per microbatch, a send and a receive each
+  // Computes carry their stage's samples (sorted) and instances.
+  for (const RankPlan& rank : plan->ranks) {
+    for (const Action& a : rank.actions) {
+      if (!IsCompute(a.kind)) continue;
+      const int mb = a.stage.microbatch;
+      EXPECT_EQ(a.samples, (std::vector<int32_t>{2 * mb, 2 * mb + 1}));
+      EXPECT_EQ(a.instance_begin, 2 * mb);
+      EXPECT_EQ(a.instance_end, 2 * mb + 2);
+    }
+  }
+  auto back = PlanFromJson(PlanToJson(*plan));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, *plan);
+}
+
+TEST(CompilePlan, AllReduceFollowsEachModulesLastWeightGradient) {
+  Compiled c = CompileRule(4, 1, 8, ScheduleKind::kZeroBubbleH1, true);
+  for (int r = 0; r < c.plan.num_ranks(); ++r) {
+    const auto& actions = c.plan.ranks[r].actions;
+    int reduces = 0, last_w = -1, reduce_at = -1;
+    for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+      if (actions[i].kind == ActionKind::kBackwardWeight) last_w = i;
+      if (actions[i].kind == ActionKind::kAllReduceGrads) {
+        ++reduces;
+        reduce_at = i;
+        EXPECT_EQ(actions[i].dp, 1);  // emitted for dp = 1 too
+        EXPECT_EQ(actions[i].stage.module, 0);
+      }
+    }
+    EXPECT_EQ(reduces, 1) << "rank " << r;
+    // Right after the last W (a W sends nothing, so nothing sits between them).
+    EXPECT_EQ(reduce_at, last_w + 1) << "rank " << r;
+  }
+  // Without split backward it follows the last full backward, after that backward's isends.
+  Compiled f = CompileRule(4, 1, 8, ScheduleKind::kOneFOneB, false);
+  const auto& actions = f.plan.ranks[2].actions;
+  int last_b = -1;
+  for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+    if (actions[i].kind == ActionKind::kBackward) last_b = i;
+  }
+  EXPECT_EQ(actions[last_b + 1].kind, ActionKind::kIsend);
+  EXPECT_EQ(actions[last_b + 2].kind, ActionKind::kAllReduceGrads);
+}
+
+TEST(CompilePlan, AllReduceBytesSplitTheGroupsGradientsOrFollowTheTable) {
+  StageGraph graph = FanInGraphWithSamples(2, 4);
+  auto plan = CompileGraph(graph, {.replica = 3, .num_replicas = 4});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->replica, 3);
+  EXPECT_EQ(plan->num_replicas, 4);
+  auto reduce_of = [](const ExecutionPlan& p, int rank) {
+    std::vector<Action> out;
+    for (const Action& a : p.ranks[rank].actions) {
+      if (a.kind == ActionKind::kAllReduceGrads) out.push_back(a);
+    }
+    return out;
+  };
+  for (int r = 0; r < 3; ++r) {
+    const auto reduces = reduce_of(*plan, r);
+    ASSERT_EQ(reduces.size(), 1u) << r;
+    EXPECT_EQ(reduces[0].stage.module, r);
+    EXPECT_EQ(reduces[0].dp, 4);
+    EXPECT_EQ(reduces[0].bytes, graph.group(r).grad_sync_bytes);  // one module per group
+  }
+  auto exact = CompileGraph(graph, {.grad_sync_bytes_by_rank_module = {{7}, {0, 8}, {}}});
+  ASSERT_TRUE(exact.ok()) << exact.status().ToString();
+  EXPECT_EQ(reduce_of(*exact, 0)[0].bytes, 7);
+  EXPECT_EQ(reduce_of(*exact, 1)[0].bytes, 8);
+  EXPECT_EQ(reduce_of(*exact, 2)[0].bytes, 0);  // short row
+  EXPECT_EQ(CompileGraph(graph, {.grad_sync_bytes_by_rank_module = {{7}}}).status().message(),
+            "options.grad_sync_bytes_by_rank_module has 1 rows; the graph has 3 groups");
+  EXPECT_EQ(CompileGraph(graph, {.replica = 1}).status().message(),
+            "options.replica = 1, options.num_replicas = 1; need 0 <= replica < num_replicas");
+}
+
+TEST(CompilePlan, ModulesOnOneRankShareTheGroupsGradientBytesByBackwardWork) {
+  // One group runs two modules in sequence; backward latencies 1 ms and 3 ms, no FLOPs known.
+  StageGraph g;
+  g.AddGroup({.num_gpus = 1, .dp = 2, .grad_sync_bytes = 1001});
+  std::vector<graph::StageId> f(2), b(2);
+  for (int m = 0; m < 2; ++m) {
+    f[m] = g.AddStage({.module = m, .pass = Pass::kForward, .latency_s = 1e-3});
+  }
+  for (int m = 1; m >= 0; --m) {
+    b[m] = g.AddStage({.module = m, .pass = Pass::kBackward, .latency_s = m == 0 ? 1e-3 : 3e-3});
+  }
+  g.AddEdge(f[0], f[1], 64);
+  g.AddEdge(f[1], b[1], 0);
+  g.AddEdge(b[1], b[0], 64);
+  ASSERT_TRUE(g.Finalize().ok());
+  const sched::Schedule schedule{.name = "seq", .order = {{f[0], f[1], b[1], b[0]}}};
+  auto timeline = sim::Simulate(g, schedule, TestCluster());
+  ASSERT_TRUE(timeline.ok()) << timeline.status().ToString();
+  auto plan = CompilePlan(g, schedule, *timeline);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_TRUE(ValidatePlan(*plan).ok()) << ValidatePlan(*plan).status().ToString();
+  EXPECT_EQ(plan->module_names, (std::vector<std::string>{"m0", "m1"}));  // named for the reader
+  std::map<int, int64_t> bytes;
+  for (const Action& a : plan->ranks[0].actions) {
+    if (a.kind == ActionKind::kAllReduceGrads) bytes[a.stage.module] = a.bytes;
+  }
+  // 1001 · 1/4 = 250.25 -> 250, 1001 · 3/4 = 750.75 -> 751 (largest remainder); sum 1001.
+  EXPECT_EQ(bytes, (std::map<int, int64_t>{{0, 250}, {1, 751}}));
+  // Module 1's all-reduce right after its backward, before module 0's backward.
+  const auto& actions = plan->ranks[0].actions;
+  auto at = [&](ActionKind kind, int module) {
+    for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+      if (actions[i].kind == kind && actions[i].stage.module == module) return i;
+    }
+    return -1;
+  };
+  EXPECT_EQ(at(ActionKind::kAllReduceGrads, 1), at(ActionKind::kBackward, 1) + 1);
+  EXPECT_LT(at(ActionKind::kAllReduceGrads, 1), at(ActionKind::kBackward, 0));
+}
+
+}  // namespace
+}  // namespace weft::plan

@@ -49,12 +49,12 @@
 namespace weft::plan {
 
 struct CompileOptions {
-  std::string model;     // copied into ExecutionPlan::model
-  std::string strategy;  // copied into ExecutionPlan::strategy; empty = the schedule's name
+  std::string model = {};     // copied into ExecutionPlan::model
+  std::string strategy = {};  // copied into ExecutionPlan::strategy; empty = the schedule's name
   int64_t iteration = 0;
   DType dtype = DType::kBf16;  // dtype of every boundary tensor (activations and gradients)
   // Hidden size per module index (graph.module_names order); 0 or missing = shapes are 1-D.
-  std::vector<int64_t> hidden_size_by_module;
+  std::vector<int64_t> hidden_size_by_module = {};
   bool batch_p2p = true;  // give runs of consecutive isend/irecv one batch group id
   // Per GPU; 0 = use timeline.capacity_bytes (0 there too = memory not checked).
   int64_t memory_capacity_bytes = 0;
@@ -63,7 +63,7 @@ struct CompileOptions {
   // Gradient bytes per GPU of each module on each rank, [group][module] (the cost model's
   // gradient bytes of the module's chunks on the group); exact bytes of the all_reduce_grads
   // actions. Empty = split each group's grad_sync_bytes (see above); a short row = 0 bytes.
-  std::vector<std::vector<int64_t>> grad_sync_bytes_by_rank_module;
+  std::vector<std::vector<int64_t>> grad_sync_bytes_by_rank_module = {};
 };
 
 StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,

@@ -119,17 +119,17 @@ struct Action {
 // One end of a buffer: the stage that produces or consumes it, and the rank it runs on.
 struct BufferEnd {
   int rank = -1;  // pipeline rank (index into ExecutionPlan::ranks)
-  StageRef stage;
+  StageRef stage = {};
   friend bool operator==(const BufferEnd&, const BufferEnd&) = default;
 };
 
 struct Buffer {
   BufferId id = 0;
   TensorSpec tensor;
-  std::string name;  // optional, e.g. "g0 F mb3.0 c0 llm -> g1 F mb3.0 c0 llm"; for humans
-  BufferEnd producer;  // the stage whose output it is
-  BufferEnd consumer;  // the stage that reads it
-  std::vector<int32_t> samples;  // samples whose tokens it carries (ascending); empty = unknown
+  std::string name = {};  // optional, e.g. "g0 F mb3.0 c0 llm -> g1 F mb3.0 c0 llm"; for humans
+  BufferEnd producer = {};  // the stage whose output it is
+  BufferEnd consumer = {};  // the stage that reads it
+  std::vector<int32_t> samples = {};  // samples whose tokens it carries (ascending); empty = unknown
   int64_t rows = -1;             // token rows of the producer's output it carries; -1 = unknown
   friend bool operator==(const Buffer&, const Buffer&) = default;
 };
