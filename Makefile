@@ -41,6 +41,24 @@ $(BUILD_DIR)/build.ninja: .deps-stamp $(VENV)/.stamp CMakeLists.txt
 
 build: deps venv configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+	@$(MAKE) --no-print-directory python-dev
+
+# Registers the CMake tree in the venv: a weft-dev.pth in its site-packages lists
+# $(BUILD_DIR)/python (_weft) and python/ (the weft package), so `.venv/bin/python -c 'import weft'`
+# works from any directory after `make build` / `make test` / `make demo`, without PYTHONPATH and
+# without a wheel build. An installed wheel (`make python-install`) would come first anyway
+# (site-packages precedes .pth entries), so the file is not written while one is installed
+# (`.venv/bin/python -m pip uninstall weft` returns to the build tree) and python-install removes it.
+.PHONY: python-dev
+python-dev: venv
+	@site=$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	if compgen -G "$$site/weft-*.dist-info" > /dev/null; then \
+	  rm -f "$$site/weft-dev.pth"; \
+	  echo "== weft wheel installed in $(VENV) (make python-install): build tree not registered"; \
+	else \
+	  printf '%s\n%s\n' "$(abspath $(BUILD_DIR))/python" "$(CURDIR)/python" > "$$site/weft-dev.pth"; \
+	  echo "== import weft: $(abspath $(BUILD_DIR))/python + python/ registered in $$site/weft-dev.pth"; \
+	fi
 
 # --- the two commands -----------------------------------------------------------------------------
 # The main job: VLM-S on 16 H800 GPUs, mixed data, 20 iterations, every strategy; writes
@@ -101,9 +119,11 @@ bench-dip: build
 	mv docs/results_dip.md.tmp docs/results_dip.md
 
 # `pip install ./python` into the project's .venv (scikit-build-core builds the C++ core and _weft
-# from the repository root; a wheel build of its own, so not part of `make test`).
+# from the repository root; a wheel build of its own, so not part of `make test`). Removes the
+# build-tree registration (weft-dev.pth, see python-dev) so the wheel is what `import weft` loads.
 .PHONY: python-install
 python-install: deps venv
+	rm -f "$$($(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/weft-dev.pth"
 	$(VENV)/bin/python -m pip install --no-build-isolation ./python
 	cd /tmp && $(CURDIR)/$(VENV)/bin/python -c "import weft; print('weft', weft.__file__, len(weft.strategy_names()), 'strategies')"
 

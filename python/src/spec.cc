@@ -1,35 +1,81 @@
 // Bindings: model / cluster presets and files.
 #include "bindings.h"
+
+#include <string_view>
+
 #include "weft/spec/preset.h"
 
 namespace weft::python {
 
 namespace {
 
+std::string_view ResizeRuleName(spec::ResizeRule rule) {
+  return rule == spec::ResizeRule::kNative ? "native" : "fixed";
+}
+
+// Every field of spec::ModuleSpec, in the struct's order, as (dict key, writer). `head_dim` is
+// written resolved (ModuleSpec::HeadDim(): hidden_size / num_attention_heads when the field is
+// 0); enums as their names. python/tests/test_bindings.py checks this list against the struct's
+// declaration in include/weft/spec/model.h, so a new field must be added here.
+struct ModuleField {
+  const char* key;
+  py::object (*get)(const spec::ModuleSpec&);
+};
+#define WEFT_FIELD(f) \
+  {#f, [](const spec::ModuleSpec& m) -> py::object { return py::cast(m.f); }}
+const ModuleField kModuleFields[] = {
+    WEFT_FIELD(name),
+    {"kind", [](const spec::ModuleSpec& m) -> py::object {
+       return py::str(std::string(spec::ModuleKindName(m.kind)));
+     }},
+    {"modality", [](const spec::ModuleSpec& m) -> py::object {
+       return py::str(std::string(spec::ModalityName(m.modality)));
+     }},
+    WEFT_FIELD(frozen),
+    WEFT_FIELD(num_layers),
+    WEFT_FIELD(hidden_size),
+    WEFT_FIELD(ffn_hidden_size),
+    WEFT_FIELD(num_attention_heads),
+    WEFT_FIELD(num_kv_groups),
+    WEFT_FIELD(gated_mlp),
+    {"activation", [](const spec::ModuleSpec& m) -> py::object {
+       return py::str(std::string(spec::ActivationName(m.activation)));
+     }},
+    WEFT_FIELD(causal_attention),
+    WEFT_FIELD(qkv_bias),
+    WEFT_FIELD(rms_norm),
+    {"head_dim", [](const spec::ModuleSpec& m) -> py::object { return py::cast(m.HeadDim()); }},
+    WEFT_FIELD(linear_bias),
+    WEFT_FIELD(qk_norm),
+    WEFT_FIELD(learned_position_embeddings),
+    WEFT_FIELD(vocab_size),
+    WEFT_FIELD(tied_embeddings),
+    WEFT_FIELD(patch_size),
+    WEFT_FIELD(spatial_merge),
+    WEFT_FIELD(image_size_px),
+    {"resize_rule", [](const spec::ModuleSpec& m) -> py::object {
+       return py::str(std::string(ResizeRuleName(m.resize_rule)));
+     }},
+    WEFT_FIELD(max_pixels),
+    WEFT_FIELD(in_channels),
+    WEFT_FIELD(temporal_patch),
+    WEFT_FIELD(vae_spatial_downsample),
+    WEFT_FIELD(vae_temporal_downsample),
+    WEFT_FIELD(text_condition_hidden),
+    WEFT_FIELD(shared_adaln),
+    WEFT_FIELD(mel_bins),
+    WEFT_FIELD(frames_per_second),
+    WEFT_FIELD(conv_downsample),
+    WEFT_FIELD(max_source_positions),
+    WEFT_FIELD(input_size),
+    WEFT_FIELD(output_size),
+};
+#undef WEFT_FIELD
+
 py::dict ModuleToDict(const spec::ModuleSpec& mod) {
   py::dict d;
-  d["name"] = mod.name;
-  d["kind"] = std::string(spec::ModuleKindName(mod.kind));
-  d["modality"] = std::string(spec::ModalityName(mod.modality));
-  d["frozen"] = mod.frozen;
-  d["num_layers"] = mod.num_layers;
-  d["hidden_size"] = mod.hidden_size;
-  d["ffn_hidden_size"] = mod.ffn_hidden_size;
-  d["num_attention_heads"] = mod.num_attention_heads;
-  d["num_kv_groups"] = mod.num_kv_groups;
-  d["head_dim"] = mod.HeadDim();
-  d["gated_mlp"] = mod.gated_mlp;
-  d["activation"] = std::string(spec::ActivationName(mod.activation));
-  d["causal_attention"] = mod.causal_attention;
-  d["linear_bias"] = mod.linear_bias;
-  d["rms_norm"] = mod.rms_norm;
-  d["vocab_size"] = mod.vocab_size;
-  d["patch_size"] = mod.patch_size;
-  d["spatial_merge"] = mod.spatial_merge;
-  d["image_size_px"] = mod.image_size_px;
-  d["in_channels"] = mod.in_channels;
-  d["input_size"] = mod.input_size;
-  d["output_size"] = mod.output_size;
+  for (const ModuleField& f : kModuleFields) d[f.key] = f.get(mod);
+  // Derived.
   d["parameters_per_layer"] = mod.ParametersPerLayer();
   d["parameter_count"] = mod.ParameterCount();
   return d;
@@ -45,6 +91,8 @@ py::dict ModelToDict(const spec::ModelPreset& preset) {
   py::list edges;
   for (const auto& e : preset.model.edges) edges.append(py::make_tuple(e.from, e.to));
   d["edges"] = edges;
+  // Module indices in ModelSpec::TopologicalOrder() (ties by declaration order).
+  d["topological_order"] = preset.model.TopologicalOrder();
   int64_t params = 0;
   for (const auto& mod : preset.model.modules) params += mod.ParameterCount();
   d["parameter_count"] = params;
@@ -75,6 +123,15 @@ py::dict ClusterToDict(const spec::ClusterSpec& cluster) {
 }  // namespace
 
 void RegisterSpec(py::module_& m) {
+  m.def(
+      "module_spec_fields",
+      [] {
+        py::list out;
+        for (const ModuleField& f : kModuleFields) out.append(f.key);
+        return out;
+      },
+      "Names of every spec::ModuleSpec field, in declaration order: the keys every module dict "
+      "of load_model has (besides the derived parameters_per_layer and parameter_count).");
   m.def(
       "list_presets",
       [](const std::string& kind) {

@@ -72,3 +72,53 @@ def test_simulate_gives_one_summary_per_iteration():
         weft.simulate("gpipe", "tiny-vlm", iterations=0)
     with pytest.raises(ValueError):
         weft.plan("no-such-strategy", "tiny-vlm")
+
+
+def _module_spec_fields_in_header() -> list[str]:
+    """Data members of `struct ModuleSpec` in include/weft/spec/model.h, in declaration order
+    (the C++ struct is the authority; methods and comments are skipped)."""
+    import pathlib
+    import re
+    header = pathlib.Path(__file__).resolve().parents[2] / "include/weft/spec/model.h"
+    text = header.read_text()
+    body = text[text.index("struct ModuleSpec {"):]
+    body = body[:body.index("\n};")]
+    fields = []
+    for line in body.splitlines()[1:]:
+        code = line.split("//")[0].strip()
+        m = re.fullmatch(r"[\w:<>]+ (\w+)(?: = [^;(]+|\{\})?;", code)
+        if m:
+            fields.append(m.group(1))
+    return fields
+
+
+def test_module_dicts_expose_every_module_spec_field_for_every_preset():
+    fields = _module_spec_fields_in_header()
+    # The parse found the struct: a field of each group (transformer, DiT, audio, projector).
+    assert {"frozen", "head_dim", "vae_temporal_downsample", "max_source_positions",
+            "output_size", "resize_rule"} <= set(fields)
+    assert weft.module_spec_fields() == fields
+    models = [p["name"] for p in weft.list_presets("model")]
+    assert len(models) > 20
+    for name in models:
+        for mod in weft.load_model(name)["modules"]:
+            missing = [f for f in fields if f not in mod]
+            assert not missing, (name, mod["name"], missing)
+
+
+def test_module_dict_values_follow_the_spec():
+    whisper = next(m for m in weft.load_model("tiny-valm")["modules"]
+                   if m["kind"] == "audio_encoder")
+    # Set in presets/models/tiny-valm.yaml (the old dict left these out).
+    assert (whisper["mel_bins"], whisper["conv_downsample"]) == (16, 2)
+    assert (whisper["max_source_positions"], whisper["frames_per_second"]) == (100, 100)
+    dit = next(m for m in weft.load_model("tiny-t2v")["modules"] if m["kind"] == "dit")
+    assert dit["text_condition_hidden"] == dit["hidden_size"] == 64
+    assert (dit["vae_spatial_downsample"], dit["vae_temporal_downsample"]) == (8, 4)
+    assert (dit["temporal_patch"], dit["resize_rule"]) == (1, "fixed")  # spec defaults
+    m = weft.load_model("tiny-vlm")
+    # head_dim is resolved (hidden / heads when the spec leaves it 0).
+    llm = m["modules"][2]
+    assert llm["head_dim"] == llm["hidden_size"] // llm["num_attention_heads"]
+    assert [m["modules"][i]["name"] for i in m["topological_order"]] == \
+        ["vision", "projector", "llm"]

@@ -11,6 +11,7 @@ from _weft import (  # noqa: F401
     list_presets,
     load_cluster,
     load_model,
+    module_spec_fields,
     module_workload,
     normalize_plan,
     pack,
@@ -24,6 +25,6 @@ from _weft import (  # noqa: F401
 __all__ = [
     "PlannerService",
     "chunk_cost", "generate_samples", "generator_profiles", "layer_cost", "list_presets",
-    "load_cluster", "load_model", "module_workload", "normalize_plan", "pack", "plan",
-    "read_samples", "simulate", "strategy_names", "validate_plan",
+    "load_cluster", "load_model", "module_spec_fields", "module_workload", "normalize_plan",
+    "pack", "plan", "read_samples", "simulate", "strategy_names", "validate_plan",
 ]

@@ -3,3 +3,4 @@ from weft.runtime.executor import (  # noqa: F401
     PlanExecutionError, RankExecutor, run_plans, run_streamed)
 from weft.runtime.model import (  # noqa: F401
     MicrobatchData, ModuleChunk, build_chunks, reference_step)
+from weft.runtime.plan import ExecutionPlan, Op, parse_plan  # noqa: F401

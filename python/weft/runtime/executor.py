@@ -1,74 +1,89 @@
-"""Executes weft execution plans (weft.plan/v1) with one worker process per pipeline rank.
+"""Executes weft execution plans with one worker process per pipeline rank.
 
-Each worker builds only the model chunks its rank holds, then runs its rank's actions in order:
-forward / backward / backward_input / backward_weight on chunks, isend / irecv of boundary
-buffers over torch.distributed (gloo on 127.0.0.1), wait_send / wait_recv (polled with a
-timeout, never hanging), free. Errors name the rank, the action index, the action and the peer.
+Each worker builds only the model chunks its rank holds, then runs its rank's actions in order,
+one executor method per op (weft.runtime.plan.Op): forward / backward / backward_input /
+backward_weight on chunks, isend / irecv of boundary buffers over torch.distributed (gloo on
+127.0.0.1), wait_send / wait_recv (polled with a timeout, never hanging), free, and
+all_reduce_grads (a no-op with dp = 1). Errors name the rank, the action index, the action and
+the peer.
 """
 from __future__ import annotations
 
+import math
 import os
 import queue as queue_mod
-import re
 import socket
 import time
 import traceback
 from datetime import timedelta
+from typing import Callable, Optional
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from weft.runtime.model import MicrobatchData, ModuleChunk, batch_llm_tokens, even_slice
+from weft.runtime.model import MicrobatchData, ModuleChunk, batch_llm_tokens
+from weft.runtime.plan import Action, ExecutionPlan, Op, StageKey, parse_plan
 
 
 class PlanExecutionError(RuntimeError):
     """A rank could not execute its plan (bad plan, timeout, shape mismatch)."""
 
 
-def describe(action: dict) -> str:
-    op = action["op"]
-    st = action.get("stage", {})
-    if op in ("forward", "backward", "backward_input", "backward_weight"):
-        sub = f".{st['sub']}" if st.get("sub") else ""
-        return f"{op} m{st['module']} c{st['chunk']} mb{st['mb']}{sub}"
-    if op in ("isend", "wait_send"):
-        return f"{op} buf {action['buffer']} to rank {action['peer']}"
-    if op in ("irecv", "wait_recv"):
-        return f"{op} buf {action['buffer']} from rank {action['peer']}"
-    return f"{op} buf {action['buffer']}"
+class _Iteration:
+    """What one rank holds during one iteration of a plan."""
 
-
-_STAGE_NAME = re.compile(r"g(\d+) (\w+) mb(\d+)\.(\d+) c(\d+) (\S+)")
-
-
-def buffer_ends(name: str):
-    """((pass, mb, sub, module name) of the producing stage, same of the consuming stage) from a
-    buffer name "g1 F mb0.1 c0 vision_projector -> g2 F mb0.0 c0 llm"; backward buffers name
-    the consumer first, so they are swapped here (producer = the module whose output it is).
-    None for a name in another form."""
-    parts = name.split(" -> ")
-    if len(parts) != 2:
-        return None
-    m = [_STAGE_NAME.fullmatch(p.strip()) for p in parts]
-    if not all(m):
-        return None
-    a, b = [(x.group(2), int(x.group(3)), int(x.group(4)), x.group(6)) for x in m]
-    return (b, a) if a[0] != "F" else (a, b)
+    def __init__(self, plan: ExecutionPlan, rank: int, batch: dict,
+                 microbatches: list[list[int]]):
+        self.plan = plan
+        self.rank_plan = plan.ranks[rank]
+        self.batch, self.microbatches = batch, microbatches
+        self.denom = float(batch_llm_tokens(batch))
+        self.mb_data: dict[int, MicrobatchData] = {}
+        # (module, microbatch, sub) -> (data view, instance range)
+        self.views: dict[tuple[int, int, int], tuple[MicrobatchData, tuple[int, int]]] = {}
+        self.buffers: dict[int, torch.Tensor] = {}
+        self.sends: dict[int, object] = {}
+        self.recvs: dict[int, tuple[object, torch.Tensor]] = {}
+        # stage -> (input buffer ids, inputs, output[, output grad kept for backward_weight])
+        self.saved: dict[StageKey, tuple] = {}
+        self.rows: dict[int, Optional[torch.Tensor]] = {}  # buffer -> routed rows (cache)
+        self.loss = 0.0
 
 
 class RankExecutor:
-    """State of one rank across iterations: its chunks (parameters persist) and the SGD step."""
+    """State of one rank across iterations: its chunks (parameters persist) and the SGD step.
+
+    run_iteration executes a plan's actions for this rank in order, one method per Op (a
+    dispatch table; the plan is parsed into typed actions once per iteration by parse_plan).
+    dp_group: the torch.distributed group of this rank's data-parallel peers, for
+    all_reduce_grads with dp > 1 (None: the runtime runs one pipeline, dp must be 1)."""
 
     def __init__(self, rank: int, model: dict, chunks: list[dict], seed: int, lr: float,
-                 timeout_s: float):
+                 timeout_s: float, dp_group=None):
         self.rank, self.model, self.seed, self.lr, self.timeout_s = rank, model, seed, lr, timeout_s
+        self.dp_group = dp_group
+        self.module_names = [m["name"] for m in model["modules"]]
         self.history: list[int] = []  # iterations run, in order
         self.chunks: dict[tuple[int, int], ModuleChunk] = {}
         for c in chunks:
             if c["group"] == rank:
                 self.chunks[(c["module"], c["chunk"])] = ModuleChunk(
                     model, c["module"], c["first_layer"], c["num_layers"], seed)
+        self._handlers = {
+            Op.FORWARD: self._forward,
+            Op.BACKWARD: self._backward,
+            Op.BACKWARD_INPUT: self._backward,
+            Op.BACKWARD_WEIGHT: self._backward_weight,
+            Op.ISEND: self._isend,
+            Op.IRECV: self._irecv,
+            Op.WAIT_SEND: self._wait_send,
+            Op.WAIT_RECV: self._wait_recv,
+            Op.FREE: self._free,
+            Op.ALL_REDUCE_GRADS: self._all_reduce_grads,
+        }
+        missing = set(Op) - set(self._handlers)
+        assert not missing, f"no executor method for {missing}"
 
     def params(self) -> dict[str, torch.nn.Parameter]:
         out = {}
@@ -76,213 +91,258 @@ class RankExecutor:
             out.update(chunk.parameter_names())
         return out
 
-    def _fail(self, index: int, action: dict, why: str):
-        raise PlanExecutionError(f"rank {self.rank} action {index} ({describe(action)}): {why}")
+    def _fail(self, a: Action, why: str):
+        raise PlanExecutionError(f"rank {self.rank} action {a.index} ({a.describe()}): {why}")
 
-    def _wait(self, index: int, action: dict, work) -> None:
+    def _wait(self, a: Action, work) -> None:
         # gloo's p2p works report completion only through wait(); wait with a timeout.
         try:
             work.wait(timeout=timedelta(seconds=self.timeout_s))
         except RuntimeError as e:
-            what = "no data from" if action["op"] == "wait_recv" else "no matching receive on"
-            self._fail(index, action, f"timed out after {self.timeout_s:g} s: {what} rank "
-                       f"{action['peer']} ({str(e).splitlines()[0][-60:]})")
+            what = "no data from" if a.op is Op.WAIT_RECV else "no matching receive on"
+            self._fail(a, f"timed out after {self.timeout_s:g} s: {what} rank {a.peer} "
+                       f"({str(e).splitlines()[0][-60:]})")
 
-    def _gradient_targets(self, index: int, action: dict, input_ids: list[int],
-                          ends: dict) -> list[tuple[int, int]]:
-        """(gradient output buffer, index of the forward input it is the gradient of) for a
-        backward action. Matched by the producing stage both buffer names give (module,
-        microbatch, sub-microbatch): a stage may send gradients to only some of its producers
-        (none to a frozen module that has no backward). Positional when names are not parsed."""
-        outputs = action["outputs"]
+    # --- data of a stage ---------------------------------------------------------------------
+
+    def _microbatch(self, it: _Iteration, a: Action, mb: int) -> MicrobatchData:
+        if mb not in it.mb_data:
+            if mb >= len(it.microbatches):
+                self._fail(a, f"microbatch {mb} not in the batch ({len(it.microbatches)})")
+            it.mb_data[mb] = MicrobatchData(self.model, it.batch, it.microbatches[mb],
+                                            self.seed, it.denom)
+        return it.mb_data[mb]
+
+    def _view(self, it: _Iteration, a: Action, key: tuple[int, int, int]):
+        """(data view, instance range) of the stage slice key = (module, microbatch, sub): the
+        plan's `instances` of that stage; its `samples` must be what those instances hold."""
+        if key not in it.views:
+            module, mb, sub = key
+            rng = it.plan.stage_instances.get(key)
+            if rng is None:
+                self._fail(a, f"the plan has no compute of m{module} mb{mb}.{sub} (its "
+                           f"instances are unknown)")
+            data = self._microbatch(it, a, mb)
+            n = len(data.instances(module))
+            if rng[1] > n:
+                self._fail(a, f"instances {list(rng)} of m{module} mb{mb}.{sub}: microbatch "
+                           f"{mb} has {n}")
+            want = it.plan.stage_samples.get(key)
+            if want is not None and tuple(data.samples(module, *rng)) != want:
+                self._fail(a, f"the plan gives m{module} mb{mb}.{sub} samples {list(want)}; "
+                           f"its instances {list(rng)} hold samples "
+                           f"{data.samples(module, *rng)}")
+            it.views[key] = (data.restrict(module, *rng), rng)
+        return it.views[key]
+
+    def _routed_rows(self, it: _Iteration, a: Action, b: int) -> Optional[torch.Tensor]:
+        """Rows of the forward producer's output that buffer b carries (a gradient buffer: the
+        rows its gradient belongs to); None = all rows (a buffer inside one module's chain)."""
+        if b in it.rows:
+            return it.rows[b]
+        buf = it.rank_plan.buffers.get(b)
+        if buf is None:
+            self._fail(a, f"buf {b} is not declared on this rank")
+        rows = None
+        # Forward orientation: a gradient buffer goes from the forward consumer back.
+        fwd_prod, fwd_cons = ((buf.producer, buf.consumer) if buf.producer.is_forward
+                              else (buf.consumer, buf.producer))
+        if fwd_prod.stage.module != fwd_cons.stage.module:
+            p, c = fwd_prod.stage.slice_key, fwd_cons.stage.slice_key
+            data = self._microbatch(it, a, p[1])
+            p_rng, c_rng = self._view(it, a, p)[1], self._view(it, a, c)[1]
+            rows = data.route(p[0], p_rng, c[0], c_rng, samples=buf.samples)
+            if buf.rows is not None and len(rows) != buf.rows:
+                self._fail(a, f"buf {b} carries {buf.rows} rows of m{p[0]} mb{p[1]}.{p[2]} "
+                           f"(samples {list(buf.samples or ())}); the batch gives {len(rows)}")
+        it.rows[b] = rows
+        return rows
+
+    # --- one method per op --------------------------------------------------------------------
+
+    def _forward(self, it: _Iteration, a: Action) -> None:
+        st = a.stage
+        chunk = self.chunks.get((st.module, st.chunk))
+        if chunk is None:
+            self._fail(a, "this rank holds no such chunk")
+        inputs = []
+        for b in a.inputs:
+            if b not in it.buffers:
+                self._fail(a, f"input buf {b} is not ready")
+            x = it.buffers[b]
+            inputs.append(x.detach().reshape(-1, x.shape[-1]).requires_grad_())
+        # Inputs per producer module, each one's sub-microbatches in sub order (= instance order).
+        by_source: dict[int, list[tuple[int, torch.Tensor]]] = {}
+        for b, x in zip(a.inputs, inputs):
+            prod = it.rank_plan.buffers[b].producer
+            by_source.setdefault(prod.stage.module, []).append((prod.stage.sub, x))
+        sources = list(by_source)
+        joined = [torch.cat([x for _, x in sorted(by_source[m], key=lambda t: t[0])])
+                  for m in sources]
+        data = self._view(it, a, st.slice_key)[0]
+        out = chunk(joined, data, [self.module_names[m] for m in sources])
+        it.saved[st] = (a.inputs, inputs, out)
+        if out.dim() == 0:
+            it.loss += float(out.detach())
+        for b in a.outputs:
+            shape = it.rank_plan.buffers[b].shape
+            rows = self._routed_rows(it, a, b)
+            part = out if rows is None else out[rows]
+            if part.numel() != math.prod(shape):
+                self._fail(a, f"output has {list(part.shape)}; plan buf {b} is {list(shape)}")
+            it.buffers[b] = part.detach().reshape(shape)
+
+    def _output_grad(self, it: _Iteration, a: Action, out: torch.Tensor):
+        """Gradient of a stage's output: the sum of its gradient input buffers, each added into
+        the rows its consumer took (None for the loss)."""
+        if out.dim() == 0:
+            return None
+        if not a.inputs and out.numel() != 0:
+            self._fail(a, "no output gradient among the inputs")
+        # A stage with no work in this microbatch (no audio clip): zero gradient.
+        grad = torch.zeros_like(out)
+        for b in a.inputs:
+            if b not in it.buffers:
+                self._fail(a, f"gradient buf {b} is not ready")
+            rows = self._routed_rows(it, a, b)
+            if rows is None:
+                grad = grad + it.buffers[b].reshape(out.shape)
+            else:  # a consumer sub-microbatch's share of this output
+                grad = grad.index_add(0, rows, it.buffers[b].reshape(len(rows), -1))
+        return grad
+
+    def _gradient_targets(self, it: _Iteration, a: Action,
+                          input_ids: tuple[int, ...]) -> list[tuple[int, int]]:
+        """(gradient output buffer, index of the forward input it is the gradient of): the
+        output's consumer is the backward of the stage that produced that input (a stage may
+        send gradients to only some producers: none to a frozen module without backward)."""
         by_producer = {}
         for x_index, b in enumerate(input_ids):
-            e = ends.get(b)
-            if e is None:
-                by_producer = None
-                break
-            by_producer[(e[0][1], e[0][2], e[0][3])] = x_index
-        if by_producer is None or any(ends.get(b) is None for b in outputs):
-            if len(outputs) > len(input_ids):
-                self._fail(index, action, f"{len(outputs)} gradient outputs for "
-                           f"{len(input_ids)} forward inputs")
-            return list(zip(outputs, range(len(outputs))))
+            by_producer[it.rank_plan.buffers[b].producer.stage.slice_key] = x_index
         out = []
-        for b in outputs:
-            p = ends[b][0]
-            if (p[1], p[2], p[3]) not in by_producer:
-                self._fail(index, action, f"gradient buf {b} goes to m {p[3]} mb{p[1]}.{p[2]}, "
-                           f"which fed this stage no input")
-            out.append((b, by_producer[(p[1], p[2], p[3])]))
+        for b in a.outputs:
+            c = it.rank_plan.buffers[b].consumer
+            if c.stage.slice_key not in by_producer:
+                self._fail(a, f"gradient buf {b} goes to {c.stage}, which fed this stage no "
+                           f"input")
+            out.append((b, by_producer[c.stage.slice_key]))
         return out
 
-    def run_iteration(self, plan: dict, batch: dict, microbatches: list[list[int]],
-                      on_action=None) -> dict:
-        """Runs this rank's actions of `plan` on `batch`, then the SGD step. Returns {loss, grads}.
+    def _backward(self, it: _Iteration, a: Action) -> None:
+        """backward (input and weight gradients) or backward_input (input gradients only, the
+        graph and the output gradient kept for backward_weight)."""
+        st = a.stage
+        if st not in it.saved:
+            self._fail(a, "no forward of this stage ran before")
+        input_ids, inputs, out = it.saved[st][:3]
+        grad = self._output_grad(it, a, out)
+        # No graph behind the output: a frozen chunk whose inputs need no gradient (or a stage
+        # with no work in this microbatch): every input gradient is zero.
+        live = out.requires_grad
+        if a.op is Op.BACKWARD_INPUT:
+            igrads = torch.autograd.grad(out, inputs, grad, retain_graph=True,
+                                         allow_unused=True) \
+                if inputs and live else [None] * len(inputs)
+            it.saved[st] = (input_ids, inputs, out, grad)
+        else:
+            if live:
+                out.backward(grad)
+            igrads = [x.grad for x in inputs]
+            del it.saved[st]
+        for b, x_index in self._gradient_targets(it, a, input_ids):
+            g, x = igrads[x_index], inputs[x_index]
+            it.buffers[b] = (g if g is not None else torch.zeros_like(x)).detach() \
+                .reshape(it.rank_plan.buffers[b].shape)
+
+    def _backward_weight(self, it: _Iteration, a: Action) -> None:
+        st = a.stage
+        if st not in it.saved:
+            self._fail(a, "no forward of this stage ran before")
+        saved = it.saved.pop(st)
+        out = saved[2]
+        # The output gradient its backward_input consumed (else from the inputs).
+        grad = saved[3] if len(saved) == 4 else self._output_grad(it, a, out)
+        params = [p for p in self.chunks[(st.module, st.chunk)].parameters() if p.requires_grad]
+        if not params or not out.requires_grad:
+            return
+        pg = torch.autograd.grad(out, params, grad, allow_unused=True)
+        for p, g in zip(params, pg):
+            if g is not None:
+                p.grad = g if p.grad is None else p.grad + g
+
+    def _isend(self, it: _Iteration, a: Action) -> None:
+        if a.buffer not in it.buffers:
+            self._fail(a, "buffer is not ready")
+        it.sends[a.buffer] = dist.isend(it.buffers[a.buffer].contiguous(), a.peer)
+
+    def _irecv(self, it: _Iteration, a: Action) -> None:
+        buf = it.rank_plan.buffers.get(a.buffer)
+        if buf is None:
+            self._fail(a, "buffer is not declared on this rank")
+        t = torch.empty(buf.shape)
+        it.recvs[a.buffer] = (dist.irecv(t, a.peer), t)
+
+    def _wait_send(self, it: _Iteration, a: Action) -> None:
+        if a.buffer not in it.sends:
+            self._fail(a, "no isend of this buffer was posted")
+        self._wait(a, it.sends.pop(a.buffer))
+
+    def _wait_recv(self, it: _Iteration, a: Action) -> None:
+        if a.buffer not in it.recvs:
+            self._fail(a, f"no irecv of this buffer was posted (peer rank {a.peer})")
+        work, t = it.recvs.pop(a.buffer)
+        self._wait(a, work)
+        it.buffers[a.buffer] = t
+
+    def _free(self, it: _Iteration, a: Action) -> None:
+        if a.buffer in it.sends:
+            self._fail(a, "freed while its send is in flight")
+        it.buffers.pop(a.buffer, None)
+
+    def _all_reduce_grads(self, it: _Iteration, a: Action) -> None:
+        """Sums this rank's gradients of module a.module over its dp data-parallel peers (each
+        replica's loss is already divided by the whole batch's LLM tokens, so the sum is the
+        gradient of the batch). dp = 1: nothing to reduce."""
+        if a.dp == 1:
+            return
+        if self.dp_group is None:
+            self._fail(a, f"dp = {a.dp} but this runtime has no data-parallel process group "
+                       f"(it executes one pipeline)")
+        for (module, _), chunk in sorted(self.chunks.items()):
+            if module != a.module:
+                continue
+            for p in chunk.parameters():
+                if p.requires_grad:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+                    dist.all_reduce(p.grad, op=dist.ReduceOp.SUM, group=self.dp_group)
+
+    # --- one iteration ------------------------------------------------------------------------
+
+    def run_iteration(self, plan: dict | ExecutionPlan, batch: dict,
+                      microbatches: list[list[int]], on_action=None) -> dict:
+        """Runs this rank's actions of `plan` (a parsed JSON dict, parsed here once, or an
+        ExecutionPlan) on `batch`, then the SGD step. Returns {loss, grads}.
 
         on_action, when given, is called as on_action(index, action, t_start_s, t_end_s) after
         each action, with time.perf_counter() timestamps taken around the action."""
-        rank_plan = plan["ranks"][self.rank]
-        specs = {b["id"]: b["shape"] for b in rank_plan["buffers"]}
-        # A buffer's ends are in its name: "g1 F mb0.1 c0 vision_projector -> g2 F mb0.0 c0 llm".
-        ends = {b["id"]: buffer_ends(b.get("name", "")) for b in rank_plan["buffers"]}
-        producers = {b: e[0][3] if e else "" for b, e in ends.items()}
-        module_index = {m["name"]: i for i, m in enumerate(self.model["modules"])}
-        # Sub-microbatches per (module, microbatch): DIP slices a module's instances evenly.
-        num_subs: dict[tuple[int, int], int] = {}
-        for r in plan["ranks"]:
-            for a in r["actions"]:
-                if a["op"] == "forward":
-                    k = (a["stage"]["module"], a["stage"]["mb"])
-                    num_subs[k] = max(num_subs.get(k, 1), a["stage"].get("sub", 0) + 1)
-        denom = float(batch_llm_tokens(batch))
-        mb_data: dict[int, MicrobatchData] = {}
-        views: dict[tuple[int, int, int], tuple[MicrobatchData, tuple[int, int]]] = {}
-
-        def view_of(module: int, mb: int, sub: int):
-            """(data view, instance range) of a stage's sub-microbatch."""
-            k = (module, mb, sub)
-            if k not in views:
-                n = len(mb_data[mb].instances(module))
-                rng = even_slice(n, num_subs.get((module, mb), 1), sub)
-                views[k] = (mb_data[mb].restrict(module, *rng), rng)
-            return views[k]
-
-        def routed(b: int, producer_side: bool):
-            """Rows of the producer's output a cross-module buffer carries (None: all rows)."""
-            e = ends[b]
-            if not e or e[0][3] == e[1][3]:
-                return None
-            (_, mb, ps, pname), (_, _, cs, cname) = e
-            pm, cm = module_index[pname], module_index[cname]
-            return mb_data[mb].routed_rows(pm, view_of(pm, mb, ps)[1], cm,
-                                           view_of(cm, mb, cs)[1])
-        buffers: dict[int, torch.Tensor] = {}
-        sends: dict[int, object] = {}
-        recvs: dict[int, tuple[object, torch.Tensor]] = {}
-        saved: dict[tuple, tuple] = {}  # (input buffer ids, inputs, output[, output grad])
-        loss = 0.0
-        for i, a in enumerate(rank_plan["actions"]):
-            t_start_s = time.perf_counter() if on_action is not None else 0.0
-            op = a["op"]
-            st = a.get("stage", {})
-            key = (st.get("module"), st.get("chunk"), st.get("mb"), st.get("sub", 0))
-            if op == "forward":
-                chunk = self.chunks.get((st["module"], st["chunk"]))
-                if chunk is None:
-                    self._fail(i, a, "this rank holds no such chunk")
-                mb = st["mb"]
-                if mb not in mb_data:
-                    if mb >= len(microbatches):
-                        self._fail(i, a, f"microbatch {mb} not in the batch ({len(microbatches)})")
-                    mb_data[mb] = MicrobatchData(self.model, batch, microbatches[mb], self.seed,
-                                                 denom)
-                inputs = []
-                for b in a["inputs"]:
-                    if b not in buffers:
-                        self._fail(i, a, f"input buf {b} is not ready")
-                    inputs.append(buffers[b].detach().reshape(-1, buffers[b].shape[-1])
-                                  .requires_grad_())
-                # Inputs from other modules: per producer module, its sub-microbatches' rows
-                # in sub order (= instance order).
-                by_source: dict[str, list[tuple[int, torch.Tensor]]] = {}
-                for b, x in zip(a["inputs"], inputs):
-                    by_source.setdefault(producers.get(b, ""), []).append(
-                        (ends[b][0][2] if ends[b] else 0, x))
-                sources = list(by_source)
-                joined = [torch.cat([x for _, x in sorted(by_source[n], key=lambda t: t[0])])
-                          for n in sources]
-                data = view_of(st["module"], mb, st.get("sub", 0))[0]
-                out = chunk(joined, data, sources)
-                saved[key] = (a["inputs"], inputs, out)
-                if out.dim() == 0:
-                    loss += float(out.detach())
-                for b in a["outputs"]:
-                    shape = specs[b]
-                    rows = routed(b, True)
-                    part = out if rows is None else out[rows]
-                    if part.numel() != torch.Size(shape).numel():
-                        self._fail(i, a, f"output has {list(part.shape)}; plan buf {b} is "
-                                   f"{shape}")
-                    buffers[b] = part.detach().reshape(shape)
-            elif op in ("backward", "backward_input", "backward_weight"):
-                if key not in saved:
-                    self._fail(i, a, "no forward of this stage ran before")
-                input_ids, inputs, out = saved[key][:3]
-                grad = None
-                if op == "backward_weight" and len(saved[key]) == 4:
-                    grad = saved[key][3]  # the output gradient its backward_input consumed
-                elif out.dim() != 0:
-                    if not a["inputs"] and out.numel() != 0:
-                        self._fail(i, a, "no output gradient among the inputs")
-                    # A stage with no work in this microbatch (no audio clip): zero gradient.
-                    grad = torch.zeros_like(out)
-                    for b in a["inputs"]:
-                        if b not in buffers:
-                            self._fail(i, a, f"gradient buf {b} is not ready")
-                        rows = routed(b, False)
-                        if rows is None:
-                            grad = grad + buffers[b].reshape(out.shape)
-                        else:  # a consumer sub-microbatch's share of this output
-                            grad = grad.index_add(0, rows, buffers[b].reshape(len(rows), -1))
-                if op == "backward_weight":
-                    params = list(self.chunks[(st["module"], st["chunk"])].parameters())
-                    pg = torch.autograd.grad(out, params, grad, allow_unused=True)
-                    for p, g in zip(params, pg):
-                        if g is not None:
-                            p.grad = g if p.grad is None else p.grad + g
-                    del saved[key]
-                    if on_action is not None:
-                        on_action(i, a, t_start_s, time.perf_counter())
-                    continue
-                # No graph behind the output: a frozen chunk whose inputs need no gradient
-                # (or a stage with no work in this microbatch): every input gradient is zero.
-                live = out.requires_grad
-                if op == "backward_input":
-                    igrads = torch.autograd.grad(out, inputs, grad, retain_graph=True,
-                                                 allow_unused=True) \
-                        if inputs and live else [None] * len(inputs)
-                    saved[key] = (input_ids, inputs, out, grad)
-                else:
-                    if live:
-                        out.backward(grad)
-                    igrads = [x.grad for x in inputs]
-                    del saved[key]
-                for b, x_index in self._gradient_targets(i, a, input_ids, ends):
-                    g, x = igrads[x_index], inputs[x_index]
-                    buffers[b] = (g if g is not None else torch.zeros_like(x)).detach() \
-                        .reshape(specs[b])
-            elif op == "isend":
-                b = a["buffer"]
-                if b not in buffers:
-                    self._fail(i, a, "buffer is not ready")
-                sends[b] = dist.isend(buffers[b].contiguous(), a["peer"])
-            elif op == "irecv":
-                b = a["buffer"]
-                t = torch.empty(specs[b])
-                recvs[b] = (dist.irecv(t, a["peer"]), t)
-            elif op == "wait_send":
-                if a["buffer"] not in sends:
-                    self._fail(i, a, "no isend of this buffer was posted")
-                self._wait(i, a, sends.pop(a["buffer"]))
-            elif op == "wait_recv":
-                if a["buffer"] not in recvs:
-                    self._fail(i, a, f"no irecv of this buffer was posted (peer rank {a['peer']})")
-                work, t = recvs.pop(a["buffer"])
-                self._wait(i, a, work)
-                buffers[a["buffer"]] = t
-            elif op == "free":
-                if a["buffer"] in sends:
-                    self._fail(i, a, "freed while its send is in flight")
-                buffers.pop(a["buffer"], None)
+        if not isinstance(plan, ExecutionPlan):
+            plan = parse_plan(plan)
+        if self.rank >= len(plan.ranks):
+            raise PlanExecutionError(f"rank {self.rank}: the plan has {len(plan.ranks)} ranks")
+        it = _Iteration(plan, self.rank, batch, microbatches)
+        handlers = self._handlers
+        for a in it.rank_plan.actions:
+            if on_action is None:
+                handlers[a.op](it, a)
             else:
-                self._fail(i, a, f"unknown op {op!r}")
-            if on_action is not None:
-                on_action(i, a, t_start_s, time.perf_counter())
-        if sends or recvs:
+                t_start_s = time.perf_counter()
+                handlers[a.op](it, a)
+                on_action(a.index, a, t_start_s, time.perf_counter())
+        if it.sends or it.recvs:
             raise PlanExecutionError(
-                f"rank {self.rank}: end of plan with posts never waited for: sends {sorted(sends)}, "
-                f"receives {sorted(recvs)}")
+                f"rank {self.rank}: end of plan with posts never waited for: sends "
+                f"{sorted(it.sends)}, receives {sorted(it.recvs)}")
         grads = {n: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
                  for n, p in self.params().items()}
         with torch.no_grad():
@@ -290,7 +350,7 @@ class RankExecutor:
                 if p.grad is not None:
                     p -= self.lr * p.grad
                 p.grad = None
-        return {"loss": loss, "grads": grads}
+        return {"loss": it.loss, "grads": grads}
 
     def param_values(self) -> dict[str, torch.Tensor]:
         """Copies of this rank's parameters by global name (after the last SGD step)."""
@@ -338,7 +398,9 @@ def _stream_worker(rank: int, world: int, port: int, model: dict, chunks: list[d
         params = ({n: v.numpy() for n, v in ex.param_values().items()} if keep_params else {})
         results.put(("done", rank, params))
     except Exception as e:  # reported to the parent, which raises
-        msg = str(e) if isinstance(e, PlanExecutionError) else traceback.format_exc()
+        # A bad plan (PlanExecutionError, or ValueError from parse_plan) is one line.
+        msg = str(e) if isinstance(e, (PlanExecutionError, ValueError)) else \
+            traceback.format_exc()
         results.put(("error", rank, msg))
         results.close()
         results.join_thread()
@@ -358,6 +420,8 @@ def run_plans(model: dict, chunks: list[dict], jobs: list[dict], num_ranks: int,
     also has params (every parameter after its SGD step). Raises
     PlanExecutionError with every failing rank's message."""
     jobs = [dict(job, iteration=job.get("iteration", i)) for i, job in enumerate(jobs)]
+    for job in jobs:  # a malformed plan fails here, before any worker starts (ValueError)
+        parse_plan(job["plan"])
     runs = run_streamed(model, chunks, num_ranks,
                         lambda i, _: jobs[i] if i < len(jobs) else None, seed=seed, lr=lr,
                         timeout_s=timeout_s, keep_grads=True, keep_params=True)

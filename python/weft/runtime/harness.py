@@ -27,13 +27,17 @@ def plan_jobs(strategy: str, model: str = "tiny-vlm", iterations: int = 2, data:
 def reference(model_name: str, chunks: list[dict], jobs: list[dict], seed: int = 1,
               lr: float = 0.1) -> list[dict]:
     """Single process: same chunks in model order, same batches and microbatches, same SGD.
-    Returns per iteration {loss, grads}; the last one also has params (after its SGD step)."""
+    Returns per iteration {loss, grads, samples (per microbatch, the batch samples it ran)};
+    the last one also has params (after its SGD step)."""
     model = weft.load_model(model_name)
-    ordered = sorted(chunks, key=lambda c: (model_order(model, c["module"]), c["first_layer"]))
+    # The bindings' topological order of the modules (ModelSpec::TopologicalOrder), then layers.
+    position = {m: i for i, m in enumerate(model["topological_order"])}
+    ordered = sorted(chunks, key=lambda c: (position[c["module"]], c["first_layer"]))
     modules = build_chunks(model, ordered, seed)
     out = []
     for job in jobs:
-        loss = reference_step(model, modules, job["batch"], job["microbatches"], seed)
+        samples: list[list[int]] = []
+        loss = reference_step(model, modules, job["batch"], job["microbatches"], seed, samples)
         # Frozen modules' parameters get no gradient (zero here) and no SGD step.
         grads = {n: p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
                  for m in modules for n, p in m.parameter_names().items()}
@@ -43,22 +47,11 @@ def reference(model_name: str, chunks: list[dict], jobs: list[dict], seed: int =
                     if p.grad is not None:
                         p -= lr * p.grad
                     p.grad = None
-        out.append({"loss": loss, "grads": grads})
+        out.append({"loss": loss, "grads": grads, "samples": samples})
     if out:
         out[-1]["params"] = {n: p.detach().clone() for m in modules
                              for n, p in m.parameter_names().items()}
     return out
-
-
-def model_order(model: dict, module: int) -> int:
-    names = [m["name"] for m in model["modules"]]
-    order, pending = [], list(range(len(names)))
-    preds = {i: {names.index(a) for a, b in model["edges"] if b == names[i]} for i in pending}
-    while pending:
-        ready = [i for i in pending if preds[i] <= set(order)]
-        order.append(ready[0])
-        pending.remove(ready[0])
-    return order.index(module)
 
 
 def max_relative_error(a: dict, b: dict) -> float:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 import zlib
 
 import torch
@@ -84,7 +83,7 @@ class DiTLayer(TransformerLayer):
     def __init__(self, spec: dict, g: torch.Generator):
         super().__init__(spec, g)
         h = spec["hidden_size"]
-        ctx = spec_field(spec, "text_condition_hidden")
+        ctx = spec["text_condition_hidden"]
         self.norm_c = torch.nn.LayerNorm(h)
         self.wq_c = _param(g, self.heads * self.head_dim, h)
         self.wkv_c = _param(g, 2 * self.heads * self.head_dim, ctx)
@@ -116,7 +115,6 @@ class ModuleChunk(torch.nn.Module):
 
     def __init__(self, model: dict, module: int, first_layer: int, num_layers: int, seed: int):
         super().__init__()
-        attach_yaml_blocks(model)
         self.spec = model["modules"][module]
         self.kind = self.spec["kind"]
         self.module, self.first, self.num = module, first_layer, num_layers
@@ -151,7 +149,7 @@ class ModuleChunk(torch.nn.Module):
         if self.kind == "dit":
             if s["modality"] != "video":
                 raise ValueError(f"module {s['name']}: the runtime models video DiTs only")
-            if spec_field(s, "text_condition_hidden") != s["hidden_size"]:
+            if s["text_condition_hidden"] != s["hidden_size"]:
                 raise ValueError(f"module {s['name']}: the runtime needs text_condition_hidden = "
                                  f"hidden_size (the context travels with the activations)")
         layer_type = DiTLayer if self.kind == "dit" else TransformerLayer
@@ -264,12 +262,11 @@ class MicrobatchData:
     The microbatch is also kept per instance, in weft's workload order (data::
     DeriveModuleWorkload): images (ViT and vision projector instances), audio windows (audio
     encoder), audio clips (audio projector), sequences (LLM). restrict() gives the view of a DIP
-    sub-microbatch, a slice of one module's instances; routed_rows() says which output rows of a
-    producer's slice a consumer's slice takes (the stage graph's routing rule)."""
+    sub-microbatch, a slice of one module's instances; route() says which output rows of a
+    producer's slice a consumer's slice takes."""
 
     def __init__(self, model: dict, batch: dict, sequence_indices: list[int], seed: int,
                  loss_denominator: float):
-        attach_yaml_blocks(model)
         self.model = model
         vit = next((m for m in model["modules"] if m["kind"] == "vit"), None)
         audio = next((m for m in model["modules"] if m["kind"] == "audio_encoder"), None)
@@ -282,7 +279,7 @@ class MicrobatchData:
             patch_dim = vit["in_channels"] * vit["patch_size"] ** 2
         self.patches, self.merged, self.patch_dim = patches, merged, patch_dim
         self.feat = audio_feature_size(audio) if audio is not None else 0
-        window = spec_field(audio, "max_source_positions") if audio is not None else 0
+        window = audio["max_source_positions"] if audio is not None else 0
         # Instances: images (si, item, pixels); windows (si, item, features, kept tokens);
         # clips (si, item, kept tokens); sequences: [(si, n_img, n_audio, token ids, labels)].
         dit = next((m for m in model["modules"] if m["kind"] == "dit"), None)
@@ -320,6 +317,8 @@ class MicrobatchData:
                                             torch.randn(n, self.dit_patch, generator=g),
                                             torch.randn(n, self.dit_patch, generator=g)))
             self.sequences.append(members)
+        # The batch samples of the microbatch (ascending): what its LLM instances hold.
+        self.sample_ids = sorted(m[0] for members in self.sequences for m in members)
         self.loss_denominator = loss_denominator
         self._set_images(self.images)
         self._set_windows(self.windows)
@@ -420,11 +419,18 @@ class MicrobatchData:
             view._set_videos(self.videos[begin:end])
         return view
 
-    def _keys(self, module: int, begin: int, end: int, by_item: bool) -> set:
+    def keys(self, module: int, begin: int, end: int) -> list[tuple[int, int | None]]:
+        """(sample, item) of instances [begin, end) of `module`, in instance order; item is
+        the image / clip / video index within the sample, None for the LLM (whose instance, a
+        packed sequence, holds one key per sample)."""
         inst = self.instances(module)[begin:end]
         if self.model["modules"][module]["kind"] == "llm":
-            return {m[0] for members in inst for m in members}
-        return {(x[0], x[1]) for x in inst} if by_item else {x[0] for x in inst}
+            return [(m[0], None) for members in inst for m in members]
+        return [(x[0], x[1]) for x in inst]
+
+    def samples(self, module: int, begin: int, end: int) -> list[int]:
+        """The samples (batch indices, ascending) of instances [begin, end) of `module`."""
+        return sorted({si for si, _ in self.keys(module, begin, end)})
 
     def _segments(self, module: int, begin: int, end: int) -> list[tuple[tuple, int]]:
         """Per token segment of instances [begin, end) of `module`, in output row order:
@@ -444,19 +450,22 @@ class MicrobatchData:
             return [((si, item), self.merged) for si, item, _ in self.images[begin:end]]
         raise ValueError(f"module {spec['name']} ({kind}) does not feed another module here")
 
-    def routed_rows(self, producer: int, p_range: tuple[int, int], consumer: int,
-                    c_range: tuple[int, int]) -> torch.Tensor:
+    def route(self, producer: int, p_range: tuple[int, int], consumer: int,
+              c_range: tuple[int, int], samples: tuple[int, ...] | None = None
+              ) -> torch.Tensor:
         """Rows of the producer slice's output (instances p_range) that the consumer slice
-        (instances c_range) takes: an encoder's instance goes to the projector instance of the
-        same (sample, item); otherwise the consumer takes the samples it holds
-        (strategy/graph_builder.cc RoutedTokens)."""
-        kinds = [m["kind"] for m in self.model["modules"]]
-        by_item = kinds[consumer] == "mlp_projector" and kinds[producer] not in (
-            "mlp_projector", "llm")
-        wanted = self._keys(consumer, *c_range, by_item)
+        (instances c_range) takes: a token segment (sample, item) goes to the consumer slice
+        holding that sample, and that item when both sides number items (an image to the
+        projector instance of the same image, an audio window to its clip). With `samples`
+        (the plan's buffer samples) only those samples' segments."""
+        by_sample: dict[int, set] = {}
+        for si, item in self.keys(consumer, *c_range):
+            by_sample.setdefault(si, set()).add(item)
         rows, offset = [], 0
-        for key, n in self._segments(producer, *p_range):
-            if (key if by_item else key[0]) in wanted:
+        for (si, item), n in self._segments(producer, *p_range):
+            items = by_sample.get(si)
+            if items is not None and (samples is None or si in samples) and (
+                    item is None or None in items or item in items):
                 rows.extend(range(offset, offset + n))
             offset += n
         return torch.tensor(rows, dtype=torch.long)
@@ -464,7 +473,7 @@ class MicrobatchData:
 
 def dit_patch_size(dit: dict) -> int:
     """Values of one DiT latent token: in_channels x patch_size^2 (x temporal_patch)."""
-    return dit["in_channels"] * dit["patch_size"] ** 2 * max(1, spec_field(dit, "temporal_patch"))
+    return dit["in_channels"] * dit["patch_size"] ** 2 * max(1, dit["temporal_patch"])
 
 
 def dit_latent_tokens(dit: dict, video: dict) -> int:
@@ -482,66 +491,24 @@ def dit_latent_tokens(dit: dict, video: dict) -> int:
         return 0
     h = video.get("height_px") or dit.get("image_size_px")
     w = video.get("width_px") or dit.get("image_size_px")
-    vt, vs = spec_field(dit, "vae_temporal_downsample"), spec_field(dit, "vae_spatial_downsample")
-    p, tp = dit["patch_size"], max(1, spec_field(dit, "temporal_patch"))
+    vt, vs = dit["vae_temporal_downsample"], dit["vae_spatial_downsample"]
+    p, tp = dit["patch_size"], max(1, dit["temporal_patch"])
     def cdiv(a: int, b: int) -> int:
         return -(-a // b)
     return cdiv(cdiv(frames, vt), tp) * cdiv(cdiv(h, vs), p) * cdiv(cdiv(w, vs), p)
 
 
-def even_slice(n: int, k: int, i: int) -> tuple[int, int]:
-    """Instances of sub-microbatch i of k over n instances (graph_builder.cc EvenSlice)."""
-    base, extra = divmod(n, k)
-    begin = i * base + min(i, extra)
-    return begin, begin + base + (1 if i < extra else 0)
-
-
-# Module fields the binding's model dict leaves out, with weft's defaults (spec/model.h).
-_SPEC_DEFAULTS = {"mel_bins": 80, "frames_per_second": 100, "conv_downsample": 2,
-                  "max_source_positions": 1500, "vae_spatial_downsample": 8,
-                  "vae_temporal_downsample": 4, "text_condition_hidden": 0,
-                  "temporal_patch": 1}
-
-
-def spec_field(spec: dict, key: str):
-    """A module field: from the dict, else from the module's block in the resolved YAML that
-    load_model returns ("yaml"; it omits fields at their default), else weft's default."""
-    if key in spec:
-        return spec[key]
-    block = spec.get("_yaml_block", "")
-    m = re.search(rf"^\s*{key}:\s*([0-9.]+)\s*$", block, re.M)
-    if m:
-        return int(m.group(1)) if m.group(1).isdigit() else float(m.group(1))
-    return _SPEC_DEFAULTS[key]
-
-
-def attach_yaml_blocks(model: dict) -> dict:
-    """Stores each module's block of model["yaml"] in its dict as "_yaml_block" (idempotent)."""
-    text = model.get("yaml", "")
-    body = text.split("\nmodules:\n", 1)[1] if "\nmodules:\n" in text else ""
-    body = re.split(r"^\S", body, maxsplit=1, flags=re.M)[0]
-    blocks = re.split(r"^  - ", body, flags=re.M)
-    by_name = {}
-    for b in blocks:
-        m = re.search(r"^(?:\s*)name:\s*(\S+)", b, re.M)
-        if m:
-            by_name[m.group(1).strip('"')] = b
-    for spec in model["modules"]:
-        spec.setdefault("_yaml_block", by_name.get(spec["name"], ""))
-    return model
-
-
 def audio_feature_size(audio: dict) -> int:
     """Input features of one audio encoder token: conv_downsample mel frames stacked."""
-    return spec_field(audio, "mel_bins") * spec_field(audio, "conv_downsample")
+    return audio["mel_bins"] * audio["conv_downsample"]
 
 
 def audio_window_tokens(audio: dict, duration_s: float) -> list[int]:
     """Unpadded encoder tokens of each attention window of a clip (data::AudioEncoderWindowTokens
     with pad_audio_to_window = false)."""
-    fps, conv = spec_field(audio, "frames_per_second"), spec_field(audio, "conv_downsample")
+    fps, conv = audio["frames_per_second"], audio["conv_downsample"]
     frames = math.ceil(duration_s * fps - 1e-9) if duration_s > 0 else 0
-    window_frames = spec_field(audio, "max_source_positions") * conv
+    window_frames = audio["max_source_positions"] * conv
     out = []
     while frames > 0:
         out.append(-(-min(frames, window_frames) // conv))
@@ -575,16 +542,20 @@ def build_chunks(model: dict, chunks: list[dict], seed: int) -> list[ModuleChunk
 
 
 def reference_step(model: dict, chunk_modules: list[ModuleChunk], batch: dict,
-                   microbatches: list[list[int]], seed: int) -> float:
+                   microbatches: list[list[int]], seed: int,
+                   samples_used: list[list[int]] | None = None) -> float:
     """Single-process reference: runs every microbatch through the whole model in module order
     (`chunk_modules` sorted by module topological order, then layer), accumulating gradients.
     A module's first chunk takes the outputs of its predecessor modules (model edges); later
-    chunks the previous chunk's output. Returns the loss."""
+    chunks the previous chunk's output. Returns the loss; appends each microbatch's batch
+    samples (ascending) to samples_used when given."""
     denom = float(batch_llm_tokens(batch))
     names = [m["name"] for m in model["modules"]]
     total = 0.0
     for mb_seqs in microbatches:
         mb = MicrobatchData(model, batch, mb_seqs, seed, denom)
+        if samples_used is not None:
+            samples_used.append(mb.sample_ids)
         outs: dict[int, torch.Tensor] = {}
         loss = None
         for chunk in chunk_modules:
@@ -594,7 +565,7 @@ def reference_step(model: dict, chunk_modules: list[ModuleChunk], batch: dict,
                 whole = lambda m: (0, len(mb.instances(m)))  # noqa: E731
                 # What each producer routes to this module (an LLM sends a DiT only the
                 # samples that have a video).
-                inputs = [outs[p][mb.routed_rows(p, whole(p), c, whole(c))]
+                inputs = [outs[p][mb.route(p, whole(p), c, whole(c))]
                           for p in preds if p in outs]
                 sources = [names[p] for p in preds if p in outs]
             else:

@@ -130,6 +130,10 @@ StatusOr<graph::StageGraph> MemoryOptimizer::Build(const std::vector<int>& choic
   graph::StageGraph g;
   g.Reserve(base_.num_stages(), base_.num_edges());
   for (const auto& group : base_.groups()) g.AddGroup(group);
+  for (int i = 0; i < base_.num_sample_sets(); ++i) {
+    auto set = base_.sample_set(i);
+    g.AddSampleSet(std::vector<int32_t>(set.begin(), set.end()));
+  }
   for (int s = 0; s < base_.num_stages(); ++s) {
     graph::Stage st = base_.stage(s);
     const int p = pair_of_stage_[s];
