@@ -38,6 +38,6 @@ set +e
 set -e
 [ "$rc" = 2 ] && grep -q "file.jsonl" "$tmp/err.txt"
 # Help shows an example.
-"$WEFT" compare --help | grep -q "Example"
-"$WEFT" --help | grep -q "Example"
+"$WEFT" compare --help > "$tmp/help.txt"; grep -q "Example" "$tmp/help.txt"
+"$WEFT" --help > "$tmp/help.txt"; grep -q "Example" "$tmp/help.txt"
 echo "compare smoke ok"
