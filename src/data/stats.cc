@@ -65,6 +65,9 @@ DataProfile ComputeDataProfile(std::span<const spec::Sample> samples) {
     p.samples_with_videos += has_videos;
     p.samples_with_audio += has_audio;
     p.text_only_samples += !has_images && !has_videos && !has_audio;
+    p.num_images += static_cast<int64_t>(s.images.size());
+    p.num_videos += static_cast<int64_t>(s.videos.size());
+    p.num_audio_clips += static_cast<int64_t>(s.audios.size());
     images_per_sample.push_back(static_cast<double>(s.images.size()));
     videos_per_sample.push_back(static_cast<double>(s.videos.size()));
     text_tokens.push_back(s.text_tokens);
@@ -124,10 +127,12 @@ std::string DataProfile::ToText() const {
   std::string out;
   char line[256];
   std::snprintf(line, sizeof(line),
-                "samples: %lld (images: %lld, videos: %lld, audio: %lld, text only: %lld)\n",
+                "samples: %lld (with images: %lld, with videos: %lld, with audio: %lld, text only: "
+                "%lld); items: %lld images, %lld videos, %lld audio clips\n",
                 static_cast<long long>(num_samples), static_cast<long long>(samples_with_images),
                 static_cast<long long>(samples_with_videos), static_cast<long long>(samples_with_audio),
-                static_cast<long long>(text_only_samples));
+                static_cast<long long>(text_only_samples), static_cast<long long>(num_images),
+                static_cast<long long>(num_videos), static_cast<long long>(num_audio_clips));
   out += line;
   size_t width = 12;
   for (const auto& d : distributions) width = std::max(width, d.name.size());
@@ -150,6 +155,9 @@ std::string DataProfile::ToJson() const {
   j["samples_with_videos"] = samples_with_videos;
   j["samples_with_audio"] = samples_with_audio;
   j["text_only_samples"] = text_only_samples;
+  j["num_images"] = num_images;
+  j["num_videos"] = num_videos;
+  j["num_audio_clips"] = num_audio_clips;
   auto& arr = j["distributions"] = nlohmann::ordered_json::array();
   for (const auto& d : distributions) {
     nlohmann::ordered_json o;

@@ -43,6 +43,11 @@ TEST(ComputeDataProfile, CountsModalitiesAndSkipsEmptyDistributions) {
   const DataProfile p = ComputeDataProfile(samples);
   EXPECT_EQ(p.num_samples, 3);
   EXPECT_EQ(p.samples_with_images, 1);
+  // Items are counted apart from the samples that hold them.
+  int64_t images = 0;
+  for (const auto& s : samples) images += static_cast<int64_t>(s.images.size());
+  EXPECT_EQ(p.num_images, images);
+  EXPECT_NE(p.ToText().find(std::to_string(images) + " images"), std::string::npos);
   EXPECT_EQ(p.samples_with_audio, 1);
   EXPECT_EQ(p.text_only_samples, 1);
   EXPECT_DOUBLE_EQ(p.Find("images_per_sample")->mean, 2.0 / 3);

@@ -36,6 +36,9 @@ struct DataProfile {
   int64_t samples_with_videos = 0;
   int64_t samples_with_audio = 0;
   int64_t text_only_samples = 0;
+  int64_t num_images = 0;  // items over all samples
+  int64_t num_videos = 0;
+  int64_t num_audio_clips = 0;
   // Always: images_per_sample, text_tokens_per_sample, text_tokens_per_image (samples with
   // images), image_megapixels (images with a size), videos_per_sample, video_duration_s,
   // audio_duration_s. With a model: llm_tokens_per_sample and, per module, "<module>.tokens_per_instance"
