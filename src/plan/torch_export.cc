@@ -343,8 +343,10 @@ StatusOr<std::vector<std::vector<std::string>>> ExportTorchActions(const Executi
           rows[r].push_back(cell);
           break;
         }
+        // Transfers: both formats check what torch can express (the compute-only format leaves
+        // the communication to torch, which still sends only between adjacent stages and
+        // receives a stage's input before its compute); only compute_comms writes cells.
         case ActionKind::kIsend: {
-          if (options.format != TorchCsvFormat::kComputeComms) break;
           const ComputeRef* producer = flow.Producer(r, a.buffer);
           if (producer == nullptr) {
             return Refuse(ActionLocation(plan, r, i) + ": sent buffer has no producing compute");
@@ -372,13 +374,13 @@ StatusOr<std::vector<std::vector<std::string>>> ExportTorchActions(const Executi
                                         DescribeAction(ca), c.rank, c.index));
             }
           }
+          if (options.format != TorchCsvFormat::kComputeComms) break;
           std::string cell = fmt::format("{}{}{}", stage, forward ? "SEND_F" : "SEND_B",
                                          pa.stage.microbatch);
           if (comm_cells.insert(cell).second) rows[r].push_back(cell);
           break;
         }
         case ActionKind::kIrecv: {
-          if (options.format != TorchCsvFormat::kComputeComms) break;
           const auto consumers = flow.Consumers(r, a.buffer);
           if (consumers.empty()) {
             return Refuse(ActionLocation(plan, r, i) + ": received buffer is never read");
@@ -400,6 +402,7 @@ StatusOr<std::vector<std::vector<std::string>>> ExportTorchActions(const Executi
                                       "receives a stage's input before its compute",
                                       ActionLocation(plan, r, i), consumer_cell));
           }
+          if (options.format != TorchCsvFormat::kComputeComms) break;
           if (comm_cells.insert(cell).second) rows[r].push_back(cell);
           break;
         }

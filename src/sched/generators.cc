@@ -277,10 +277,21 @@ StatusOr<Schedule> MakeSchedule(ScheduleKind kind, const StageGraph& graph) {
         break;
     }
   }
-  WEFT_RETURN_IF_ERROR(schedule.CheckDeadlockFree(graph).WithPrefix(fmt::format(
-      "{} cannot order this graph ({} chunks per group; a chunk that revisits groups needs "
-      "interleaved-1f1b)",
-      ScheduleKindName(kind), v)));
+  // Say what the obstacle is: a non-interleaved rule on a graph that revisits groups, or a rule
+  // whose fixed warm-up assumes every microbatch passes the ranks in order (rank 0 .. P-1, slot
+  // by slot) on a graph whose data flow does not (branches of a fan-in model placed one after
+  // the other in the chain, or a producer on a later rank than its consumer).
+  const std::string why =
+      kind != ScheduleKind::kInterleavedOneFOneB && kind != ScheduleKind::kGPipe && v > 1
+          ? fmt::format("{} chunks per group: a chunk that revisits groups needs interleaved-1f1b",
+                        v)
+          : fmt::format(
+                "its warm-up assumes each microbatch flows through the ranks in order{}; this "
+                "graph's data flow does not (parallel branches placed one after the other, or a "
+                "producer on a later rank than its consumer)",
+                v > 1 ? ", slot by slot" : "");
+  WEFT_RETURN_IF_ERROR(schedule.CheckDeadlockFree(graph).WithPrefix(
+      fmt::format("{} cannot order this graph ({})", ScheduleKindName(kind), why)));
   return schedule;
 }
 

@@ -153,3 +153,24 @@ TEST(Planner, IsReproducible) {
 
 }  // namespace
 }  // namespace weft::strategy
+
+namespace weft::strategy {
+namespace {
+
+// Issue 17.1: the refusal names the real obstacle (the interleaved rule's in-order warm-up on a
+// fan-in model whose branches sit one after the other in the chain), not a contradiction.
+TEST(Planner, InterleavedRefusalSaysWhy) {
+  auto planner = MakePlanner({.model = "cs-valm-mm"}, "megatron-vpp");
+  ASSERT_NE(planner, nullptr);
+  auto batches = planner->Batches(0, 1);
+  ASSERT_TRUE(batches.ok());
+  auto planned = planner->Plan(batches->front());
+  ASSERT_FALSE(planned.ok());
+  const std::string m = planned.status().message();
+  EXPECT_NE(m.find("interleaved-1f1b cannot order this graph (its warm-up assumes"),
+            std::string::npos) << m;
+  EXPECT_EQ(m.find("needs interleaved-1f1b"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace weft::strategy

@@ -169,7 +169,12 @@ class NnScalerStrategy final : public Strategy {
     WEFT_ASSIGN_OR_RETURN(Placement placement,
                           ChainPlacement(job, job.model.TopologicalOrder(), job.PipelineSize(),
                                          UnitWeight::kStepLatency));
-    return MakeStaticPlan(std::move(placement), Description(), job.model);
+    StaticPlan plan = MakeStaticPlan(std::move(placement), Description(), job.model);
+    // A static pipeline: every microbatch passes every stage (a microbatch without images runs
+    // zero-time encoder stages), as nnScaler's compiled SPMD pipeline does. Without this, the
+    // 1F1B rule's per-rank warm-up counts microbatches a rank never sees and deadlocks (VLM-XL).
+    plan.keep_empty_stages = true;
+    return plan;
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
