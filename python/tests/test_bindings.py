@@ -122,3 +122,15 @@ def test_module_dict_values_follow_the_spec():
     assert llm["head_dim"] == llm["hidden_size"] // llm["num_attention_heads"]
     assert [m["modules"][i]["name"] for i in m["topological_order"]] == \
         ["vision", "projector", "llm"]
+
+
+def test_cost_api_sequence_parallel_default_matches_cli():
+    """Issue 17.4: the Python cost API uses the CLI's default (no sequence parallelism) and says
+    which it used; SP is opt-in like `weft cost --sp`."""
+    plain = weft.layer_cost("vlm-s", "llm", 0, 4096, cluster="h800", tp=2)
+    sp = weft.layer_cost("vlm-s", "llm", 0, 4096, cluster="h800", tp=2, sequence_parallel=True)
+    assert plain["sequence_parallel"] is False and plain["tp"] == 2
+    assert sp["sequence_parallel"] is True
+    assert plain["forward_s"] != sp["forward_s"]
+    chunk = weft.chunk_cost("vlm-s", "llm", 0, 2, 4096, cluster="h800", tp=2)
+    assert chunk["sequence_parallel"] is False

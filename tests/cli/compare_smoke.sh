@@ -39,5 +39,8 @@ set -e
 [ "$rc" = 2 ] && grep -q "file.jsonl" "$tmp/err.txt"
 # Help shows an example.
 "$WEFT" compare --help > "$tmp/help.txt"; grep -q "Example" "$tmp/help.txt"
+# The help lists the strategies itself (no pointer to a flag that does not exist).
+grep -q "megatron-1f1b, megatron-vpp" "$tmp/help.txt"; ! grep -q -- "--list" "$tmp/help.txt"
+"$WEFT" simulate --help > "$tmp/help.txt"; grep -q "dip-partition-only" "$tmp/help.txt"
 "$WEFT" --help > "$tmp/help.txt"; grep -q "Example" "$tmp/help.txt"
 echo "compare smoke ok"
