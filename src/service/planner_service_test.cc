@@ -144,6 +144,53 @@ TEST(PlannerService, ServesTheFallbackWhenTheSearchFails) {
   EXPECT_NE(served->fallback_reason.find("search exploded"), std::string::npos);
 }
 
+// A search that runs until it is interrupted (bounded at 60 s) and records that it was.
+class InterruptibleStrategy final : public strategy::Strategy {
+ public:
+  explicit InterruptibleStrategy(std::atomic<bool>* interrupted) : interrupted_(interrupted) {}
+  std::string_view Name() const override { return "interruptible"; }
+  std::string_view Description() const override { return "test"; }
+  StatusOr<strategy::StaticPlan> Prepare(const strategy::Job& job) const override {
+    return inner_->Prepare(job);
+  }
+  StatusOr<strategy::IterationPlan> PlanIteration(const strategy::Job& job,
+                                                  const strategy::StaticPlan& plan,
+                                                  const spec::Batch& batch,
+                                                  const strategy::PlanBudget& budget) const override {
+    const auto give_up = steady_clock::now() + std::chrono::seconds(60);
+    while (steady_clock::now() < give_up) {
+      if (budget.interrupt != nullptr && budget.interrupt->load()) {
+        interrupted_->store(true);
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    return inner_->PlanIteration(job, plan, batch, budget);
+  }
+
+ private:
+  std::unique_ptr<strategy::Strategy> inner_ = std::move(*strategy::MakeStrategy("gpipe"));
+  std::atomic<bool>* interrupted_;
+};
+
+TEST(PlannerService, DestructorInterruptsRunningSearches) {
+  Fixture f;
+  std::atomic<bool> interrupted{false};
+  auto planner = strategy::Planner::Create(
+      f.setup, std::make_unique<InterruptibleStrategy>(&interrupted));
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+  {
+    PlannerService service(**planner, {.threads = 1});
+    ASSERT_TRUE(service.Submit(f.batches[0]).ok());
+    // The fallback comes first; then the search starts and waits for the interrupt.
+    auto served = service.Get(0, steady_clock::now() + milliseconds(200));
+    ASSERT_TRUE(served.ok()) << served.status().ToString();
+    ASSERT_TRUE(service.Submit(f.batches[1]).ok());
+    std::this_thread::sleep_for(milliseconds(50));
+  }  // the destructor sets the interrupt and joins
+  EXPECT_TRUE(interrupted.load());
+}
+
 TEST(PlannerServiceOptions, RejectsBadValues) {
   EXPECT_FALSE(PlannerServiceOptions{.budget_s = 0}.Validate().ok());
   EXPECT_FALSE(PlannerServiceOptions{.threads = -1}.Validate().ok());
