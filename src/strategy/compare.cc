@@ -248,6 +248,8 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
         KeptTimeline kept;
         kept.strategy = result.name;
         kept.iteration = it;
+        kept.replica = eval->slowest_replica;
+        kept.num_replicas = static_cast<int>(plan->replicas.size());
         kept.graph = std::move(plan->replicas[eval->slowest_replica].graph);
         kept.timeline = std::move(eval->timelines[eval->slowest_replica]);
         run.timelines.push_back(std::move(kept));

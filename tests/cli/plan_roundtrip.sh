@@ -37,4 +37,19 @@ set +e
 set -e
 [ "$rc" = 2 ] || { echo "expected exit 2, got $rc"; cat "$tmp/v.txt"; exit 1; }
 grep -q "rank" "$tmp/v.txt"
+
+# DP > 1: one plan per replica, each naming its replica, each validating; --replica K writes one.
+"$WEFT" plan --model tiny-vlm --gpus 4 --pp 2 --strategy gpipe --out "$tmp/dp.json" > "$tmp/dp.txt"
+for r in 0 1; do
+  "$WEFT" validate "$tmp/dp.r$r.json" > /dev/null
+  python3 -c "import json,sys; p=json.load(open(sys.argv[1])); assert p['replica']==$r and p['num_replicas']==2, p['replica']" "$tmp/dp.r$r.json"
+  grep -q "dp.r$r.json: replica $r: valid plan" "$tmp/dp.txt"
+done
+grep -q "slowest of 2 DP replicas" "$tmp/dp.txt"
+"$WEFT" plan --model tiny-vlm --gpus 4 --pp 2 --strategy gpipe --replica 1 --out "$tmp/one.json" > /dev/null
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['replica']==1" "$tmp/one.json"
+set +e
+"$WEFT" plan --model tiny-vlm --gpus 4 --pp 2 --strategy gpipe --replica 5 --out "$tmp/bad.json" 2> "$tmp/e.txt"; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "replica" "$tmp/e.txt" && [ ! -e "$tmp/bad.json" ]
 echo "plan round trip ok"

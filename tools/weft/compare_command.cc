@@ -36,7 +36,8 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--json", *json_path, "write the comparison as JSON");
   cmd->add_option("--report", *report_path, "write a self-contained HTML report");
   cmd->add_option("--trace-dir", *trace_dir,
-                  "write a Chrome/Perfetto trace per strategy (last iteration)");
+                  "write a Chrome/Perfetto trace per strategy (last iteration; with DP > 1 the "
+                  "slowest replica, named in the trace title)");
   cmd->add_flag("--quiet", *quiet, "no progress on stderr");
   cmd->callback([=, &exit_code]() {
     options->budget.time_budget_s = *budget_ms / 1000.0;
@@ -65,6 +66,12 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
       for (const auto& kept : run->timelines) {
         report::TraceOptions t;
         t.title = kept.strategy + " iteration " + std::to_string(kept.iteration);
+        if (kept.num_replicas > 1) {
+          // One pipeline of several: say which (`weft simulate --replica K` shows another).
+          t.title += " DP replica " + std::to_string(kept.replica) + " of " +
+                     std::to_string(kept.num_replicas) +
+                     " (the slowest; weft simulate --replica K shows another)";
+        }
         auto trace = report::ChromeTraceString(kept.graph, kept.timeline, t);
         if (!trace.ok()) {
           exit_code = ReportError(trace.status());

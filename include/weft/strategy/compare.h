@@ -61,6 +61,8 @@ struct CompareOptions {
 struct KeptTimeline {
   std::string strategy;
   int iteration = 0;
+  int replica = 0;       // the DP replica kept: the slowest one of the iteration
+  int num_replicas = 1;
   graph::StageGraph graph;
   sim::Timeline timeline;
 };
