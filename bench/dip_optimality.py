@@ -36,8 +36,9 @@ CP-SAT model vs the simulator (sim::Simulate, docs/simulator.md):
 * rounding: durations are rounded to ``tick = reference time / ticks``; the CP-SAT order is
   re-simulated in weft so the reported ``resim`` column has no rounding.
 
-Run (docs/results_optimality.md; --probe N for the dual-queue search-space probe):
-  PYTHONPATH=build/opt/python:python .venv/bin/python bench/dip_optimality.py \
+Run after `make build` (it registers _weft in .venv; docs/results_optimality.md; --probe N for the
+dual-queue search-space probe):
+  .venv/bin/python bench/dip_optimality.py \
       --seeds 0-13 --time-limit 60 --work-budget 200 --workers 8
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 // DIP Fig. 11 analogue as a Google benchmark: best simulated iteration time found vs elapsed
 // search time, for three searchers over the SAME §5.1 segment-priority space of one VLM-L batch
-// graph (strategy::dip::MakeSearchInstance): MCTS (2 threads and 1 thread), pure random search
-// and DFS, all from strategy/dip/experiments.h (the code `weft bench dip search` runs). Each run
+// graph (bench::dip::MakeSearchInstance): MCTS (2 threads and 1 thread), pure random search
+// and DFS, all from bench/dip/experiments.h (the code `weft bench dip search` runs). Each run
 // lasts kBudgetS seconds of wall time; the best cost at each checkpoint is reported as a counter
 // (best_at_<t>s) and printed as one CSV line per run:
 //   curve,<searcher>,<seed>,<default_s>,<oom|fits>,<best at each checkpoint...>,<evaluations>
@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "weft/strategy/dip/experiments.h"
+#include "bench/dip/experiments.h"
 
 namespace {
 
-using weft::strategy::dip::Searcher;
+using weft::bench::dip::Searcher;
 
 constexpr double kBudgetS = 5.0;
 constexpr double kCheckpointsS[] = {0.1, 0.3, 1.0, 3.0, 5.0};
@@ -33,22 +33,22 @@ void BM_SegmentOrderSearch(benchmark::State& state) {
   weft::strategy::JobOptions job;
   job.model = "vlm-l";
   job.data = "mixed";
-  auto instance = weft::strategy::dip::MakeSearchInstance(job);
+  auto instance = weft::bench::dip::MakeSearchInstance(job);
   if (!instance.ok()) {
     state.SkipWithError(instance.status().ToString().c_str());
     return;
   }
   const auto& search = (*instance)->search;
-  weft::strategy::dip::SearchRunOptions o;
+  weft::bench::dip::SearchRunOptions o;
   o.searcher = variant == kRandom ? Searcher::kRandom
                : variant == kDfs  ? Searcher::kDfs
                                   : Searcher::kMcts;
   o.threads = variant == kMcts ? 2 : 1;
   o.seed = seed;
   o.budget_s = kBudgetS;
-  weft::strategy::dip::SearchRun run;
+  weft::bench::dip::SearchRun run;
   for (auto _ : state) {
-    auto r = weft::strategy::dip::RunSearcher(search.problem, o);
+    auto r = weft::bench::dip::RunSearcher(search.problem, o);
     if (!r.ok()) {
       state.SkipWithError(r.status().ToString().c_str());
       return;
@@ -64,7 +64,7 @@ void BM_SegmentOrderSearch(benchmark::State& state) {
                      std::to_string(seed) + "," + std::to_string(search.default_cost_s) + "," +
                      (search.default_oom ? "oom" : "fits");
   for (double t : kCheckpointsS) {
-    const double best = weft::strategy::dip::BestAt(run.curve, t);
+    const double best = weft::bench::dip::BestAt(run.curve, t);
     char name[32];
     std::snprintf(name, sizeof(name), "best_at_%gs", t);
     state.counters[name] = best;

@@ -1,10 +1,10 @@
-// weft bench dip <experiment>: the DIP evidence experiments (strategy/dip/experiments.h).
+// weft bench dip <experiment>: the DIP evidence experiments (bench/dip/experiments.h).
 #include <filesystem>
 #include <iostream>
 #include <sstream>
 
 #include "cli_common.h"
-#include "weft/strategy/dip/experiments.h"
+#include "bench/dip/experiments.h"
 
 namespace weft::cli {
 namespace {
@@ -35,7 +35,7 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
   CLI::App* bench = app.add_subcommand(
       "bench", "Run the paper-figure experiments.\nExample:\n  weft bench dip search --budget-s 5");
   bench->require_subcommand(1);
-  auto options = std::make_shared<strategy::dip::ExperimentOptions>();
+  auto options = std::make_shared<bench::dip::ExperimentOptions>();
   auto experiment = std::make_shared<std::string>();
   auto json_path = std::make_shared<std::string>();
   auto markdown_path = std::make_shared<std::string>();
@@ -47,7 +47,7 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
       "dip",
       "DIP evidence experiments (issue 4). Each prints a markdown table.\n"
       "Experiments:\n" +
-          strategy::dip::ExperimentHelp() +
+          bench::dip::ExperimentHelp() +
           "Example:\n  weft bench dip search --budget-s 60 --json out/search.json "
           "--figure-dir docs/figures\n  weft bench dip subbatch --sweep 1,4,16 --iterations 2");
   cmd->add_option("experiment", *experiment, "experiment name (see above)")->required();
@@ -80,7 +80,7 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
       exit_code = ReportError(sweep_list.status());
       return;
     }
-    strategy::dip::ExperimentOptions o = *options;
+    bench::dip::ExperimentOptions o = *options;
     o.seeds = *seed_list;
     o.sweep = *sweep_list;
     if (budget_opt->count() > 0) {
@@ -92,7 +92,7 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
       o.budget_s = *budget_s;
     }
     if (!*quiet) o.progress = [](const std::string& m) { std::cerr << "\r" << m << "\033[K"; };
-    auto result = strategy::dip::RunExperiment(*experiment, o);
+    auto result = bench::dip::RunExperiment(*experiment, o);
     if (!*quiet) std::cerr << "\r\033[K";
     if (!result.ok()) {
       exit_code = ReportError(result.status());

@@ -9,6 +9,8 @@
 // Every experiment returns a markdown table (with the setup it ran), the same numbers as JSON and
 // any figures as SVG text; nothing is written to disk here (the CLI does that).
 // Thread-safety: functions are reentrant; the searchers run their own worker threads.
+// Not part of weft::core: the library weft_bench_dip (bench/dip/) links it; the CLI's
+// `weft bench` and bench/dip_search_benchmark.cc link weft_bench_dip.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,18 +29,19 @@
 #include "weft/strategy/dip/dip.h"
 #include "weft/strategy/planner.h"
 
-namespace weft::strategy::dip {
+namespace weft::bench::dip {
 
 // ---- schedule searchers over one segment-order problem (Fig. 11, Fig. 12) ----
 
 // The §5.1 search space of one batch graph: the job, DP replica 0's stage graph of batch
 // `batch_index` under the `dip` static plan (no recomputation), and the problem over it.
 struct SearchInstance {
-  std::unique_ptr<Planner> planner;
+  std::unique_ptr<strategy::Planner> planner;
   graph::StageGraph graph;
-  SegmentOrderSearch search;  // callbacks point into planner->job() and graph (heap-stable)
+  // Callbacks point into planner->job() and graph (heap-stable).
+  strategy::dip::SegmentOrderSearch search;
 };
-StatusOr<std::unique_ptr<SearchInstance>> MakeSearchInstance(const JobOptions& job,
+StatusOr<std::unique_ptr<SearchInstance>> MakeSearchInstance(const strategy::JobOptions& job,
                                                              int batch_index = 0);
 
 enum class Searcher {
@@ -119,4 +122,4 @@ StatusOr<ExperimentResult> RunExperiment(std::string_view name, const Experiment
 // baseline, peak memory, OOM, mean planning time; failed strategies print their error.
 std::string ComparisonMarkdown(const report::Comparison& comparison);
 
-}  // namespace weft::strategy::dip
+}  // namespace weft::bench::dip

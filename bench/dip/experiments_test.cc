@@ -1,11 +1,11 @@
-#include "weft/strategy/dip/experiments.h"
+#include "bench/dip/experiments.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
 
-namespace weft::strategy::dip {
+namespace weft::bench::dip {
 namespace {
 
 // Orders of 5 items; cost = Σ position · weight (optimum: heaviest first) = 20 for weights 1..5
@@ -146,4 +146,4 @@ TEST(ComparisonMarkdownTest, PrintsOneRowPerStrategyAndErrors) {
 }
 
 }  // namespace
-}  // namespace weft::strategy::dip
+}  // namespace weft::bench::dip

@@ -1,4 +1,4 @@
-#include "weft/strategy/dip/experiments.h"
+#include "bench/dip/experiments.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,7 +17,26 @@
 #include "weft/strategy/graph_builder.h"
 #include "weft/strategy/planner.h"
 
-namespace weft::strategy::dip {
+namespace weft::bench::dip {
+
+// The experiments drive the strategy module's public API (they used to live inside it).
+using strategy::CompareOptions;
+using strategy::CompareRun;
+using strategy::JobOptions;
+using strategy::JobSetup;
+using strategy::MakeIterationBatches;
+using strategy::MakeJobSetup;
+using strategy::MemoryPolicy;
+using strategy::PlanBudget;
+using strategy::PlannedIteration;
+using strategy::Planner;
+using strategy::RunComparison;
+using strategy::StaticPlan;
+using strategy::dip::DipOptions;
+using strategy::dip::DipVariant;
+using strategy::dip::MakeDipStrategy;
+using strategy::dip::MakeSegmentOrderSearch;
+
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -1054,4 +1073,4 @@ StatusOr<ExperimentResult> RunExperiment(std::string_view name, const Experiment
                                    fmt::join(ExperimentNames(), ", ")));
 }
 
-}  // namespace weft::strategy::dip
+}  // namespace weft::bench::dip

@@ -15,7 +15,7 @@ _weft = pytest.importorskip("_weft")
 if not hasattr(_weft, "plan_graph"):
     pytest.skip("_weft was built without plan_graph", allow_module_level=True)
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # bench/
 import dip_optimality as opt  # noqa: E402
 
 # Relative slack for the CP-SAT objective (durations rounded to 1/200000 of the best plan's time).
@@ -108,7 +108,7 @@ def test_reorder_within_3_percent_of_optimum_on_average(rows: list[opt.Row]) -> 
 
 def test_memory_constraint_is_respected_and_binds(tmp_path: pathlib.Path) -> None:
     # A100 with 4.3 MB per GPU: tiny-vlm's activations no longer fit all at once on rank 0.
-    preset = pathlib.Path(__file__).resolve().parents[2] / "presets" / "clusters" / "a100.yaml"
+    preset = pathlib.Path(__file__).resolve().parents[1] / "presets" / "clusters" / "a100.yaml"
     cluster = tmp_path / "a100-small.yaml"
     cluster.write_text(preset.read_text().replace("memory_capacity_bytes: 80GiB",
                                                   "memory_capacity_bytes: 4300000"))
