@@ -1,5 +1,5 @@
 // Bindings: the stage graph a strategy plans on, and re-simulating any per-group stage order on
-// it with weft's simulator. Used by bench/dip_optimality.py and python/tests/test_optimality.py
+// it with weft's simulator. Used by bench/dip_optimality.py and bench/test_dip_optimality.py
 // to compare the search strategies with an exact CP-SAT optimum under the simulator's semantics.
 //
 //   r = _weft.plan_graph("dip-reorder", "tiny-vlm", gpus=4, pipeline_size=4, work_budget=64)

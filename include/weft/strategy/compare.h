@@ -19,10 +19,10 @@ namespace weft::strategy {
 
 struct JobOptions {
   std::string model = "vlm-s";     // preset name or YAML/JSON path
-  std::string cluster;             // preset name or path; "" = the model's setup cluster
+  std::string cluster = "";        // preset name or path; "" = the model's setup cluster
   int gpus = 0;                    // total GPUs; 0 = the model's setup
   int pipeline_size = 0;           // pipeline ranks P of the backbone; 0 = the setup's pp
-  std::string data;                // generator profile or data file; "" = the setup's profile
+  std::string data = "";           // generator profile or data file; "" = the setup's profile
   int sequences_per_batch = 0;     // packed sequences per global batch; 0 = 2·P·m·DP default
   int num_microbatches = 0;        // per DP replica; 0 = setup's, else 2·P
   int context_tokens = 0;          // 0 = the setup's (8192 when unset)

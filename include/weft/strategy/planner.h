@@ -47,12 +47,12 @@ enum class MemoryPolicy {
 std::string_view MemoryPolicyName(MemoryPolicy policy);
 
 struct PlannerOptions {
-  PlanBudget budget;    // default search budget of Plan()
-  sim::SimOptions sim;  // options of every evaluation
+  PlanBudget budget = {};    // default search budget of Plan()
+  sim::SimOptions sim = {};  // options of every evaluation
   // kFixed: take the static plan's recompute as it is, also when it is all kNone (studies that
   // compare strategies on the same graphs). Unset: kStrategy for a strategy that manages memory,
   // kFixed when the static plan sets a recompute level, else kFirstUniformLevelThatFits.
-  std::optional<MemoryPolicy> memory_policy;
+  std::optional<MemoryPolicy> memory_policy = std::nullopt;
 };
 
 class Planner {
