@@ -14,10 +14,13 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 // Wraps a real strategy; PlanIteration waits `delay` first (or fails) to model a slow search.
+// With `interrupted`, it instead waits (at most 60 s) for PlanBudget::interrupt and records that
+// it saw it.
 class SlowStrategy final : public strategy::Strategy {
  public:
-  SlowStrategy(std::unique_ptr<strategy::Strategy> inner, milliseconds delay, bool fail = false)
-      : inner_(std::move(inner)), delay_(delay), fail_(fail) {}
+  SlowStrategy(std::unique_ptr<strategy::Strategy> inner, milliseconds delay, bool fail = false,
+               std::atomic<bool>* interrupted = nullptr)
+      : inner_(std::move(inner)), delay_(delay), fail_(fail), interrupted_(interrupted) {}
   std::string_view Name() const override { return "slow"; }
   std::string_view Description() const override { return "test"; }
   StatusOr<strategy::StaticPlan> Prepare(const strategy::Job& job) const override {
@@ -28,6 +31,16 @@ class SlowStrategy final : public strategy::Strategy {
                                                   const spec::Batch& batch,
                                                   const strategy::PlanBudget& budget) const override {
     ++calls_;
+    if (interrupted_ != nullptr) {
+      const auto give_up = steady_clock::now() + std::chrono::seconds(60);
+      while (steady_clock::now() < give_up) {
+        if (budget.interrupt != nullptr && budget.interrupt->load()) {
+          interrupted_->store(true);
+          break;
+        }
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+    }
     std::this_thread::sleep_for(delay_);
     if (fail_) return InternalError("search exploded");
     return inner_->PlanIteration(job, plan, batch, budget);
@@ -38,6 +51,7 @@ class SlowStrategy final : public strategy::Strategy {
   std::unique_ptr<strategy::Strategy> inner_;
   milliseconds delay_;
   bool fail_;
+  std::atomic<bool>* interrupted_;
 };
 
 struct Fixture {
@@ -144,40 +158,12 @@ TEST(PlannerService, ServesTheFallbackWhenTheSearchFails) {
   EXPECT_NE(served->fallback_reason.find("search exploded"), std::string::npos);
 }
 
-// A search that runs until it is interrupted (bounded at 60 s) and records that it was.
-class InterruptibleStrategy final : public strategy::Strategy {
- public:
-  explicit InterruptibleStrategy(std::atomic<bool>* interrupted) : interrupted_(interrupted) {}
-  std::string_view Name() const override { return "interruptible"; }
-  std::string_view Description() const override { return "test"; }
-  StatusOr<strategy::StaticPlan> Prepare(const strategy::Job& job) const override {
-    return inner_->Prepare(job);
-  }
-  StatusOr<strategy::IterationPlan> PlanIteration(const strategy::Job& job,
-                                                  const strategy::StaticPlan& plan,
-                                                  const spec::Batch& batch,
-                                                  const strategy::PlanBudget& budget) const override {
-    const auto give_up = steady_clock::now() + std::chrono::seconds(60);
-    while (steady_clock::now() < give_up) {
-      if (budget.interrupt != nullptr && budget.interrupt->load()) {
-        interrupted_->store(true);
-        break;
-      }
-      std::this_thread::sleep_for(milliseconds(1));
-    }
-    return inner_->PlanIteration(job, plan, batch, budget);
-  }
-
- private:
-  std::unique_ptr<strategy::Strategy> inner_ = std::move(*strategy::MakeStrategy("gpipe"));
-  std::atomic<bool>* interrupted_;
-};
-
 TEST(PlannerService, DestructorInterruptsRunningSearches) {
   Fixture f;
   std::atomic<bool> interrupted{false};
   auto planner = strategy::Planner::Create(
-      f.setup, std::make_unique<InterruptibleStrategy>(&interrupted));
+      f.setup, std::make_unique<SlowStrategy>(std::move(*strategy::MakeStrategy("gpipe")),
+                                              milliseconds(0), false, &interrupted));
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
   {
     PlannerService service(**planner, {.threads = 1});
