@@ -25,7 +25,20 @@ Status LiveSelectionProblem::Validate() const {
       }
     }
   }
+  // Fast path: a stamp per item finds out-of-range and repeated items in one pass; only a
+  // checkpoint that has one is sorted (below) to name the smallest offender.
+  std::vector<size_t> seen_at(items.size(), 0);
   for (size_t k = 0; k < checkpoints.size(); ++k) {
+    bool bad = !std::isfinite(checkpoints[k].budget);
+    for (int i : checkpoints[k].items) {
+      if (bad) break;
+      if (i < 0 || i >= static_cast<int>(items.size()) || seen_at[i] == k + 1) {
+        bad = true;
+      } else {
+        seen_at[i] = k + 1;
+      }
+    }
+    if (!bad) continue;
     if (!std::isfinite(checkpoints[k].budget)) {
       return InvalidArgumentError(fmt::format("checkpoints[{}].budget = {}; must be finite", k,
                                               checkpoints[k].budget));
