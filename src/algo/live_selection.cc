@@ -25,7 +25,20 @@ Status LiveSelectionProblem::Validate() const {
       }
     }
   }
+  // Fast path: a stamp per item finds out-of-range and repeated items in one pass; only a
+  // checkpoint that has one is sorted (below) to name the smallest offender.
+  std::vector<size_t> seen_at(items.size(), 0);
   for (size_t k = 0; k < checkpoints.size(); ++k) {
+    bool bad = !std::isfinite(checkpoints[k].budget);
+    for (int i : checkpoints[k].items) {
+      if (bad) break;
+      if (i < 0 || i >= static_cast<int>(items.size()) || seen_at[i] == k + 1) {
+        bad = true;
+      } else {
+        seen_at[i] = k + 1;
+      }
+    }
+    if (!bad) continue;
     if (!std::isfinite(checkpoints[k].budget)) {
       return InvalidArgumentError(fmt::format("checkpoints[{}].budget = {}; must be finite", k,
                                               checkpoints[k].budget));
@@ -64,6 +77,69 @@ double TotalCost(const LiveSelectionProblem& p, const std::vector<int>& choice) 
   double c = 0;
   for (size_t i = 0; i < choice.size(); ++i) c += p.items[i][choice[i]].cost;
   return c;
+}
+
+// Greedy upgrades: the move with the most cost saved per extra byte that keeps every checkpoint
+// of its item within budget; ties by item, then option index (deterministic). Lazy evaluation
+// of the same rule: a max-heap holds every improving move of each item's current option; a
+// popped move whose item has changed since is dropped, one that does not fit now is parked
+// (slack only shrinks while extras are >= 0; a move that frees bytes re-queues the parked ones).
+// The chosen sequence of moves is the one of a full scan per step, in O(moves · log) time.
+void GreedyUpgrades(const LiveSelectionProblem& problem,
+                    const std::vector<std::vector<int>>& checkpoints_of,
+                    std::vector<double>& slack, std::vector<int>& choice) {
+  struct Move {
+    double ratio;
+    int item;
+    int option;
+    int version;
+  };
+  // Heap top: the largest ratio, then the smallest item, then the smallest option.
+  const auto lower = [](const Move& a, const Move& b) {
+    if (a.ratio != b.ratio) return a.ratio < b.ratio;
+    if (a.item != b.item) return a.item > b.item;
+    return a.option > b.option;
+  };
+  const int n = static_cast<int>(problem.items.size());
+  std::vector<int> version(n, 0);
+  std::vector<Move> heap, parked;
+  const auto push_moves = [&](int i) {
+    const auto& opts = problem.items[i];
+    const LiveOption& cur = opts[choice[i]];
+    for (int o = 0; o < static_cast<int>(opts.size()); ++o) {
+      const double saved = cur.cost - opts[o].cost;
+      if (saved <= 0) continue;
+      const double extra = opts[o].weight - cur.weight;
+      heap.push_back({saved / std::max(extra, 1e-9), i, o, version[i]});
+      std::push_heap(heap.begin(), heap.end(), lower);
+    }
+  };
+  for (int i = 0; i < n; ++i) push_moves(i);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), lower);
+    const Move m = heap.back();
+    heap.pop_back();
+    if (m.version != version[m.item]) continue;
+    double room = std::numeric_limits<double>::infinity();
+    for (int k : checkpoints_of[m.item]) room = std::min(room, slack[k]);
+    const auto& opts = problem.items[m.item];
+    const double extra = opts[m.option].weight - opts[choice[m.item]].weight;
+    if (extra > room) {
+      parked.push_back(m);
+      continue;
+    }
+    for (int k : checkpoints_of[m.item]) slack[k] -= extra;
+    choice[m.item] = m.option;
+    ++version[m.item];
+    push_moves(m.item);
+    if (extra < 0) {
+      for (const Move& p : parked) {
+        heap.push_back(p);
+        std::push_heap(heap.begin(), heap.end(), lower);
+      }
+      parked.clear();
+    }
+  }
 }
 
 }  // namespace
@@ -109,34 +185,7 @@ StatusOr<LiveSelection> SolveLiveSelection(const LiveSelectionProblem& problem,
     out.lower_bound = cheapest_sum;
     return out;
   }
-  // Greedy upgrades: the move with the most cost saved per extra byte that keeps every checkpoint
-  // of its item within budget; ties by item, then option index (deterministic).
-  while (true) {
-    int best_item = -1, best_option = -1;
-    double best_ratio = -1;
-    for (int i = 0; i < n; ++i) {
-      double room = std::numeric_limits<double>::infinity();
-      for (int k : checkpoints_of[i]) room = std::min(room, slack[k]);
-      const auto& opts = problem.items[i];
-      const LiveOption& cur = opts[out.choice[i]];
-      for (int o = 0; o < static_cast<int>(opts.size()); ++o) {
-        const double saved = cur.cost - opts[o].cost;
-        const double extra = opts[o].weight - cur.weight;
-        if (saved <= 0 || extra > room) continue;
-        const double ratio = saved / std::max(extra, 1e-9);
-        if (ratio > best_ratio) {
-          best_ratio = ratio;
-          best_item = i;
-          best_option = o;
-        }
-      }
-    }
-    if (best_item < 0) break;
-    const double extra = problem.items[best_item][best_option].weight -
-                         problem.items[best_item][out.choice[best_item]].weight;
-    for (int k : checkpoints_of[best_item]) slack[k] -= extra;
-    out.choice[best_item] = best_option;
-  }
+  GreedyUpgrades(problem, checkpoints_of, slack, out.choice);
   out.total_cost = TotalCost(problem, out.choice);
   for (int i = 0; i < n; ++i) {
     if (problem.items[i][out.choice[i]].cost > min_cost[i]) all_cheapest = false;

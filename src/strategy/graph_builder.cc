@@ -237,231 +237,368 @@ std::vector<Chunk> ChunksFromPartition(const std::vector<LayerUnit>& units,
   return chunks;
 }
 
-StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
-                                            const Placement& placement, const spec::Batch& batch,
-                                            const Microbatches& microbatches,
-                                            const cost::CostModel& cost_model,
-                                            const data::WorkloadOptions& workload,
-                                            const GraphBuildOptions& options) {
-  const int num_modules = static_cast<int>(model.modules.size());
-  if (static_cast<int>(placement.parallel.size()) != num_modules) {
-    return InvalidArgumentError("placement.parallel has " +
-                                std::to_string(placement.parallel.size()) +
-                                " entries; model has " + std::to_string(num_modules) + " modules");
-  }
-  graph::StageGraph g;
-  for (const auto& group : placement.groups) g.AddGroup(group);
-  std::vector<std::string> names;
-  for (const auto& m : model.modules) names.push_back(m.name);
-  g.SetModuleNames(names);
+namespace {
 
-  std::vector<cost::BackwardMode> mode(num_modules);
-  std::vector<std::vector<int>> chunks_of(num_modules);
-  for (int i = 0; i < num_modules; ++i) {
-    WEFT_ASSIGN_OR_RETURN(mode[i], cost::BackwardModeOf(model, i));
-    chunks_of[i] = placement.ChunksOf(i);
-  }
-  auto recompute_of = [&](int i) {
-    return i < static_cast<int>(options.recompute.size()) ? options.recompute[i]
-                                                          : cost::Recompute::kNone;
-  };
-  auto sub_size_of = [&](int i) {
-    return i < static_cast<int>(options.sub_microbatch_size.size())
-               ? options.sub_microbatch_size[i]
-               : 0;
-  };
-  const std::vector<int> order = model.TopologicalOrder();
+// How a priced stage takes its latency, FLOPs and activation bytes from its chunk's cost.
+enum class StageRole { kForward, kBackward, kBackwardInput, kBackwardWeight };
 
-  for (int mb = 0; mb < static_cast<int>(microbatches.size()); ++mb) {
-    // flows[module][sub] for this microbatch.
-    std::vector<std::vector<FlowStages>> flows(num_modules);
-    std::vector<int64_t> module_tokens(num_modules, 0);
-    std::vector<data::ModuleWorkload> works(num_modules);
+// The cost-dependent fields of one stage: which chunk cost (index into GraphDraft::costs) and
+// the factors that turn it into the stage's numbers. Recompute only changes how the cost is
+// read (ChunkCost::recompute), so one ChunkCost prices a stage at every level.
+struct StagePricing {
+  graph::StageId stage = -1;
+  int cost = -1;
+  StageRole role = StageRole::kForward;
+  int module = 0;
+  double replica_width = 1;  // tp · cp: the model FLOPs of every GPU of the stage
+  double copies = 1;         // replicated modules count their FLOPs once
+  bool has_backward = true;  // activations are kept only when something consumes them
+  bool has_weight = false;   // split backward with a W stage (part of the activations kept)
+};
+
+// Sets `st`'s latency, FLOPs, activation bytes and recompute from its chunk cost under
+// `recompute` (the same numbers whether the graph is built once or as a variant).
+void PriceStage(const StagePricing& p, const cost::ChunkCost& chunk_cost,
+                cost::Recompute recompute, const GraphBuildOptions& options, graph::Stage& st) {
+  cost::ChunkCost c = chunk_cost;
+  c.recompute = recompute;
+  const bool offload = recompute == cost::Recompute::kOffload;
+  const int64_t act = p.has_backward ? static_cast<int64_t>(c.ActivationBytes()) : 0;
+  const int64_t kept =
+      p.has_weight ? static_cast<int64_t>(act * options.weight_grad_activation_fraction) : 0;
+  const double backward_s =
+      offload ? std::max(c.BackwardS(), c.offload_transfer_s) : c.BackwardS();
+  st.recompute = static_cast<graph::Recompute>(static_cast<int>(recompute));
+  switch (p.role) {
+    case StageRole::kForward:
+      st.latency_s = offload ? std::max(c.forward_s, c.offload_transfer_s) : c.forward_s;
+      st.flops = c.forward_flops * p.replica_width / p.copies;
+      st.activation_alloc_bytes = act;
+      break;
+    case StageRole::kBackward:
+      st.latency_s = backward_s;
+      st.flops = (c.backward_input_flops + c.backward_weight_flops) * p.replica_width / p.copies;
+      st.activation_alloc_bytes = 0;
+      st.activation_free_bytes = act;
+      break;
+    case StageRole::kBackwardInput:
+      st.latency_s = backward_s - c.backward_weight_s;
+      st.flops = c.backward_input_flops * p.replica_width / p.copies;
+      st.activation_alloc_bytes = 0;
+      st.activation_free_bytes = act - kept;
+      break;
+    case StageRole::kBackwardWeight:
+      st.latency_s = c.backward_weight_s;
+      st.flops = c.backward_weight_flops * p.replica_width / p.copies;
+      st.activation_alloc_bytes = 0;
+      st.activation_free_bytes = kept;
+      break;
+  }
+}
+
+// A replica graph before pricing: stages with their structural fields, edges, sample sets, and
+// how to price each stage. Priced and finalized once per recompute assignment (MakeGraph).
+struct GraphDraft {
+  graph::StageGraph graph;             // not finalized; priced stages hold no costs yet
+  std::vector<cost::ChunkCost> costs;  // one per (module chunk, sub-microbatch shape)
+  std::vector<StagePricing> pricing;   // one per priced stage (zero-time stages have none)
+};
+
+// Builds the draft of one replica, microbatch by microbatch (see graph_builder.h for the rules):
+//  1. DeriveWorkloads: each module's instances in the microbatch (data::DeriveModuleWorkload);
+//  2. AddModuleFlows: per (module, sub-microbatch) a flow of forward / backward stages on the
+//     module's chunks, priced from one chunk cost each, and LinkChunkChain inside the flow;
+//  3. LinkModuleEdges: the model's edges between flows, with the tokens routed to each consumer
+//     sub-microbatch.
+class DraftBuilder {
+ public:
+  DraftBuilder(const spec::ModelSpec& model, const Placement& placement, const spec::Batch& batch,
+               const cost::CostModel& cost_model, const data::WorkloadOptions& workload,
+               const GraphBuildOptions& options)
+      : model_(model),
+        placement_(placement),
+        batch_(batch),
+        cost_model_(cost_model),
+        workload_(workload),
+        options_(options),
+        num_modules_(static_cast<int>(model.modules.size())) {}
+
+  StatusOr<GraphDraft> Build(const Microbatches& microbatches) {
+    WEFT_RETURN_IF_ERROR(Init());
+    for (int mb = 0; mb < static_cast<int>(microbatches.size()); ++mb) {
+      MicrobatchState state(num_modules_);
+      state.microbatch = mb;
+      state.all_samples = MicrobatchSamples(microbatches[mb]);
+      WEFT_RETURN_IF_ERROR(DeriveWorkloads(microbatches[mb], state));
+      for (int i : order_) {
+        if (chunks_of_[i].empty()) continue;
+        WEFT_RETURN_IF_ERROR(AddModuleFlows(i, state));
+      }
+      LinkModuleEdges(state);
+      // Loss: each sink module's last forward feeds its last backward (already linked by the
+      // F(k) -> B(k) edge; nothing more to add).
+    }
+    return std::move(draft_);
+  }
+
+ private:
+  // What one microbatch's modules hold while its graph part is built.
+  struct MicrobatchState {
+    explicit MicrobatchState(int num_modules)
+        : flows(num_modules), module_tokens(num_modules, 0), works(num_modules) {}
+    int microbatch = 0;
+    std::vector<std::vector<FlowStages>> flows;  // [module][sub-microbatch]
+    std::vector<int64_t> module_tokens;          // tokens of modules with work
+    std::vector<data::ModuleWorkload> works;     // modules with chunks
     // Every sample of the microbatch (for stages whose workload does not say which it holds).
-    std::vector<int32_t> mb_samples;
-    for (int seq : microbatches[mb]) {
-      if (batch.sequences.empty()) {
-        mb_samples.push_back(seq);
-      } else if (seq >= 0 && seq < static_cast<int>(batch.sequences.size())) {
-        for (int sample : batch.sequences[seq].sample_indices) mb_samples.push_back(sample);
+    std::vector<int32_t> all_samples;
+  };
+
+  Status Init() {
+    if (static_cast<int>(placement_.parallel.size()) != num_modules_) {
+      return InvalidArgumentError("placement.parallel has " +
+                                  std::to_string(placement_.parallel.size()) +
+                                  " entries; model has " + std::to_string(num_modules_) +
+                                  " modules");
+    }
+    graph::StageGraph& g = draft_.graph;
+    for (const auto& group : placement_.groups) g.AddGroup(group);
+    std::vector<std::string> names;
+    for (const auto& m : model_.modules) names.push_back(m.name);
+    g.SetModuleNames(names);
+    mode_.resize(num_modules_);
+    chunks_of_.resize(num_modules_);
+    for (int i = 0; i < num_modules_; ++i) {
+      WEFT_ASSIGN_OR_RETURN(mode_[i], cost::BackwardModeOf(model_, i));
+      chunks_of_[i] = placement_.ChunksOf(i);
+    }
+    order_ = model_.TopologicalOrder();
+    return OkStatus();
+  }
+
+  std::vector<int32_t> MicrobatchSamples(const std::vector<int>& sequences) const {
+    std::vector<int32_t> samples;
+    for (int seq : sequences) {
+      if (batch_.sequences.empty()) {
+        samples.push_back(seq);
+      } else if (seq >= 0 && seq < static_cast<int>(batch_.sequences.size())) {
+        for (int sample : batch_.sequences[seq].sample_indices) samples.push_back(sample);
       }
     }
-    for (int i : order) {
-      if (chunks_of[i].empty()) continue;
-      WEFT_ASSIGN_OR_RETURN(
-          data::ModuleWorkload w,
-          data::DeriveModuleWorkload(model, i, batch, microbatches[mb], workload));
-      const int n = w.NumInstances();
-      works[i] = w;
-      if (n == 0 || w.TotalTokens() == 0) {
-        if (!options.keep_empty_stages) continue;
-        // Zero-time pass-through stages on every chunk (no activations, no bytes).
-        FlowStages flow;
-        flow.samples = g.AddSampleSet({});
-        const bool has_backward = mode[i] != cost::BackwardMode::kNone;
-        for (int ci : chunks_of[i]) {
-          const Chunk& chunk = placement.chunks[ci];
-          graph::Stage f;
-          f.group = chunk.group;
-          f.module = i;
-          f.chunk = chunk.chunk;
-          f.microbatch = mb;
-          f.pass = graph::Pass::kForward;
-          f.samples = flow.samples;
-          flow.forward.push_back(g.AddStage(f));
-          flow.group.push_back(chunk.group);
-          flow.chunk_output_bytes.push_back(0);
-          flow.weight.push_back(-1);
-          if (has_backward) {
-            f.pass = options.split_backward ? graph::Pass::kBackwardInput : graph::Pass::kBackward;
-            flow.backward.push_back(g.AddStage(f));
-          } else {
-            flow.backward.push_back(-1);
-          }
-        }
-        LinkChunkChain(flow, placement.IsReplicated(i), g);
-        flows[i].push_back(std::move(flow));
+    return samples;
+  }
+
+  // Step 1: the workload of every module that has chunks, in topological order.
+  Status DeriveWorkloads(const std::vector<int>& sequences, MicrobatchState& state) const {
+    for (int i : order_) {
+      if (chunks_of_[i].empty()) continue;
+      WEFT_ASSIGN_OR_RETURN(state.works[i],
+                            data::DeriveModuleWorkload(model_, i, batch_, sequences, workload_));
+      state.module_tokens[i] = state.works[i].TotalTokens();
+    }
+    return OkStatus();
+  }
+
+  int SubMicrobatchSize(int i) const {
+    return i < static_cast<int>(options_.sub_microbatch_size.size())
+               ? options_.sub_microbatch_size[i]
+               : 0;
+  }
+
+  // Step 2 for a module without work in the microbatch (no images): zero-time pass-through
+  // stages on every chunk when options.keep_empty_stages (no activations, no bytes), else none.
+  void AddEmptyFlow(int i, MicrobatchState& state) {
+    if (!options_.keep_empty_stages) return;
+    graph::StageGraph& g = draft_.graph;
+    FlowStages flow;
+    flow.samples = g.AddSampleSet({});
+    const bool has_backward = mode_[i] != cost::BackwardMode::kNone;
+    for (int ci : chunks_of_[i]) {
+      const Chunk& chunk = placement_.chunks[ci];
+      graph::Stage f;
+      f.group = chunk.group;
+      f.module = i;
+      f.chunk = chunk.chunk;
+      f.microbatch = state.microbatch;
+      f.pass = graph::Pass::kForward;
+      f.samples = flow.samples;
+      flow.forward.push_back(g.AddStage(f));
+      flow.group.push_back(chunk.group);
+      flow.chunk_output_bytes.push_back(0);
+      flow.weight.push_back(-1);
+      if (has_backward) {
+        f.pass = options_.split_backward ? graph::Pass::kBackwardInput : graph::Pass::kBackward;
+        flow.backward.push_back(g.AddStage(f));
+      } else {
+        flow.backward.push_back(-1);
+      }
+    }
+    LinkChunkChain(flow, placement_.IsReplicated(i), g);
+    state.flows[i].push_back(std::move(flow));
+  }
+
+  // Cross-attention context of sub-microbatch [begin, end) of module i (DiT conditioned on
+  // text): its own samples' producer tokens when the workloads say which, else an even share.
+  int64_t SubContextTokens(int i, int subs, int begin, int end,
+                           const MicrobatchState& state) const {
+    if (model_.modules[i].text_condition_hidden <= 0) return 0;
+    int64_t context = 0;
+    for (int p : model_.Predecessors(i)) context += state.module_tokens[p];
+    int64_t sub_context = context / subs;
+    if (context > 0) {
+      int64_t routed_context = 0;
+      bool known = true;
+      for (int p : model_.Predecessors(i)) {
+        const auto r = RoutedTokens(state.works[p], 0, state.works[p].NumInstances(),
+                                    state.works[i], begin, end, /*by_item=*/false);
+        if (!r) known = false;
+        routed_context += r ? r->tokens : 0;
+      }
+      if (known) sub_context = routed_context;
+    }
+    return sub_context;
+  }
+
+  // Step 2: the flows of module i in this microbatch, one per sub-microbatch (DIP §4: ⌈N_i/B_i⌉
+  // near-equal instance slices), each with its stages on every chunk of the module.
+  Status AddModuleFlows(int i, MicrobatchState& state) {
+    const data::ModuleWorkload& w = state.works[i];
+    const int n = w.NumInstances();
+    if (n == 0 || w.TotalTokens() == 0) {
+      state.module_tokens[i] = 0;
+      AddEmptyFlow(i, state);
+      return OkStatus();
+    }
+    const int b = SubMicrobatchSize(i);
+    const int subs = b > 0 ? (n + b - 1) / b : 1;
+    for (int s = 0; s < subs; ++s) {
+      auto [begin, end] = EvenSlice(n, subs, s);
+      WEFT_RETURN_IF_ERROR(AddSubMicrobatchFlow(i, s, begin, end,
+                                                SubContextTokens(i, subs, begin, end, state),
+                                                state));
+    }
+    return OkStatus();
+  }
+
+  // One (module, sub-microbatch) flow: forward (and backward, or backward-input + weight) stages
+  // per chunk, priced from the chunk's cost, and the chain between the chunks.
+  Status AddSubMicrobatchFlow(int i, int s, int begin, int end, int64_t sub_context,
+                              MicrobatchState& state) {
+    graph::StageGraph& g = draft_.graph;
+    const data::ModuleWorkload& w = state.works[i];
+    const auto& parallel = placement_.parallel[i];
+    const cost::TokenShape shape = ShapeOf(w, begin, end, sub_context);
+    FlowStages flow;
+    flow.instance_begin = begin;
+    flow.instance_end = end;
+    std::vector<int32_t> samples = InstanceSamples(w, begin, end, &flow.rows);
+    flow.samples = g.AddSampleSet(samples.empty() ? state.all_samples : std::move(samples));
+    const double out_bytes = cost::OutputActivationBytes(model_.modules[i], shape, parallel);
+    // Every chunk of a cross-attending module needs the context: it travels with the
+    // activations down the chunk chain (and its gradient back).
+    const double context_bytes = 2.0 * static_cast<double>(sub_context) *
+                                 model_.modules[i].text_condition_hidden /
+                                 std::max(1, parallel.cp);
+    const bool has_backward = mode_[i] != cost::BackwardMode::kNone;
+    StagePricing pricing{.module = i,
+                         .replica_width = static_cast<double>(parallel.tp) * parallel.cp,
+                         // A replicated module repeats the same work on every copy: count its
+                         // model FLOPs once.
+                         .copies = placement_.IsReplicated(i)
+                                       ? static_cast<double>(chunks_of_[i].size())
+                                       : 1.0,
+                         .has_backward = has_backward};
+    for (int ci : chunks_of_[i]) {
+      const Chunk& chunk = placement_.chunks[ci];
+      WEFT_ASSIGN_OR_RETURN(cost::ChunkCost c,
+                            cost_model_.Chunk(model_, i, chunk.first_layer, chunk.num_layers,
+                                              shape, parallel));
+      pricing.cost = static_cast<int>(draft_.costs.size());
+      pricing.has_weight = false;
+      draft_.costs.push_back(c);
+      const auto add = [&](graph::Stage st, StageRole role) {
+        st.latency_s = 0;
+        st.flops = 0;
+        st.activation_alloc_bytes = 0;
+        st.activation_free_bytes = 0;
+        const graph::StageId id = g.AddStage(st);
+        pricing.stage = id;
+        pricing.role = role;
+        draft_.pricing.push_back(pricing);
+        return id;
+      };
+      graph::Stage f;
+      f.group = chunk.group;
+      f.module = i;
+      f.chunk = chunk.chunk;
+      f.microbatch = state.microbatch;
+      f.sub_microbatch = s;
+      f.pass = graph::Pass::kForward;
+      f.instance_begin = begin;
+      f.instance_end = end;
+      f.samples = flow.samples;
+      flow.forward.push_back(add(f, StageRole::kForward));
+      flow.group.push_back(chunk.group);
+      flow.chunk_output_bytes.push_back(out_bytes + context_bytes);
+      if (!has_backward) {
+        flow.backward.push_back(-1);
+        flow.weight.push_back(-1);
         continue;
       }
-      module_tokens[i] = w.TotalTokens();
-      // Cross-attention context (DiT conditioned on text): the producers' tokens.
-      int64_t context = 0;
-      if (model.modules[i].text_condition_hidden > 0) {
-        for (int p : model.Predecessors(i)) context += module_tokens[p];
-      }
-      const int b = sub_size_of(i);
-      const int subs = b > 0 ? (n + b - 1) / b : 1;
-      const auto& parallel = placement.parallel[i];
-      const cost::Recompute recompute = recompute_of(i);
-      for (int s = 0; s < subs; ++s) {
-        auto [begin, end] = EvenSlice(n, subs, s);
-        // A sub-microbatch attends to its own samples' context when the workloads say which.
-        int64_t sub_context = context / subs;
-        if (context > 0) {
-          int64_t routed_context = 0;
-          bool known = true;
-          for (int p : model.Predecessors(i)) {
-            const auto r = RoutedTokens(works[p], 0, works[p].NumInstances(), w, begin, end,
-                                        /*by_item=*/false);
-            if (!r) known = false;
-            routed_context += r ? r->tokens : 0;
-          }
-          if (known) sub_context = routed_context;
+      graph::Stage bs = f;
+      if (options_.split_backward) {
+        pricing.has_weight = mode_[i] == cost::BackwardMode::kFull && c.backward_weight_s > 0;
+        bs.pass = graph::Pass::kBackwardInput;
+        flow.backward.push_back(add(bs, StageRole::kBackwardInput));
+        if (pricing.has_weight) {
+          bs.pass = graph::Pass::kBackwardWeight;
+          flow.weight.push_back(add(bs, StageRole::kBackwardWeight));
+        } else {
+          flow.weight.push_back(-1);
         }
-        cost::TokenShape shape = ShapeOf(w, begin, end, sub_context);
-        FlowStages flow;
-        flow.instance_begin = begin;
-        flow.instance_end = end;
-        std::vector<int32_t> samples = InstanceSamples(w, begin, end, &flow.rows);
-        flow.samples = g.AddSampleSet(samples.empty() ? mb_samples : std::move(samples));
-        const double out_bytes =
-            cost::OutputActivationBytes(model.modules[i], shape, parallel);
-        // Every chunk of a cross-attending module needs the context: it travels with the
-        // activations down the chunk chain (and its gradient back).
-        const double context_bytes = 2.0 * static_cast<double>(sub_context) *
-                                     model.modules[i].text_condition_hidden /
-                                     std::max(1, parallel.cp);
-        for (int ci : chunks_of[i]) {
-          const Chunk& chunk = placement.chunks[ci];
-          WEFT_ASSIGN_OR_RETURN(cost::ChunkCost c,
-                                cost_model.Chunk(model, i, chunk.first_layer, chunk.num_layers,
-                                                 shape, parallel, recompute));
-          const bool has_backward = mode[i] != cost::BackwardMode::kNone;
-          const double replica_width = static_cast<double>(parallel.tp) * parallel.cp;
-          graph::Stage f;
-          f.group = chunk.group;
-          f.module = i;
-          f.chunk = chunk.chunk;
-          f.microbatch = mb;
-          f.sub_microbatch = s;
-          f.pass = graph::Pass::kForward;
-          f.instance_begin = begin;
-          f.instance_end = end;
-          f.samples = flow.samples;
-          f.latency_s = recompute == cost::Recompute::kOffload
-                            ? std::max(c.forward_s, c.offload_transfer_s)
-                            : c.forward_s;
-          // A replicated module repeats the same work on every copy: count its model FLOPs once.
-          const double copies =
-              placement.IsReplicated(i) ? static_cast<double>(chunks_of[i].size()) : 1.0;
-          f.flops = c.forward_flops * replica_width / copies;
-          const int64_t act = has_backward ? static_cast<int64_t>(c.ActivationBytes()) : 0;
-          f.activation_alloc_bytes = act;
-          f.recompute = static_cast<graph::Recompute>(static_cast<int>(recompute));
-          flow.forward.push_back(g.AddStage(f));
-          flow.group.push_back(chunk.group);
-          flow.chunk_output_bytes.push_back(out_bytes + context_bytes);
-          if (has_backward) {
-            graph::Stage bs = f;
-            const double backward_s = recompute == cost::Recompute::kOffload
-                                          ? std::max(c.BackwardS(), c.offload_transfer_s)
-                                          : c.BackwardS();
-            bs.activation_alloc_bytes = 0;
-            if (options.split_backward) {
-              bs.pass = graph::Pass::kBackwardInput;
-              bs.latency_s = backward_s - c.backward_weight_s;
-              bs.flops = c.backward_input_flops * replica_width / copies;
-              const bool has_w = mode[i] == cost::BackwardMode::kFull && c.backward_weight_s > 0;
-              const int64_t kept =
-                  has_w ? static_cast<int64_t>(act * options.weight_grad_activation_fraction) : 0;
-              bs.activation_free_bytes = act - kept;
-              flow.backward.push_back(g.AddStage(bs));
-              if (has_w) {
-                graph::Stage w_stage = bs;
-                w_stage.pass = graph::Pass::kBackwardWeight;
-                w_stage.latency_s = c.backward_weight_s;
-                w_stage.flops = c.backward_weight_flops * replica_width / copies;
-                w_stage.activation_free_bytes = kept;
-                flow.weight.push_back(g.AddStage(w_stage));
-              } else {
-                flow.weight.push_back(-1);
-              }
-            } else {
-              bs.pass = graph::Pass::kBackward;
-              bs.latency_s = backward_s;
-              bs.flops =
-                  (c.backward_input_flops + c.backward_weight_flops) * replica_width / copies;
-              bs.activation_free_bytes = act;
-              flow.backward.push_back(g.AddStage(bs));
-              flow.weight.push_back(-1);
-            }
-          } else {
-            flow.backward.push_back(-1);
-            flow.weight.push_back(-1);
-          }
-        }
-        flow.output_bytes = out_bytes;
-        LinkChunkChain(flow, placement.IsReplicated(i), g);
-        flows[i].push_back(std::move(flow));
+      } else {
+        bs.pass = graph::Pass::kBackward;
+        flow.backward.push_back(add(bs, StageRole::kBackward));
+        flow.weight.push_back(-1);
       }
     }
-    // Edges between modules.
-    for (const auto& edge : model.edges) {
-      const int p = *model.FindModule(edge.from);
-      const int c = *model.FindModule(edge.to);
-      if (flows[p].empty() || flows[c].empty()) continue;
-      const double consumer_subs = static_cast<double>(flows[c].size());
-      const auto producer_kind = model.modules[p].kind;
-      const bool by_item = model.modules[c].kind == spec::ModuleKind::kMlpProjector &&
+    flow.output_bytes = out_bytes;
+    LinkChunkChain(flow, placement_.IsReplicated(i), g);
+    state.flows[i].push_back(std::move(flow));
+    return OkStatus();
+  }
+
+  // Step 3: the model's edges between this microbatch's flows. Sub-microbatches: each consumer
+  // gets exactly its instances' tokens (no edge where it takes none); empty flows and workloads
+  // without provenance split evenly and carry the samples both ends hold.
+  void LinkModuleEdges(const MicrobatchState& state) {
+    graph::StageGraph& g = draft_.graph;
+    for (const auto& edge : model_.edges) {
+      const int p = *model_.FindModule(edge.from);
+      const int c = *model_.FindModule(edge.to);
+      const auto& producer_flows = state.flows[p];
+      const auto& consumer_flows = state.flows[c];
+      if (producer_flows.empty() || consumer_flows.empty()) continue;
+      const double consumer_subs = static_cast<double>(consumer_flows.size());
+      const auto producer_kind = model_.modules[p].kind;
+      const bool by_item = model_.modules[c].kind == spec::ModuleKind::kMlpProjector &&
                            producer_kind != spec::ModuleKind::kMlpProjector &&
                            producer_kind != spec::ModuleKind::kLlm;
-      for (const FlowStages& pf : flows[p]) {
-        for (const FlowStages& cf : flows[c]) {
-          // Sub-microbatches: each consumer gets exactly its instances' tokens (no edge where it
-          // takes none); empty flows and workloads without provenance split evenly.
+      for (const FlowStages& pf : producer_flows) {
+        for (const FlowStages& cf : consumer_flows) {
           auto bytes = static_cast<int64_t>(pf.output_bytes / consumer_subs);
           graph::SampleSetId carried = -1;
           int64_t rows = -1;
           if (pf.instance_end > pf.instance_begin && cf.instance_end > cf.instance_begin) {
-            auto routed =
-                RoutedTokens(works[p], pf.instance_begin, pf.instance_end, works[c],
-                             cf.instance_begin, cf.instance_end, by_item);
+            auto routed = RoutedTokens(state.works[p], pf.instance_begin, pf.instance_end,
+                                       state.works[c], cf.instance_begin, cf.instance_end,
+                                       by_item);
             if (routed) {
               if (routed->tokens == 0) continue;
               cost::TokenShape shape;
               shape.tokens = routed->tokens;
               bytes = static_cast<int64_t>(
-                  cost::OutputActivationBytes(model.modules[p], shape, placement.parallel[p]));
+                  cost::OutputActivationBytes(model_.modules[p], shape, placement_.parallel[p]));
               carried = g.AddSampleSet(std::move(routed->samples));
               rows = routed->tokens;
             }
@@ -475,35 +612,104 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
                                   std::back_inserter(both));
             carried = g.AddSampleSet(std::move(both));
           }
-          auto link = [&](size_t pk, size_t ck) {
-            g.AddEdge(graph::Edge{.from = pf.forward[pk], .to = cf.forward[ck], .bytes = bytes,
-                                  .samples = carried, .rows = rows});
-            if (cf.backward[ck] >= 0 && pf.backward[pk] >= 0) {
-              g.AddEdge(graph::Edge{.from = cf.backward[ck], .to = pf.backward[pk],
-                                    .bytes = bytes, .samples = carried, .rows = rows});
-            }
-          };
-          if (placement.IsReplicated(p)) {
-            // Each copy feeds the consumer's first chunk on its own group.
-            for (size_t pk = 0; pk < pf.forward.size(); ++pk) {
-              for (size_t ck = 0; ck < cf.forward.size(); ++ck) {
-                if (cf.group[ck] == pf.group[pk]) {
-                  link(pk, ck);
-                  break;
-                }
-              }
-            }
-          } else {
-            link(pf.forward.size() - 1, 0);
-          }
+          LinkFlows(pf, cf, placement_.IsReplicated(p), bytes, carried, rows);
         }
       }
     }
-    // Loss: each sink module's last forward feeds its last backward (already linked by the
-    // F(k) -> B(k) edge; nothing more to add).
   }
+
+  // Activations from producer flow `pf` to consumer flow `cf` (and gradients back): a replicated
+  // producer's copies feed the consumer's first chunk on their own group; otherwise the
+  // producer's last chunk feeds the consumer's first.
+  void LinkFlows(const FlowStages& pf, const FlowStages& cf, bool replicated_producer,
+                 int64_t bytes, graph::SampleSetId carried, int64_t rows) {
+    graph::StageGraph& g = draft_.graph;
+    auto link = [&](size_t pk, size_t ck) {
+      g.AddEdge(graph::Edge{.from = pf.forward[pk], .to = cf.forward[ck], .bytes = bytes,
+                            .samples = carried, .rows = rows});
+      if (cf.backward[ck] >= 0 && pf.backward[pk] >= 0) {
+        g.AddEdge(graph::Edge{.from = cf.backward[ck], .to = pf.backward[pk], .bytes = bytes,
+                              .samples = carried, .rows = rows});
+      }
+    };
+    if (!replicated_producer) {
+      link(pf.forward.size() - 1, 0);
+      return;
+    }
+    for (size_t pk = 0; pk < pf.forward.size(); ++pk) {
+      for (size_t ck = 0; ck < cf.forward.size(); ++ck) {
+        if (cf.group[ck] == pf.group[pk]) {
+          link(pk, ck);
+          break;
+        }
+      }
+    }
+  }
+
+  const spec::ModelSpec& model_;
+  const Placement& placement_;
+  const spec::Batch& batch_;
+  const cost::CostModel& cost_model_;
+  const data::WorkloadOptions& workload_;
+  const GraphBuildOptions& options_;
+  const int num_modules_;
+  std::vector<cost::BackwardMode> mode_;
+  std::vector<std::vector<int>> chunks_of_;  // per module: its chunks (Placement::ChunksOf)
+  std::vector<int> order_;                   // the model's topological order
+  GraphDraft draft_;
+};
+
+// The finalized graph of `draft` with module i's stages priced at recompute[i] (kNone when
+// missing). The draft's stages, edges and sample sets are copied as they are.
+StatusOr<graph::StageGraph> MakeGraph(const GraphDraft& draft,
+                                      const std::vector<cost::Recompute>& recompute,
+                                      const GraphBuildOptions& options) {
+  const graph::StageGraph& d = draft.graph;
+  graph::StageGraph g;
+  g.Reserve(d.num_stages(), d.num_edges());
+  for (const auto& group : d.groups()) g.AddGroup(group);
+  g.SetModuleNames(d.module_names());
+  g.CopySampleSets(d);
+  std::vector<graph::Stage> stages(d.stages().begin(), d.stages().end());
+  for (const StagePricing& p : draft.pricing) {
+    const cost::Recompute level = p.module < static_cast<int>(recompute.size())
+                                      ? recompute[p.module]
+                                      : cost::Recompute::kNone;
+    PriceStage(p, draft.costs[p.cost], level, options, stages[p.stage]);
+  }
+  for (const graph::Stage& st : stages) g.AddStage(st);
+  for (const graph::Edge& e : d.edges()) g.AddEdge(e);
   WEFT_RETURN_IF_ERROR(g.Finalize());
   return g;
+}
+
+}  // namespace
+
+StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
+                                            const Placement& placement, const spec::Batch& batch,
+                                            const Microbatches& microbatches,
+                                            const cost::CostModel& cost_model,
+                                            const data::WorkloadOptions& workload,
+                                            const GraphBuildOptions& options) {
+  DraftBuilder builder(model, placement, batch, cost_model, workload, options);
+  WEFT_ASSIGN_OR_RETURN(GraphDraft draft, builder.Build(microbatches));
+  return MakeGraph(draft, options.recompute, options);
+}
+
+StatusOr<std::vector<graph::StageGraph>> BuildStageGraphVariants(
+    const spec::ModelSpec& model, const Placement& placement, const spec::Batch& batch,
+    const Microbatches& microbatches, const cost::CostModel& cost_model,
+    const data::WorkloadOptions& workload, const GraphBuildOptions& options,
+    const std::vector<std::vector<cost::Recompute>>& recompute_by_variant) {
+  DraftBuilder builder(model, placement, batch, cost_model, workload, options);
+  WEFT_ASSIGN_OR_RETURN(GraphDraft draft, builder.Build(microbatches));
+  std::vector<graph::StageGraph> out;
+  out.reserve(recompute_by_variant.size());
+  for (const auto& recompute : recompute_by_variant) {
+    WEFT_ASSIGN_OR_RETURN(graph::StageGraph g, MakeGraph(draft, recompute, options));
+    out.push_back(std::move(g));
+  }
+  return out;
 }
 
 }  // namespace weft::strategy

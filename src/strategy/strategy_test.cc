@@ -143,6 +143,62 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+TEST(BuildStageGraph, VariantsEqualOneBuildPerRecomputeLevel) {
+  // t2v: cross-attention context; zb-h1-like split backward with W stages; sub-microbatches.
+  for (const std::string model_name : {"vlm-s", "t2v-s"}) {
+    auto setup = MakeSetup(model_name, model_name == "vlm-s" ? "mixed" : "video");
+    ASSERT_NE(setup, nullptr);
+    const Job& job = setup->job;
+    auto strategy = MakeStrategy("megatron-1f1b");
+    auto fixed = (*strategy)->Prepare(job);
+    ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+    auto batches = MakeIterationBatches(*setup, 0, 1);
+    ASSERT_TRUE(batches.ok());
+    auto split = SplitBatch(batches->front(), job.DataParallelSize(), job.parallel.num_microbatches);
+    ASSERT_TRUE(split.ok());
+    const int n = static_cast<int>(job.model.modules.size());
+    std::vector<std::vector<cost::Recompute>> levels;
+    for (auto level : cost::kAllRecompute) levels.emplace_back(n, level);
+    levels.push_back(std::vector<cost::Recompute>(n, cost::Recompute::kNone));
+    levels.back()[0] = cost::Recompute::kFull;  // per-module levels too
+    for (bool split_backward : {false, true}) {
+      GraphBuildOptions options;
+      options.sub_microbatch_size.assign(n, 2);
+      options.split_backward = split_backward;
+      auto variants = BuildStageGraphVariants(job.model, fixed->placement, batches->front(),
+                                              split->replicas[0], *job.cost_model, job.workload,
+                                              options, levels);
+      ASSERT_TRUE(variants.ok()) << variants.status().ToString();
+      ASSERT_EQ(variants->size(), levels.size());
+      for (size_t v = 0; v < levels.size(); ++v) {
+        options.recompute = levels[v];
+        auto direct = BuildStageGraph(job.model, fixed->placement, batches->front(),
+                                      split->replicas[0], *job.cost_model, job.workload, options);
+        ASSERT_TRUE(direct.ok());
+        const auto& a = (*variants)[v];
+        ASSERT_EQ(a.num_stages(), direct->num_stages());
+        ASSERT_EQ(a.num_edges(), direct->num_edges());
+        ASSERT_EQ(a.num_sample_sets(), direct->num_sample_sets());
+        for (int s = 0; s < a.num_stages(); ++s) {
+          const auto &x = a.stage(s), &y = direct->stage(s);
+          EXPECT_EQ(x.latency_s, y.latency_s) << model_name << " variant " << v << " stage " << s;
+          EXPECT_EQ(x.flops, y.flops);
+          EXPECT_EQ(x.activation_alloc_bytes, y.activation_alloc_bytes);
+          EXPECT_EQ(x.activation_free_bytes, y.activation_free_bytes);
+          EXPECT_EQ(x.recompute, y.recompute);
+          EXPECT_EQ(x.pass, y.pass);
+          EXPECT_EQ(x.group, y.group);
+        }
+        for (int e = 0; e < a.num_edges(); ++e) {
+          EXPECT_EQ(a.edge(e).from, direct->edge(e).from);
+          EXPECT_EQ(a.edge(e).to, direct->edge(e).to);
+          EXPECT_EQ(a.edge(e).bytes, direct->edge(e).bytes);
+        }
+      }
+    }
+  }
+}
+
 TEST(BuildStageGraph, FanInFeedsTheLlmFromEveryEncoder) {
   auto setup = MakeSetup("tiny-valm");
   ASSERT_NE(setup, nullptr);

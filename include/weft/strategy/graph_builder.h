@@ -75,6 +75,16 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
                                             const data::WorkloadOptions& workload,
                                             const GraphBuildOptions& options = {});
 
+// The same replica graph once per recompute assignment (recompute_by_variant[v] replaces
+// options.recompute): the workloads, flows, edges and chunk costs are derived once, so each
+// further variant costs a copy and a Finalize. Variant v equals BuildStageGraph with
+// options.recompute = recompute_by_variant[v].
+StatusOr<std::vector<graph::StageGraph>> BuildStageGraphVariants(
+    const spec::ModelSpec& model, const Placement& placement, const spec::Batch& batch,
+    const Microbatches& microbatches, const cost::CostModel& cost_model,
+    const data::WorkloadOptions& workload, const GraphBuildOptions& options,
+    const std::vector<std::vector<cost::Recompute>>& recompute_by_variant);
+
 // One layer unit of a module chain (a projector counts as one unit of all its linears).
 struct LayerUnit {
   int module = 0;

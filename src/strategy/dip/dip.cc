@@ -363,6 +363,54 @@ struct FittedChoice {
   Score score;
 };
 
+// What dip's memory step did over the replicas of an iteration (the iteration's notes).
+struct MemoryTally {
+  int memory_replicas = 0;   // replicas on per-layer memory options
+  int uniform_replicas = 0;  // replicas on a uniform recompute level
+  int milp_ranks = 0;        // ranks where CBC improved on the greedy selection
+  int skipped_replicas = 0;  // budget spent and the no-recompute plan fits: not tried
+  int hurried_replicas = 0;  // budget spent and it does not fit: no search, no CBC
+  double extra_s = 0, bound_s = 0;
+  std::array<int64_t, 4> layers_by_option{};
+
+  // Counts a replica whose plan became `chosen`.
+  void Add(const MemoryCandidate& chosen) {
+    if (!chosen.per_layer) {
+      ++uniform_replicas;
+      return;
+    }
+    ++memory_replicas;
+    milp_ranks += chosen.choice.milp_ranks;
+    extra_s += chosen.choice.extra_s;
+    bound_s += chosen.choice.lower_bound_extra_s;
+    for (int o = 0; o < 4; ++o) layers_by_option[o] += chosen.choice.layers_by_option[o];
+  }
+
+  void AppendNotes(std::string& notes) const {
+    if (hurried_replicas > 0) {
+      notes += fmt::format("{}budget spent: {} replica(s) that do not fit planned without search",
+                           notes.empty() ? "" : "; ", hurried_replicas);
+    }
+    if (skipped_replicas > 0) {
+      notes += fmt::format("{}memory options not tried on {} replica(s) (budget spent; their "
+                           "no-recompute plans fit)",
+                           notes.empty() ? "" : "; ", skipped_replicas);
+    }
+    if (uniform_replicas > 0) {
+      notes += fmt::format("{}uniform recompute on {} replica(s) (faster than per-layer options)",
+                           notes.empty() ? "" : "; ", uniform_replicas);
+    }
+    if (memory_replicas > 0) {
+      notes += fmt::format(
+          "{}per-layer memory options on {} replica(s): layer-stages none {} / selective {} / "
+          "full {} / offload {}, +{:.3f} s over ranks (lower bound +{:.3f} s; CBC improved {} "
+          "rank(s))",
+          notes.empty() ? "" : "; ", memory_replicas, layers_by_option[0], layers_by_option[1],
+          layers_by_option[2], layers_by_option[3], extra_s, bound_s, milp_ranks);
+    }
+  }
+};
+
 // The per-rank selection caps activations only; the simulation also counts the compiled plan's
 // P2P buffers (exactly: docs/simulator.md). `reserve` (per group, grown here) lowers the caps;
 // while a group peaks above the capacity, raise its reserve to its simulated buffer peak and
@@ -427,6 +475,21 @@ class DipStrategy final : public Strategy {
                                         const PlanBudget& budget) const override;
 
  private:
+  // dip-partition-only, dip-interleave, dip-reorder: one uniform recompute level per replica.
+  StatusOr<IterationPlan> PlanUniformLevels(const Job& job, const StaticPlan& plan,
+                                            const spec::Batch& batch, const PlanBudget& budget,
+                                            double share) const;
+  // dip, step 1: every replica's graph without recomputation, searched (MCTS + polish).
+  StatusOr<IterationPlan> PlanFastGraphs(const Job& job, const StaticPlan& plan,
+                                         const spec::Batch& batch, const PlanBudget& budget,
+                                         double share, std::vector<Score>& scores) const;
+  // dip, step 2: the best memory candidate of one replica (per-layer §5.3 options or a uniform
+  // level), searched unless `hurry`; nullopt when none could be made.
+  StatusOr<std::optional<MemoryCandidate>> ChooseReplicaMemory(
+      const Job& job, const StaticPlan& plan, const spec::Batch& batch,
+      const Microbatches& microbatches, const PlanBudget& budget, double share,
+      bool hurry) const;
+
   DipVariant variant_;
   DipOptions options_;
   std::string name_, description_;
@@ -543,235 +606,235 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   // graph builds and simulations.
   const double share = (variant_ == DipVariant::kFull ? 0.8 : 0.95) /
                        std::max(1, job.DataParallelSize());
-  if (variant_ != DipVariant::kFull) {
-    // Without §5.3 the variants use one uniform recompute level per replica: the StaticPlan's
-    // when it names one (non-empty), else the fastest of none / selective / full whose plan fits (a
-    // memory-capped schedule without recomputation can be slower than one with it).
-    const int num_modules = static_cast<int>(job.model.modules.size());
-    std::vector<std::vector<cost::Recompute>> levels;
-    if (!plan.recompute.empty()) {
-      levels.push_back(plan.recompute);
-    } else {
-      for (auto level : {cost::Recompute::kNone, cost::Recompute::kSelective,
-                         cost::Recompute::kFull}) {
-        levels.emplace_back(num_modules, level);
-      }
-    }
-    const double level_share = share / static_cast<double>(levels.size());
-    std::optional<IterationPlan> out;
-    std::vector<Score> best_scores;
-    std::vector<int> best_level;
-    double plan_time_s = 0;
-    std::vector<std::vector<bool>> dual_queue_fallback;  // [level][replica]
-    for (size_t l = 0; l < levels.size(); ++l) {
-      StaticPlan p = plan;
-      p.recompute = levels[l];
-      std::vector<Score> scores;
-      dual_queue_fallback.emplace_back();
-      WEFT_ASSIGN_OR_RETURN(
-          IterationPlan planned,
-          PlanReplicas(job, p, batch, [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
-            if (variant_ == DipVariant::kPartitionOnly) {
-              bool fell_back = false;
-              WEFT_ASSIGN_OR_RETURN(sched::Schedule s, RuleSchedule(g, &fell_back));
-              dual_queue_fallback.back().push_back(fell_back);
-              scores.push_back(Evaluate(g, s, job.cluster));
-              return s;
-            }
-            WEFT_ASSIGN_OR_RETURN(auto r, SearchSchedule(job, g, variant_ == DipVariant::kReorder,
-                                                         budget, level_share, options_));
-            scores.push_back(r.score);
-            return std::move(r.schedule);
-          }));
-      plan_time_s += planned.plan_time_s;
-      if (!out) {
-        out = std::move(planned);
-        best_scores = scores;
-        best_level.assign(scores.size(), 0);
-        continue;
-      }
-      for (size_t r = 0; r < out->replicas.size() && r < scores.size(); ++r) {
-        if (scores[r].Cost() < best_scores[r].Cost()) {
-          out->replicas[r] = std::move(planned.replicas[r]);
-          best_scores[r] = scores[r];
-          best_level[r] = static_cast<int>(l);
-        }
-      }
-    }
-    out->plan_time_s = plan_time_s;
-    if (variant_ == DipVariant::kPartitionOnly) {
-      int fell_back = 0;
-      for (size_t r = 0; r < best_level.size(); ++r) {
-        const auto& flags = dual_queue_fallback[best_level[r]];
-        if (r < flags.size() && flags[r]) ++fell_back;
-      }
-      if (fell_back > 0) {
-        out->notes += fmt::format(
-            "{}no 1F1B rule is deadlock-free on {} of {} replica graph(s): dual-queue FIFO order "
-            "there",
-            out->notes.empty() ? "" : "; ", fell_back, best_level.size());
-      }
-    }
-    if (levels.size() > 1) {
-      std::string chosen;
-      for (int l : best_level) {
-        chosen += std::string(chosen.empty() ? "" : ", ") +
-                  std::string(cost::RecomputeName(levels[l].empty() ? cost::Recompute::kNone
-                                                                    : levels[l][0]));
-      }
-      out->notes += std::string(out->notes.empty() ? "" : "; ") +
-                    "recompute per replica (fastest that fits): " + chosen;
-    }
-    return std::move(*out);
-  }
+  if (variant_ != DipVariant::kFull) return PlanUniformLevels(job, plan, batch, budget, share);
   // dip: reorder on the fastest graph (no recomputation); reorder again scoring each schedule
   // after the per-rank §5.3 selection (greedy inside the search, CBC on the final schedule);
   // reorder on the uniform selective and full graphs; keep the fastest that fits.
   const auto start = std::chrono::steady_clock::now();
-  StaticPlan fast = plan;
-  fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
   std::vector<Score> scores;
-  WEFT_ASSIGN_OR_RETURN(
-      IterationPlan out,
-      PlanReplicas(job, fast, batch, [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
-        WEFT_ASSIGN_OR_RETURN(auto r, SearchSchedule(job, g, true, budget, share / 3, options_));
-        scores.push_back(r.score);
-        return std::move(r.schedule);
-      }));
-  std::map<std::pair<int, int>, int> layers_of;  // (group, local chunk) -> layers
-  for (const auto& c : plan.placement.chunks) layers_of[{c.group, c.chunk}] = c.num_layers;
-  int memory_replicas = 0, uniform_replicas = 0, milp_ranks = 0, skipped_replicas = 0,
-      hurried_replicas = 0;
-  double extra_s = 0, bound_s = 0;
-  std::array<int64_t, 4> layers_by_option{};
+  WEFT_ASSIGN_OR_RETURN(IterationPlan out,
+                        PlanFastGraphs(job, plan, batch, budget, share, scores));
+  MemoryTally tally;
+  const bool time_mode = budget.work_budget <= 0 && budget.time_budget_s > 0;
   for (size_t r = 0; r < out.replicas.size() && r < scores.size(); ++r) {
     // Also when the fastest graph fits (a memory-capped schedule without recomputation can be
     // slower than one with per-layer options or a uniform level) — unless the time budget is
-    // spent (many DP replicas): then only replicas that do not fit go on.
-    const bool time_mode = budget.work_budget <= 0 && budget.time_budget_s > 0;
+    // spent (many DP replicas): then only replicas that do not fit go on, without search or CBC
+    // (rule orders and the greedy selection only).
     const double elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const bool hurry = time_mode && elapsed_s > budget.time_budget_s;
     if (!scores[r].oom && hurry) {
-      ++skipped_replicas;
+      ++tally.skipped_replicas;
       continue;
     }
-    // Budget spent and this replica does not fit: no search, no CBC — rule orders and the greedy
-    // selection only.
-    if (hurry) ++hurried_replicas;
-    std::vector<graph::StageGraph> variants;
-    for (auto level : cost::kAllRecompute) {
-      if (level == cost::Recompute::kOffload && !options_.memory_offload) continue;
-      GraphBuildOptions o{.sub_microbatch_size = plan.sub_microbatch_size,
-                          .recompute = std::vector<cost::Recompute>(job.model.modules.size(), level),
-                          .split_backward = false};
-      WEFT_ASSIGN_OR_RETURN(auto g, BuildStageGraph(job.model, plan.placement, batch,
-                                                    out.replicas[r].microbatches, *job.cost_model,
-                                                    job.workload, o));
-      variants.push_back(std::move(g));
-    }
-    std::vector<int> layers(variants[0].num_stages(), 1);
-    for (int s = 0; s < variants[0].num_stages(); ++s) {
-      const auto& st = variants[0].stage(s);
-      if (auto it = layers_of.find({st.group, st.chunk}); it != layers_of.end()) {
-        layers[s] = it->second;
-      }
-    }
-    WEFT_ASSIGN_OR_RETURN(MemoryOptimizer memory,
-                          MemoryOptimizer::Create(variants, layers, job.cluster,
-                                                  {.num_candidates = options_.memory_candidates,
-                                                   .selection = {.time_limit_s = 0.02}}));
-    // Inside the search one selection per schedule (its P2P buffers count; the candidates below
-    // are fitted). Across the candidates the reserves carry over.
-    Evaluator evaluate = [&](const sched::Schedule& s) -> Score {
-      std::vector<int64_t> no_reserve;
-      auto fitted =
-          SelectFitting(job, memory, s, algo::LiveSelectionMethod::kGreedy, 0, no_reserve);
-      if (!fitted.ok()) return {};
-      return fitted->score;
-    };
-    std::vector<int64_t> reserve;
-    // Candidates: (a) the search scored after the per-rank selection (the dual-queue's memory caps
-    // count uniform full-recompute activations: with the lightest candidates — offload holds ~0
-    // bytes — it would run every forward first and leave the selection nothing to upgrade);
-    // (b) dip-reorder's answers — the searches on the uniform selective and full levels —
-    // as it is and after the per-rank selection. The best simulated one wins.
-    std::optional<MemoryCandidate> best;
-    auto consider = [&](const sched::Schedule& schedule, const graph::StageGraph* plain,
-                        Score plain_score) -> Status {
-      if (plain != nullptr && (!best || plain_score.Cost() < best->score.Cost())) {
-        best = MemoryCandidate{*plain, schedule, plain_score, {}, false};
-      }
-      WEFT_ASSIGN_OR_RETURN(
-          FittedChoice fitted,
-          SelectFitting(job, memory, schedule, algo::LiveSelectionMethod::kGreedy, 3, reserve));
-      if (!best || fitted.score.Cost() < best->score.Cost()) {
-        graph::StageGraph g = std::move(fitted.choice.graph);
-        best =
-            MemoryCandidate{std::move(g), schedule, fitted.score, std::move(fitted.choice), true};
-      }
-      return OkStatus();
-    };
-    WEFT_ASSIGN_OR_RETURN(auto searched, SearchSchedule(job, variants[2], !hurry, budget, share / 3,
-                                                        options_, evaluate));
-    WEFT_RETURN_IF_ERROR(consider(searched.schedule, nullptr, {}));
-    for (int level : {1, 2}) {  // selective, full
-      WEFT_ASSIGN_OR_RETURN(auto uniform, SearchSchedule(job, variants[level], !hurry, budget,
-                                                         share / 6, options_));
-      WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score));
-    }
-    if (best && best->per_layer) {
-      if (!hurry) {
-        // CBC on the winner's selection (warm-started by the greedy one); kept if the span is
-        // not longer (its objective is the summed extra time, not the span).
-        WEFT_ASSIGN_OR_RETURN(FittedChoice exact,
-                              SelectFitting(job, memory, best->schedule,
-                                            algo::LiveSelectionMethod::kMilp, 3, reserve));
-        if (exact.score.Cost() <= best->score.Cost()) {
-          best->graph = std::move(exact.choice.graph);
-          best->choice = std::move(exact.choice);
-          best->score = exact.score;
-        }
-      }
-    }
+    if (hurry) ++tally.hurried_replicas;
+    WEFT_ASSIGN_OR_RETURN(std::optional<MemoryCandidate> best,
+                          ChooseReplicaMemory(job, plan, batch, out.replicas[r].microbatches,
+                                              budget, share, hurry));
     if (best && best->score.Cost() < scores[r].Cost()) {
+      tally.Add(*best);
       out.replicas[r].graph = std::move(best->graph);
       out.replicas[r].schedule = std::move(best->schedule);
       out.replicas[r].schedule.name = "dip";
-      if (best->per_layer) {
-        ++memory_replicas;
-        milp_ranks += best->choice.milp_ranks;
-        extra_s += best->choice.extra_s;
-        bound_s += best->choice.lower_bound_extra_s;
-        for (int o = 0; o < 4; ++o) layers_by_option[o] += best->choice.layers_by_option[o];
-      } else {
-        ++uniform_replicas;
+    }
+  }
+  tally.AppendNotes(out.notes);
+  out.plan_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const StaticPlan& plan,
+                                                    const spec::Batch& batch,
+                                                    const PlanBudget& budget, double share,
+                                                    std::vector<Score>& scores) const {
+  StaticPlan fast = plan;
+  fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
+  return PlanReplicas(job, fast, batch,
+                      [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
+                        WEFT_ASSIGN_OR_RETURN(
+                            auto r, SearchSchedule(job, g, true, budget, share / 3, options_));
+                        scores.push_back(r.score);
+                        return std::move(r.schedule);
+                      });
+}
+
+// The replica graph at every uniform recompute level the memory optimizer reads (none,
+// selective, full[, offload]), built from one draft (BuildStageGraphVariants).
+StatusOr<std::vector<graph::StageGraph>> RecomputeVariants(const Job& job, const StaticPlan& plan,
+                                                           const spec::Batch& batch,
+                                                           const Microbatches& microbatches,
+                                                           bool offload) {
+  std::vector<std::vector<cost::Recompute>> levels;
+  for (auto level : cost::kAllRecompute) {
+    if (level == cost::Recompute::kOffload && !offload) continue;
+    levels.emplace_back(job.model.modules.size(), level);
+  }
+  GraphBuildOptions o;
+  o.sub_microbatch_size = plan.sub_microbatch_size;
+  return BuildStageGraphVariants(job.model, plan.placement, batch, microbatches, *job.cost_model,
+                                 job.workload, o, levels);
+}
+
+// Per stage of `g`: the layer count of its chunk (1 when the placement does not say).
+std::vector<int> LayersPerStage(const graph::StageGraph& g, const Placement& placement) {
+  std::map<std::pair<int, int>, int> layers_of;  // (group, local chunk) -> layers
+  for (const auto& c : placement.chunks) layers_of[{c.group, c.chunk}] = c.num_layers;
+  std::vector<int> layers(g.num_stages(), 1);
+  for (int s = 0; s < g.num_stages(); ++s) {
+    const auto& st = g.stage(s);
+    if (auto it = layers_of.find({st.group, st.chunk}); it != layers_of.end()) {
+      layers[s] = it->second;
+    }
+  }
+  return layers;
+}
+
+StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
+    const Job& job, const StaticPlan& plan, const spec::Batch& batch,
+    const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry) const {
+  WEFT_ASSIGN_OR_RETURN(std::vector<graph::StageGraph> variants,
+                        RecomputeVariants(job, plan, batch, microbatches, options_.memory_offload));
+  WEFT_ASSIGN_OR_RETURN(
+      MemoryOptimizer memory,
+      MemoryOptimizer::Create(variants, LayersPerStage(variants[0], plan.placement), job.cluster,
+                              {.num_candidates = options_.memory_candidates,
+                               .selection = {.time_limit_s = 0.02}}));
+  // Inside the search one selection per schedule (its P2P buffers count; the candidates below
+  // are fitted). Across the candidates the reserves carry over.
+  Evaluator evaluate = [&](const sched::Schedule& s) -> Score {
+    std::vector<int64_t> no_reserve;
+    auto fitted = SelectFitting(job, memory, s, algo::LiveSelectionMethod::kGreedy, 0, no_reserve);
+    if (!fitted.ok()) return {};
+    return fitted->score;
+  };
+  std::vector<int64_t> reserve;
+  // Candidates: (a) the search scored after the per-rank selection (the dual-queue's memory caps
+  // count uniform full-recompute activations: with the lightest candidates — offload holds ~0
+  // bytes — it would run every forward first and leave the selection nothing to upgrade);
+  // (b) dip-reorder's answers — the searches on the uniform selective and full levels —
+  // as it is and after the per-rank selection. The best simulated one wins.
+  std::optional<MemoryCandidate> best;
+  auto consider = [&](const sched::Schedule& schedule, const graph::StageGraph* plain,
+                      Score plain_score) -> Status {
+    if (plain != nullptr && (!best || plain_score.Cost() < best->score.Cost())) {
+      best = MemoryCandidate{*plain, schedule, plain_score, {}, false};
+    }
+    WEFT_ASSIGN_OR_RETURN(
+        FittedChoice fitted,
+        SelectFitting(job, memory, schedule, algo::LiveSelectionMethod::kGreedy, 3, reserve));
+    if (!best || fitted.score.Cost() < best->score.Cost()) {
+      graph::StageGraph g = std::move(fitted.choice.graph);
+      best = MemoryCandidate{std::move(g), schedule, fitted.score, std::move(fitted.choice), true};
+    }
+    return OkStatus();
+  };
+  WEFT_ASSIGN_OR_RETURN(auto searched, SearchSchedule(job, variants[2], !hurry, budget, share / 3,
+                                                      options_, evaluate));
+  WEFT_RETURN_IF_ERROR(consider(searched.schedule, nullptr, {}));
+  for (int level : {1, 2}) {  // selective, full
+    WEFT_ASSIGN_OR_RETURN(auto uniform, SearchSchedule(job, variants[level], !hurry, budget,
+                                                       share / 6, options_));
+    WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score));
+  }
+  if (best && best->per_layer && !hurry) {
+    // CBC on the winner's selection (warm-started by the greedy one); kept if the span is not
+    // longer (its objective is the summed extra time, not the span).
+    WEFT_ASSIGN_OR_RETURN(FittedChoice exact,
+                          SelectFitting(job, memory, best->schedule,
+                                        algo::LiveSelectionMethod::kMilp, 3, reserve));
+    if (exact.score.Cost() <= best->score.Cost()) {
+      best->graph = std::move(exact.choice.graph);
+      best->choice = std::move(exact.choice);
+      best->score = exact.score;
+    }
+  }
+  return best;
+}
+
+StatusOr<IterationPlan> DipStrategy::PlanUniformLevels(const Job& job, const StaticPlan& plan,
+                                                       const spec::Batch& batch,
+                                                       const PlanBudget& budget,
+                                                       double share) const {
+  // Without §5.3 the variants use one uniform recompute level per replica: the StaticPlan's
+  // when it names one (non-empty), else the fastest of none / selective / full whose plan fits (a
+  // memory-capped schedule without recomputation can be slower than one with it).
+  const int num_modules = static_cast<int>(job.model.modules.size());
+  std::vector<std::vector<cost::Recompute>> levels;
+  if (!plan.recompute.empty()) {
+    levels.push_back(plan.recompute);
+  } else {
+    for (auto level : {cost::Recompute::kNone, cost::Recompute::kSelective,
+                       cost::Recompute::kFull}) {
+      levels.emplace_back(num_modules, level);
+    }
+  }
+  const double level_share = share / static_cast<double>(levels.size());
+  std::optional<IterationPlan> out;
+  std::vector<Score> best_scores;
+  std::vector<int> best_level;
+  double plan_time_s = 0;
+  std::vector<std::vector<bool>> dual_queue_fallback;  // [level][replica]
+  for (size_t l = 0; l < levels.size(); ++l) {
+    StaticPlan p = plan;
+    p.recompute = levels[l];
+    std::vector<Score> scores;
+    dual_queue_fallback.emplace_back();
+    WEFT_ASSIGN_OR_RETURN(
+        IterationPlan planned,
+        PlanReplicas(job, p, batch, [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
+          if (variant_ == DipVariant::kPartitionOnly) {
+            bool fell_back = false;
+            WEFT_ASSIGN_OR_RETURN(sched::Schedule s, RuleSchedule(g, &fell_back));
+            dual_queue_fallback.back().push_back(fell_back);
+            scores.push_back(Evaluate(g, s, job.cluster));
+            return s;
+          }
+          WEFT_ASSIGN_OR_RETURN(auto r, SearchSchedule(job, g, variant_ == DipVariant::kReorder,
+                                                       budget, level_share, options_));
+          scores.push_back(r.score);
+          return std::move(r.schedule);
+        }));
+    plan_time_s += planned.plan_time_s;
+    if (!out) {
+      out = std::move(planned);
+      best_scores = scores;
+      best_level.assign(scores.size(), 0);
+      continue;
+    }
+    for (size_t r = 0; r < out->replicas.size() && r < scores.size(); ++r) {
+      if (scores[r].Cost() < best_scores[r].Cost()) {
+        out->replicas[r] = std::move(planned.replicas[r]);
+        best_scores[r] = scores[r];
+        best_level[r] = static_cast<int>(l);
       }
     }
   }
-  if (hurried_replicas > 0) {
-    out.notes += fmt::format("{}budget spent: {} replica(s) that do not fit planned without search",
-                             out.notes.empty() ? "" : "; ", hurried_replicas);
+  out->plan_time_s = plan_time_s;
+  if (variant_ == DipVariant::kPartitionOnly) {
+    int fell_back = 0;
+    for (size_t r = 0; r < best_level.size(); ++r) {
+      const auto& flags = dual_queue_fallback[best_level[r]];
+      if (r < flags.size() && flags[r]) ++fell_back;
+    }
+    if (fell_back > 0) {
+      out->notes += fmt::format(
+          "{}no 1F1B rule is deadlock-free on {} of {} replica graph(s): dual-queue FIFO order "
+          "there",
+          out->notes.empty() ? "" : "; ", fell_back, best_level.size());
+    }
   }
-  if (skipped_replicas > 0) {
-    out.notes += fmt::format("{}memory options not tried on {} replica(s) (budget spent; their "
-                             "no-recompute plans fit)",
-                             out.notes.empty() ? "" : "; ", skipped_replicas);
+  if (levels.size() > 1) {
+    std::string chosen;
+    for (int l : best_level) {
+      chosen += std::string(chosen.empty() ? "" : ", ") +
+                std::string(cost::RecomputeName(levels[l].empty() ? cost::Recompute::kNone
+                                                                  : levels[l][0]));
+    }
+    out->notes += std::string(out->notes.empty() ? "" : "; ") +
+                  "recompute per replica (fastest that fits): " + chosen;
   }
-  if (uniform_replicas > 0) {
-    out.notes += fmt::format("{}uniform recompute on {} replica(s) (faster than per-layer options)",
-                             out.notes.empty() ? "" : "; ", uniform_replicas);
-  }
-  if (memory_replicas > 0) {
-    out.notes += fmt::format(
-        "{}per-layer memory options on {} replica(s): layer-stages none {} / selective {} / "
-        "full {} / offload {}, +{:.3f} s over ranks (lower bound +{:.3f} s; CBC improved {} "
-        "rank(s))",
-        out.notes.empty() ? "" : "; ", memory_replicas, layers_by_option[0], layers_by_option[1],
-        layers_by_option[2], layers_by_option[3], extra_s, bound_s, milp_ranks);
-  }
-  out.plan_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return out;
+  return std::move(*out);
 }
 
 }  // namespace
