@@ -362,6 +362,15 @@ class Validator {
                                     FormatBytes(buffers)));
       }
     };
+    // The rank's parameters, gradients and optimizer state alone may not fit (also on a rank
+    // without actions, which the per-action check never reaches).
+    if (options_.check_memory && rank.memory_capacity_bytes > 0 &&
+        rank.static_bytes > rank.memory_capacity_bytes && memory_error.ok()) {
+      memory_error = ResourceExhaustedError(
+          fmt::format("rank {} ({}): static memory {} > capacity {} before any action", r,
+                      rank.label, FormatBytes(rank.static_bytes),
+                      FormatBytes(rank.memory_capacity_bytes)));
+    }
     auto require_ready = [&](int i, BufferId id, std::string_view role) -> Status {
       const BufferTrack& t = track[id];
       switch (t.state) {

@@ -16,6 +16,22 @@ using ::testing::StartsWith;
 using testing::TwoRankOneFOneB;
 using enum ActionKind;
 
+// Static memory above capacity is refused, also on a rank that has no actions.
+TEST(ValidatePlan, StaticMemoryAboveCapacityIsRefusedOnARankWithoutActions) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  RankPlan idle;
+  idle.label = "idle";
+  idle.memory_capacity_bytes = 1000;
+  idle.static_bytes = 2000;
+  plan.ranks.push_back(idle);
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("static memory"), std::string::npos)
+      << report.status().message();
+  plan.ranks.back().static_bytes = 500;
+  EXPECT_TRUE(ValidatePlan(plan).ok()) << ValidatePlan(plan).status().ToString();
+}
+
 TEST(ValidatePlan, AcceptsHandMadeTwoRankOneFOneB) {
   auto report = ValidatePlan(TwoRankOneFOneB());
   ASSERT_TRUE(report.ok()) << report.status().ToString();
