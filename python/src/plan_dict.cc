@@ -26,8 +26,8 @@ Status CompileReplica0(const strategy::Planner& planner, int64_t iteration,
                        const strategy::PlannedIteration& planned, CompiledReplica& out) {
   if (planned.plan.replicas.empty()) return InvalidArgumentError("the plan has no replicas");
   out.microbatches = planned.plan.replicas[0].microbatches;
-  WEFT_ASSIGN_OR_RETURN(auto compiled, planner.Compile(planned, 0, iteration));
-  WEFT_ASSIGN_OR_RETURN(auto report, plan::ValidatePlan(compiled));
+  plan::ValidationReport report;
+  WEFT_ASSIGN_OR_RETURN(auto compiled, planner.Compile(planned, 0, iteration, &report));
   out.validation = report.BriefReport();
   out.plan_json = plan::PlanToJson(compiled);
   return OkStatus();

@@ -65,12 +65,11 @@ struct Fixture {
     setup = std::move(*strategy::MakeJobSetup(o));
     batches = std::move(*strategy::MakeIterationBatches(*setup, 0, 3));
   }
-  // A planner over `inner` wrapped in a SlowStrategy; `slow` points at the wrapper.
+  // A planner over `inner` wrapped in a SlowStrategy.
   std::unique_ptr<strategy::Planner> Planner(std::string_view inner, milliseconds delay,
-                                             bool fail = false, SlowStrategy** slow = nullptr) {
+                                             bool fail = false) {
     auto s = std::make_unique<SlowStrategy>(std::move(*strategy::MakeStrategy(inner)), delay,
                                             fail);
-    if (slow != nullptr) *slow = s.get();
     auto p = strategy::Planner::Create(setup, std::move(s));
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     return std::move(*p);

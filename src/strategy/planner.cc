@@ -178,7 +178,8 @@ StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
 }
 
 StatusOr<plan::ExecutionPlan> Planner::Compile(const PlannedIteration& planned, int replica,
-                                               int64_t iteration) const {
+                                               int64_t iteration,
+                                               plan::ValidationReport* report) const {
   const int n = static_cast<int>(planned.plan.replicas.size());
   if (replica < 0 || replica >= n) {
     return InvalidArgumentError("replica " + std::to_string(replica) + " out of range [0, " +
@@ -203,13 +204,14 @@ StatusOr<plan::ExecutionPlan> Planner::Compile(const PlannedIteration& planned, 
   WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled,
                         plan::CompilePlan(r.graph, r.schedule,
                                           planned.evaluation.timelines[replica], c));
-  auto report = plan::ValidatePlan(compiled);
-  if (!report.ok()) {
+  auto validated = plan::ValidatePlan(compiled);
+  if (!validated.ok()) {
     return InternalError("iteration " + std::to_string(iteration) + " replica " +
                          std::to_string(replica) +
-                         ": compiled plan does not validate: " + report.status().message() +
+                         ": compiled plan does not validate: " + validated.status().message() +
                          (planned.plan.notes.empty() ? "" : " [" + planned.plan.notes + "]"));
   }
+  if (report != nullptr) *report = std::move(*validated);
   return compiled;
 }
 

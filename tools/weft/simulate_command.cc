@@ -4,7 +4,6 @@
 
 #include "cli_common.h"
 #include "job_options.h"
-#include "weft/plan/compiler.h"
 #include "weft/plan/plan_json.h"
 #include "weft/plan/validator.h"
 #include "weft/report/svg.h"
@@ -200,9 +199,8 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
       std::vector<std::pair<std::string, std::string>> files;  // path, JSON
       std::vector<std::string> lines;
       for (int r : replicas) {
-        WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled, planner.Compile(p, r, it));
-        auto report = plan::ValidatePlan(compiled);
-        if (!report.ok()) return report.status();  // Compile validated it already
+        plan::ValidationReport report;
+        WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled, planner.Compile(p, r, it, &report));
         std::filesystem::path path = base;
         if (replicas.size() > 1) {
           path = base.parent_path() /
@@ -210,7 +208,7 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
         }
         files.emplace_back(path.string(), plan::PlanToJson(compiled));
         lines.push_back(path.string() + ": " + (n > 1 ? "replica " + std::to_string(r) + ": " : "") +
-                        report->BriefReport() + "; simulated " +
+                        report.BriefReport() + "; simulated " +
                         std::to_string(e.timelines[r].iteration_time_s) + " s");
       }
       // Nothing is written unless every replica compiled and validated.

@@ -26,6 +26,7 @@
 
 #include "weft/common/status.h"
 #include "weft/plan/plan.h"
+#include "weft/plan/validator.h"
 #include "weft/sim/simulator.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
@@ -98,9 +99,10 @@ class Planner {
                                          const sim::SimOptions& sim) const;
 
   // The deployable plan of one DP replica of `planned` (validated: a plan the validator
-  // rejects is an error, never returned).
+  // rejects is an error, never returned). `report`, if given, receives the validator's report.
   StatusOr<plan::ExecutionPlan> Compile(const PlannedIteration& planned, int replica,
-                                        int64_t iteration = 0) const;
+                                        int64_t iteration = 0,
+                                        plan::ValidationReport* report = nullptr) const;
 
  private:
   Planner() = default;
