@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <queue>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -104,6 +105,34 @@ Status StageGraph::Finalize() {
     if (group.static_bytes < 0 || group.grad_sync_bytes < 0 || group.optimizer_bytes < 0) {
       return InvalidArgumentError(
           fmt::format("groups[{}]: static_bytes, grad_sync_bytes, optimizer_bytes must be >= 0", g));
+    }
+  }
+  {
+    std::set<std::pair<GroupId, int>> synced;  // (group, module)
+    for (size_t k = 0; k < grad_syncs_.size(); ++k) {
+      const GradSync& sync = grad_syncs_[k];
+      if (sync.groups.empty() || sync.bytes < 0 || sync.module < 0) {
+        return InvalidArgumentError(fmt::format(
+            "grad_syncs[{}]: needs >= 1 group, module >= 0 and bytes >= 0", k));
+      }
+      for (size_t j = 0; j < sync.groups.size(); ++j) {
+        const GroupId g = sync.groups[j];
+        if (g < 0 || g >= num_groups() || (j > 0 && g <= sync.groups[j - 1])) {
+          return InvalidArgumentError(fmt::format(
+              "grad_syncs[{}].groups[{}] = {}; groups must be strictly ascending in [0, {})", k, j,
+              g, num_groups()));
+        }
+        if (groups_[g].dp != 1) {
+          return InvalidArgumentError(fmt::format(
+              "grad_syncs[{}] names group {} whose dp = {}; unfolded replicas have dp 1", k, g,
+              groups_[g].dp));
+        }
+        if (!synced.insert({g, sync.module}).second) {
+          return InvalidArgumentError(fmt::format(
+              "grad_syncs[{}]: group {} already all-reduces module {} in another set", k, g,
+              sync.module));
+        }
+      }
     }
   }
   for (int i = 0; i < n; ++i) {

@@ -310,11 +310,8 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
   for (int g = 0; g < num_groups; ++g) {
     RankPlan& rank = plan.ranks[g];
     const auto& order = schedule.order[g];
-    // Module -> its all_reduce_grads, keyed by the schedule position it follows.
-    std::map<int, std::vector<GradReduce>> reduces_after;
-    for (const GradReduce& r : GradReducesOf(graph, order, g, options)) {
-      reduces_after[r.last_position].push_back(r);
-    }
+    // The rank's all_reduce_grads, ascending by module (GradReducesOf's order), at the end.
+    const std::vector<GradReduce> reduces = GradReducesOf(graph, order, g, options);
     auto buffer_action = [&](ActionKind kind, BufferId b, int peer, graph::StageId s) {
       Action a;
       a.kind = kind;
@@ -340,7 +337,27 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
       for (const auto& [b, peer, s] : slot.wait_recvs) {
         buffer_action(ActionKind::kWaitRecv, b, peer, s);
       }
-      if (j == static_cast<int>(order.size())) break;
+      if (j == static_cast<int>(order.size())) {
+        for (const GradReduce& r : reduces) {
+          Action reduce;
+          reduce.kind = ActionKind::kAllReduceGrads;
+          reduce.stage = StageRef{.module = r.module};
+          reduce.bytes = r.bytes;
+          reduce.dp = std::max(1, graph.group(g).dp);
+          if (reduce.dp == 1) reduce.ranks = {g};
+          for (const graph::GradSync& sync : graph.grad_syncs()) {
+            if (sync.module == r.module &&
+                std::binary_search(sync.groups.begin(), sync.groups.end(), g)) {
+              reduce.ranks.assign(sync.groups.begin(), sync.groups.end());
+              reduce.dp = static_cast<int>(sync.groups.size());
+              reduce.bytes = sync.bytes;
+              break;
+            }
+          }
+          rank.actions.push_back(std::move(reduce));
+        }
+        break;
+      }
       const graph::StageId s = order[j];
       const graph::Stage& stage = graph.stage(s);
       Action compute;
@@ -358,16 +375,6 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
       compute.instance_end = stage.instance_end;
       rank.actions.push_back(std::move(compute));
       for (const auto& [b, peer] : io[s].isends) buffer_action(ActionKind::kIsend, b, peer, s);
-      if (auto it = reduces_after.find(j); it != reduces_after.end()) {
-        for (const GradReduce& r : it->second) {
-          Action reduce;
-          reduce.kind = ActionKind::kAllReduceGrads;
-          reduce.stage = StageRef{.module = r.module};
-          reduce.bytes = r.bytes;
-          reduce.dp = std::max(1, graph.group(g).dp);
-          rank.actions.push_back(std::move(reduce));
-        }
-      }
     }
     if (options.batch_p2p) {
       int next_group = 0;

@@ -121,6 +121,10 @@ std::string DescribeAction(const Action& action) {
     case ActionKind::kFree:
       return fmt::format("free buf {}", action.buffer);
     case ActionKind::kAllReduceGrads:
+      if (action.ranks.size() > 1) {
+        return fmt::format("all_reduce_grads m{} over ranks [{}]", s.module,
+                           fmt::join(action.ranks, ","));
+      }
       return fmt::format("all_reduce_grads m{}", s.module);
   }
   return "?";

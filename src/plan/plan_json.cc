@@ -46,6 +46,7 @@ json ActionToJson(const Action& a) {
     j["module"] = a.stage.module;
     j["bytes"] = a.bytes;
     j["dp"] = a.dp;
+    if (!a.ranks.empty()) j["ranks"] = a.ranks;
     return j;
   }
   j["stage"] = StageToJson(a.stage);
@@ -376,6 +377,10 @@ StatusOr<Action> ActionFromJson(const json& j, const std::string& path, const Re
     WEFT_RETURN_IF_ERROR(ModuleInRange(j, path, a.stage.module, ctx.num_modules));
     WEFT_RETURN_IF_ERROR(Reader::Bytes(j, path, "bytes", &a.bytes));
     WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "dp", &a.dp, 1));
+    if (j.contains("ranks")) {
+      WEFT_RETURN_IF_ERROR(
+          reader.IntList(j, path, "ranks", &a.ranks, 0, std::max(0, ctx.num_ranks - 1)));
+    }
     return a;
   }
 

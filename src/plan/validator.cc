@@ -76,6 +76,7 @@ class Validator {
       WEFT_RETURN_IF_ERROR(CheckStructure(r));
     }
     WEFT_RETURN_IF_ERROR(CheckMatching());
+    WEFT_RETURN_IF_ERROR(CheckCollectives());
     Status memory_error;
     for (int r = 0; r < num_ranks_; ++r) {
       WEFT_RETURN_IF_ERROR(CheckDataFlow(r, memory_error));
@@ -189,6 +190,9 @@ class Validator {
       }
       if (a.kind == ActionKind::kAllReduceGrads) {
         if (a.dp < 1) return Error(r, i, fmt::format("dp = {}; must be >= 1", a.dp));
+        if (!a.ranks.empty()) {
+          WEFT_RETURN_IF_ERROR(CheckCollectiveRanks(r, i, a));
+        }
         if (a.bytes < 0) return Error(r, i, fmt::format("bytes = {}; must be >= 0", a.bytes));
         auto [it, fresh] = reduce_at.emplace(a.stage.module, i);
         if (!fresh) {
@@ -265,6 +269,57 @@ class Validator {
 
   const Buffer& BufferOf(int r, BufferId id) const {
     return plan_.ranks[r].buffers[buffer_index_[r].at(id)];
+  }
+
+  // An all_reduce_grads with `ranks`: ascending, in range, this rank included, dp members.
+  Status CheckCollectiveRanks(int r, int i, const Action& a) const {
+    for (size_t k = 0; k < a.ranks.size(); ++k) {
+      if (a.ranks[k] < 0 || a.ranks[k] >= num_ranks_) {
+        return Error(r, i, fmt::format("ranks[{}] = {} is not a rank (plan has {} ranks)", k,
+                                       a.ranks[k], num_ranks_));
+      }
+      if (k > 0 && a.ranks[k] <= a.ranks[k - 1]) {
+        return Error(r, i, fmt::format("ranks[{}] = {}; ranks must be strictly ascending", k,
+                                       a.ranks[k]));
+      }
+    }
+    if (!std::binary_search(a.ranks.begin(), a.ranks.end(), r)) {
+      return Error(r, i, fmt::format("ranks [{}] do not include rank {} itself",
+                                     fmt::join(a.ranks, ","), r));
+    }
+    if (static_cast<int>(a.ranks.size()) != a.dp) {
+      return Error(r, i, fmt::format("dp = {} but ranks names {} ranks", a.dp, a.ranks.size()));
+    }
+    return OkStatus();
+  }
+
+  // Every member of a collective joins it: it has an all_reduce_grads of the same module over
+  // the same ranks (each rank has at most one per module, checked in CheckStructure).
+  Status CheckCollectives() {
+    collective_at_.assign(num_ranks_, {});
+    for (int r = 0; r < num_ranks_; ++r) {
+      const auto& actions = plan_.ranks[r].actions;
+      for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+        if (actions[i].kind == ActionKind::kAllReduceGrads && !actions[i].ranks.empty()) {
+          collective_at_[r][actions[i].stage.module] = i;
+        }
+      }
+    }
+    for (int r = 0; r < num_ranks_; ++r) {
+      for (const auto& [module, i] : collective_at_[r]) {
+        const Action& a = plan_.ranks[r].actions[i];
+        for (int q : a.ranks) {
+          auto it = collective_at_[q].find(module);
+          if (it == collective_at_[q].end() ||
+              plan_.ranks[q].actions[it->second].ranks != a.ranks) {
+            return Error(r, i, fmt::format("rank {} never joins this collective (it has no "
+                                           "all_reduce_grads of module {} over ranks [{}])",
+                                           q, module, fmt::join(a.ranks, ",")));
+          }
+        }
+      }
+    }
+    return OkStatus();
   }
 
   Status CheckMatching() {
@@ -501,11 +556,22 @@ class Validator {
     std::vector<int> posted_sends(num_ranks_ * num_ranks_, 0);
     std::vector<int> posted_recvs(num_ranks_ * num_ranks_, 0);
     std::vector<int> pc(num_ranks_, 0);
+    // Collectives: (module, first member) -> members arrived; a member blocks until all did.
+    std::map<std::pair<int, int>, int> arrived;
+    std::vector<int> arrived_at(num_ranks_, -1);  // per rank: the collective it arrived at
     auto blocked = [&](int r) {
       const Action& a = plan_.ranks[r].actions[pc[r]];
       const ChannelRef& ref = refs_[r][pc[r]];
       if (a.kind == ActionKind::kWaitSend) return posted_recvs[ref.channel] <= ref.ordinal;
       if (a.kind == ActionKind::kWaitRecv) return posted_sends[ref.channel] <= ref.ordinal;
+      if (a.kind == ActionKind::kAllReduceGrads && a.ranks.size() > 1) {
+        int& count = arrived[{a.stage.module, a.ranks.front()}];
+        if (arrived_at[r] != pc[r]) {
+          arrived_at[r] = pc[r];
+          ++count;
+        }
+        return count < static_cast<int>(a.ranks.size());
+      }
       return false;
     };
     bool progress = true;
@@ -526,8 +592,22 @@ class Validator {
     std::vector<std::string> stuck;
     for (int r = 0; r < num_ranks_; ++r) {
       if (pc[r] < static_cast<int>(plan_.ranks[r].actions.size())) {
-        stuck.push_back(fmt::format("{} waits for rank {}", Loc(r, pc[r]),
-                                    plan_.ranks[r].actions[pc[r]].peer));
+        const Action& a = plan_.ranks[r].actions[pc[r]];
+        if (a.kind == ActionKind::kAllReduceGrads) {
+          std::vector<int> absent;
+          for (int q : a.ranks) {
+            if (arrived_at[q] < 0 || plan_.ranks[q].actions[arrived_at[q]].kind !=
+                                         ActionKind::kAllReduceGrads ||
+                plan_.ranks[q].actions[arrived_at[q]].stage.module != a.stage.module ||
+                pc[q] != arrived_at[q]) {
+              if (q != r) absent.push_back(q);
+            }
+          }
+          stuck.push_back(fmt::format("{} waits for ranks [{}] to join", Loc(r, pc[r]),
+                                      fmt::join(absent, ",")));
+          continue;
+        }
+        stuck.push_back(fmt::format("{} waits for rank {}", Loc(r, pc[r]), a.peer));
       }
     }
     if (!stuck.empty()) {
@@ -543,6 +623,7 @@ class Validator {
   ValidationReport report_;
   std::vector<std::unordered_map<BufferId, int>> buffer_index_;  // per rank: id -> index
   std::vector<std::vector<ChannelRef>> refs_;                     // per rank, per action
+  std::vector<std::map<int, int>> collective_at_;  // per rank: module -> its collective's index
 };
 
 }  // namespace

@@ -57,7 +57,7 @@ inline SmallCase MakeSmallCase() {
        .end_s = 5e-3, .bytes = 8 * kMiB},
   };
   t.groups.resize(2);
-  t.groups[0] = {.busy_s = 3e-3, .first_start_s = 0, .last_end_s = 7e-3, .grad_sync_s = 0.5e-3,
+  t.groups[0] = {.busy_s = 3e-3, .first_start_s = 0, .last_end_s = 7e-3, .grad_sync_start_s = 7e-3, .grad_sync_s = 0.5e-3,
                  .optimizer_s = 0.25e-3, .end_s = 7.75e-3, .static_bytes = 2 * kGiB,
                  .peak_bytes = 4 * kGiB,
                  .memory = {{0, 2 * kGiB}, {0, 3 * kGiB}, {5e-3, 4 * kGiB}, {7e-3, 2 * kGiB}}};

@@ -121,7 +121,7 @@ StatusOr<json> ChromeTrace(const graph::StageGraph& graph,
   if (options.include_group_tail) {
     for (graph::GroupId g = 0; g < graph.num_groups(); ++g) {
       const sim::GroupTimeline& gt = timeline.groups[g];
-      double t = gt.last_end_s;
+      double t = gt.grad_sync_start_s;
       if (gt.grad_sync_s > 0) {
         json e = Complete("grad-sync", "collective", pid_of(g), kTailTid, t, t + gt.grad_sync_s,
                           offset_s,

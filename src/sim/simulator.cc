@@ -261,6 +261,23 @@ double GradSyncTimeS(const graph::DeviceGroup& group, const spec::ClusterSpec& c
              (spec.bandwidth_bytes_per_s * cluster.efficiency.network);
 }
 
+// Ring all-reduce of `sync.bytes` over the set's groups: NVLink if they all share one node.
+double GradSyncSetTimeS(const graph::StageGraph& graph, const graph::GradSync& sync,
+                        const spec::ClusterSpec& cluster) {
+  const int d = static_cast<int>(sync.groups.size());
+  if (d <= 1 || sync.bytes <= 0) return 0.0;
+  int lo = std::numeric_limits<int>::max(), hi = 0;
+  for (GroupId g : sync.groups) {
+    lo = std::min(lo, graph.group(g).first_gpu);
+    hi = std::max(hi, graph.group(g).first_gpu + graph.group(g).num_gpus);
+  }
+  const bool intra = cluster.gpus_per_node > 0 && OneNode(lo, hi - lo, cluster);
+  const spec::LinkSpec& spec = intra ? cluster.intra_node : cluster.inter_node;
+  return 2.0 * (d - 1) * spec.latency_s +
+         2.0 * (d - 1) / d * static_cast<double>(sync.bytes) /
+             (spec.bandwidth_bytes_per_s * cluster.efficiency.network);
+}
+
 double OptimizerStepTimeS(const graph::DeviceGroup& group, const spec::ClusterSpec& cluster) {
   if (group.optimizer_bytes <= 0) return 0.0;
   const double bw = cluster.gpu.hbm_bandwidth_bytes_per_s * cluster.efficiency.memory;
@@ -400,6 +417,10 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   timeline.capacity_bytes = capacity_bytes;
   double weighted_busy = 0, weighted_gpus = 0;
   std::vector<double> tail_s(num_groups, 0.0);
+  std::vector<uint8_t> in_sync_set(num_groups, 0);
+  for (const graph::GradSync& sync : graph.grad_syncs()) {
+    for (GroupId g : sync.groups) in_sync_set[g] = 1;
+  }
   PlaceBuffers(graph, edge_arrival_s, edge_link, link_dst, options.buffer_element_bytes,
                options.record_memory_curves, buffers);
   for (GroupId g = 0; g < num_groups; ++g) {
@@ -461,19 +482,55 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
       gt.first_start_s = timeline.stages[order.front()].start_s;
       gt.last_end_s = timeline.stages[order.back()].end_s;
     }
-    gt.grad_sync_s = options.include_grad_sync ? GradSyncTimeS(group, cluster) : 0.0;
     gt.optimizer_s = options.include_optimizer_step ? OptimizerStepTimeS(group, cluster) : 0.0;
-    tail_s[g] = gt.grad_sync_s + gt.optimizer_s;
-    gt.end_s = gt.last_end_s + tail_s[g];
-    timeline.iteration_time_s = std::max(timeline.iteration_time_s, gt.end_s);
+    gt.grad_sync_start_s = gt.last_end_s;
+    if (!in_sync_set[g]) {
+      gt.grad_sync_s = options.include_grad_sync ? GradSyncTimeS(group, cluster) : 0.0;
+      tail_s[g] = gt.grad_sync_s + gt.optimizer_s;
+      gt.end_s = gt.last_end_s + tail_s[g];
+    }
     timeline.pipeline_span_s = std::max(timeline.pipeline_span_s, gt.last_end_s);
-    timeline.busiest_group_work_s = std::max(timeline.busiest_group_work_s, gt.busy_s + tail_s[g]);
     const double gpus = group.TotalGpus();
     weighted_busy += gpus * gt.busy_s;
     weighted_gpus += gpus;
     if (capacity_bytes > 0 && gt.peak_bytes > capacity_bytes) {
       timeline.oom.push_back(OutOfMemory{g, gt.peak_bytes, capacity_bytes});
     }
+  }
+  // Unfolded DP: each set starts when all its members are ready (their last stage, or their
+  // previous set), in ascending (module, first group) order — the compiled plan's collective
+  // order — and takes the ring time over the members' span.
+  if (!graph.grad_syncs().empty()) {
+    std::vector<const graph::GradSync*> syncs;
+    for (const graph::GradSync& sync : graph.grad_syncs()) syncs.push_back(&sync);
+    std::sort(syncs.begin(), syncs.end(), [](const graph::GradSync* a, const graph::GradSync* b) {
+      return std::tie(a->module, a->groups.front()) < std::tie(b->module, b->groups.front());
+    });
+    std::vector<double> ready_s(num_groups), first_start_s(num_groups, -1.0);
+    for (GroupId g = 0; g < num_groups; ++g) ready_s[g] = timeline.groups[g].last_end_s;
+    for (const graph::GradSync* sync : syncs) {
+      double start_s = 0;
+      for (GroupId g : sync->groups) start_s = std::max(start_s, ready_s[g]);
+      const double sync_s = options.include_grad_sync ? GradSyncSetTimeS(graph, *sync, cluster) : 0.0;
+      for (GroupId g : sync->groups) {
+        if (first_start_s[g] < 0) first_start_s[g] = start_s;
+        ready_s[g] = start_s + sync_s;
+        tail_s[g] += sync_s;
+      }
+    }
+    for (GroupId g = 0; g < num_groups; ++g) {
+      if (!in_sync_set[g]) continue;
+      GroupTimeline& gt = timeline.groups[g];
+      gt.grad_sync_start_s = first_start_s[g];
+      gt.grad_sync_s = ready_s[g] - first_start_s[g];
+      tail_s[g] += gt.optimizer_s;
+      gt.end_s = ready_s[g] + gt.optimizer_s;
+    }
+  }
+  for (GroupId g = 0; g < num_groups; ++g) {
+    timeline.iteration_time_s = std::max(timeline.iteration_time_s, timeline.groups[g].end_s);
+    timeline.busiest_group_work_s =
+        std::max(timeline.busiest_group_work_s, timeline.groups[g].busy_s + tail_s[g]);
   }
   if (options.fail_on_oom && !timeline.oom.empty()) {
     const OutOfMemory& o = timeline.oom.front();

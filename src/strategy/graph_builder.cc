@@ -670,6 +670,7 @@ StatusOr<graph::StageGraph> MakeGraph(const GraphDraft& draft,
   for (const auto& group : d.groups()) g.AddGroup(group);
   g.SetModuleNames(d.module_names());
   g.CopySampleSets(d);
+  g.SetGradSyncs(d.grad_syncs());
   std::vector<graph::Stage> stages(d.stages().begin(), d.stages().end());
   for (const StagePricing& p : draft.pricing) {
     const cost::Recompute level = p.module < static_cast<int>(recompute.size())

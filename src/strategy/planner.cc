@@ -177,9 +177,8 @@ StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
   return out;
 }
 
-StatusOr<plan::ExecutionPlan> Planner::Compile(const PlannedIteration& planned, int replica,
-                                               int64_t iteration,
-                                               plan::ValidationReport* report) const {
+StatusOr<plan::ExecutionPlan> Planner::CompileUnvalidated(const PlannedIteration& planned,
+                                                          int replica, int64_t iteration) const {
   const int n = static_cast<int>(planned.plan.replicas.size());
   if (replica < 0 || replica >= n) {
     return InvalidArgumentError("replica " + std::to_string(replica) + " out of range [0, " +
@@ -201,18 +200,90 @@ StatusOr<plan::ExecutionPlan> Planner::Compile(const PlannedIteration& planned, 
   if (static_cast<int>(grad_sync_bytes_by_group_module_.size()) == r.graph.num_groups()) {
     c.grad_sync_bytes_by_rank_module = grad_sync_bytes_by_group_module_;
   }
-  WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled,
-                        plan::CompilePlan(r.graph, r.schedule,
-                                          planned.evaluation.timelines[replica], c));
+  return plan::CompilePlan(r.graph, r.schedule, planned.evaluation.timelines[replica], c);
+}
+
+namespace {
+
+StatusOr<plan::ValidationReport> ValidateCompiled(const plan::ExecutionPlan& compiled,
+                                                  const PlannedIteration& planned,
+                                                  int64_t iteration, const std::string& what) {
   auto validated = plan::ValidatePlan(compiled);
   if (!validated.ok()) {
-    return InternalError("iteration " + std::to_string(iteration) + " replica " +
-                         std::to_string(replica) +
+    return InternalError("iteration " + std::to_string(iteration) + " " + what +
                          ": compiled plan does not validate: " + validated.status().message() +
                          (planned.plan.notes.empty() ? "" : " [" + planned.plan.notes + "]"));
   }
-  if (report != nullptr) *report = std::move(*validated);
+  return validated;
+}
+
+}  // namespace
+
+StatusOr<plan::ExecutionPlan> Planner::Compile(const PlannedIteration& planned, int replica,
+                                               int64_t iteration,
+                                               plan::ValidationReport* report) const {
+  WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled,
+                        CompileUnvalidated(planned, replica, iteration));
+  WEFT_ASSIGN_OR_RETURN(plan::ValidationReport validated,
+                        ValidateCompiled(compiled, planned, iteration,
+                                         "replica " + std::to_string(replica)));
+  if (report != nullptr) *report = std::move(validated);
   return compiled;
+}
+
+StatusOr<plan::ExecutionPlan> Planner::CompileWorld(const PlannedIteration& planned,
+                                                    int64_t iteration,
+                                                    plan::ValidationReport* report) const {
+  const int n = static_cast<int>(planned.plan.replicas.size());
+  if (n == 0) return InvalidArgumentError("the plan has no replicas");
+  WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan world, CompileUnvalidated(planned, 0, iteration));
+  const int ranks_per_replica = world.num_ranks();
+  world.replica = 0;
+  world.num_replicas = 1;
+  for (int q = 1; q < n; ++q) {
+    WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan part, CompileUnvalidated(planned, q, iteration));
+    if (part.num_ranks() != ranks_per_replica) {
+      return InternalError("replica " + std::to_string(q) + " has " +
+                           std::to_string(part.num_ranks()) + " ranks; replica 0 has " +
+                           std::to_string(ranks_per_replica));
+    }
+    const int offset = q * ranks_per_replica;
+    for (plan::RankPlan& rank : part.ranks) {
+      for (plan::Buffer& b : rank.buffers) {
+        b.producer.rank += offset;
+        b.consumer.rank += offset;
+      }
+      for (plan::Action& a : rank.actions) {
+        if (a.peer >= 0) a.peer += offset;
+        for (int& r : a.ranks) r += offset;
+      }
+      world.ranks.push_back(std::move(rank));
+    }
+  }
+  // Folded replicas: the same rank of every replica reduces together.
+  for (int r = 0; r < world.num_ranks(); ++r) {
+    const int p = r % ranks_per_replica;
+    for (plan::Action& a : world.ranks[r].actions) {
+      if (a.kind != plan::ActionKind::kAllReduceGrads || !a.ranks.empty()) continue;
+      if (a.dp != n) {
+        return InternalError("rank " + std::to_string(r) + " all-reduces module " +
+                             std::to_string(a.stage.module) + " over dp " +
+                             std::to_string(a.dp) + " but the plan has " + std::to_string(n) +
+                             " replicas");
+      }
+      for (int q = 0; q < n; ++q) a.ranks.push_back(q * ranks_per_replica + p);
+    }
+  }
+  if (n > 1) {
+    for (int r = 0; r < world.num_ranks(); ++r) {
+      world.ranks[r].label =
+          "r" + std::to_string(r / ranks_per_replica) + "/" + world.ranks[r].label;
+    }
+  }
+  WEFT_ASSIGN_OR_RETURN(plan::ValidationReport validated,
+                        ValidateCompiled(world, planned, iteration, "world plan"));
+  if (report != nullptr) *report = std::move(validated);
+  return world;
 }
 
 }  // namespace weft::strategy

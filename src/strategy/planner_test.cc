@@ -133,6 +133,77 @@ TEST(Planner, CompilesEveryReplica) {
   EXPECT_NE(bad.status().message().find("replica 2"), std::string::npos);
 }
 
+// The world plan: both replicas' ranks in one plan, each all_reduce_grads naming the same rank
+// of every replica; for megatron-1f1b and dip (whose replicas have different schedules).
+TEST(Planner, CompilesTheWorldPlanWithExplicitCollectives) {
+  for (const char* name : {"megatron-1f1b", "dip"}) {
+    JobOptions o{.model = "tiny-vlm", .gpus = 4, .pipeline_size = 2};
+    auto planner = MakePlanner(o, name, {.budget = {.time_budget_s = 0, .work_budget = 20}});
+    ASSERT_NE(planner, nullptr) << name;
+    auto batches = planner->Batches(0, 1);
+    ASSERT_TRUE(batches.ok());
+    auto planned = planner->Plan(batches->front());
+    ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+    plan::ValidationReport report;
+    auto world = planner->CompileWorld(*planned, 0, &report);
+    ASSERT_TRUE(world.ok()) << name << ": " << world.status().ToString();
+    ASSERT_EQ(world->num_ranks(), 4) << name;
+    EXPECT_EQ(world->num_replicas, 1);
+    EXPECT_EQ(world->ranks[3].label.substr(0, 3), "r1/");
+    int collectives = 0;
+    for (int r = 0; r < 4; ++r) {
+      for (const plan::Action& a : world->ranks[r].actions) {
+        if (a.kind != plan::ActionKind::kAllReduceGrads) continue;
+        ++collectives;
+        EXPECT_EQ(a.dp, 2);
+        EXPECT_EQ(a.ranks, (std::vector<int>{r % 2, r % 2 + 2})) << name << " rank " << r;
+      }
+    }
+    EXPECT_GT(collectives, 0) << name;
+    // A member that never joins is refused, naming it.
+    plan::ExecutionPlan broken = *world;
+    auto& actions = broken.ranks[2].actions;
+    actions.erase(std::remove_if(actions.begin(), actions.end(),
+                                 [](const plan::Action& a) {
+                                   return a.kind == plan::ActionKind::kAllReduceGrads;
+                                 }),
+                  actions.end());
+    auto refused = plan::ValidatePlan(broken);
+    ASSERT_FALSE(refused.ok()) << name;
+    EXPECT_NE(refused.status().message().find("rank 2 never joins this collective"),
+              std::string::npos)
+        << refused.status().message();
+  }
+}
+
+// Collectives issued in different orders on two ranks deadlock; the replay names the waits.
+TEST(Planner, CollectivesInACycleAreADeadlock) {
+  plan::ExecutionPlan p;
+  p.module_names = {"a", "b"};
+  p.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    for (int m = 0; m < 2; ++m) {
+      plan::Action bwd;
+      bwd.kind = plan::ActionKind::kBackward;
+      bwd.stage = {.module = m, .pass = graph::Pass::kBackward};
+      p.ranks[r].actions.push_back(bwd);
+    }
+    for (int k = 0; k < 2; ++k) {
+      plan::Action reduce;
+      reduce.kind = plan::ActionKind::kAllReduceGrads;
+      reduce.stage = {.module = r == 0 ? k : 1 - k};
+      reduce.dp = 2;
+      reduce.ranks = {0, 1};
+      p.ranks[r].actions.push_back(reduce);
+    }
+  }
+  auto result = plan::ValidatePlan(p);
+  ASSERT_FALSE(result.ok());
+  const std::string m = result.status().message();
+  EXPECT_NE(m.find("deadlock"), std::string::npos) << m;
+  EXPECT_NE(m.find("waits for ranks [1] to join"), std::string::npos) << m;
+}
+
 // Same inputs, same outputs: two planners over the same job plan identical iterations.
 TEST(Planner, IsReproducible) {
   JobOptions o{.model = "vlm-s", .data = "mixed", .num_microbatches = 4};

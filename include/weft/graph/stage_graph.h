@@ -62,6 +62,16 @@ struct DeviceGroup {
   int DpStrideGpus() const { return dp_stride_gpus > 0 ? dp_stride_gpus : num_gpus; }
 };
 
+// The gradient all-reduce of one module over explicitly unfolded data-parallel replicas: the
+// groups holding the same layers of `module`, one per replica. A graph whose groups fold their
+// replicas (DeviceGroup::dp > 1) needs none; a group in a GradSync is not folded (dp = 1) and
+// its own grad_sync_bytes are not used. Runs after the last stage of every member group.
+struct GradSync {
+  int module = 0;
+  std::vector<GroupId> groups;  // strictly ascending
+  int64_t bytes = 0;            // gradient bytes per GPU of each member group
+};
+
 struct Stage {
   GroupId group = 0;         // device group that runs it
   int module = 0;            // caller's module index (names via StageGraph::module_names())
@@ -110,6 +120,8 @@ class StageGraph {
   // another graph's stages and edges.
   void CopySampleSets(const StageGraph& other) { sample_sets_ = other.sample_sets_; }
   void SetModuleNames(std::vector<std::string> names) { module_names_ = std::move(names); }
+  void AddGradSync(GradSync sync) { grad_syncs_.push_back(std::move(sync)); }
+  void SetGradSyncs(std::vector<GradSync> syncs) { grad_syncs_ = std::move(syncs); }
   void Reserve(int num_stages, int num_edges);
 
   // Checks ids (groups exist, edge ends exist, no self edges, latencies/bytes >= 0), builds the
@@ -127,6 +139,7 @@ class StageGraph {
   std::span<const DeviceGroup> groups() const { return groups_; }
   std::span<const Edge> edges() const { return edges_; }
   const std::vector<std::string>& module_names() const { return module_names_; }
+  const std::vector<GradSync>& grad_syncs() const { return grad_syncs_; }
   int num_sample_sets() const { return static_cast<int>(sample_sets_.size()); }
   // Empty for -1 or an id out of range.
   std::span<const int32_t> sample_set(SampleSetId id) const {
@@ -153,6 +166,7 @@ class StageGraph {
   std::vector<Edge> edges_;
   std::vector<std::string> module_names_;
   std::vector<std::vector<int32_t>> sample_sets_;
+  std::vector<GradSync> grad_syncs_;
   bool finalized_ = false;
   std::vector<int32_t> out_begin_, in_begin_;  // CSR offsets, size num_stages + 1
   std::vector<EdgeId> out_ids_, in_ids_;

@@ -28,8 +28,13 @@
 //    consecutive isend/irecv posts (typically the isends of compute j and the irecvs of slot j+1)
 //    share a batch group id when batch_p2p is set (batch_isend_irecv).
 //  - all_reduce_grads: one per module with a weight-gradient compute (kBackward /
-//    kBackwardWeight) on the rank, right after the isends of its last one; dp = the group's dp
-//    (emitted for dp = 1 too). Bytes: grad_sync_bytes_by_rank_module when given, else the
+//    kBackwardWeight) on the rank, at the end of the rank's list in ascending module order (the
+//    simulator's tail: gradients are reduced after the group's last stage; one global order of
+//    collectives, so members of different sets can never wait on each other in a cycle). For a
+//    module in a graph::GradSync of the group: ranks = the set's groups, dp = their count,
+//    bytes = the set's bytes. Otherwise dp = the group's dp (emitted for dp = 1 too, then with
+//    ranks = {the rank}; with dp > 1 ranks stays empty: the other members are the same rank of
+//    the other replicas' plans). Bytes: grad_sync_bytes_by_rank_module when given, else the
 //    group's grad_sync_bytes split over those modules in proportion to their backward FLOPs on
 //    the rank (latency when no FLOPs are known, evenly when neither), largest remainder rounding
 //    so the shares add up exactly.

@@ -45,7 +45,7 @@ enum class ActionKind : uint8_t {
   kWaitRecv,        // block until the irecv into `buffer` completed; the buffer is then readable
   kFree,            // release `buffer` (its bytes leave the rank's live memory)
   kAllReduceGrads,  // all-reduce the rank's gradients of module `stage.module` (`bytes` per GPU)
-                    // over `dp` data-parallel replicas; a no-op when dp = 1
+                    // over `dp` data-parallel replicas (`ranks`); a no-op when dp = 1
 };
 // "forward", "backward", "backward_input", "backward_weight", "isend", "irecv", "wait_send",
 // "wait_recv", "free", "all_reduce_grads" (the JSON "op" names).
@@ -113,6 +113,10 @@ struct Action {
   // all_reduce_grads only (the module is stage.module).
   int64_t bytes = 0;  // gradient bytes per GPU of the module on this rank
   int dp = 0;         // data-parallel replicas reduced over (>= 1)
+  // The ranks of this plan that reduce the module's gradients together (ascending, this rank
+  // included, size dp): a collective every one of them must join. Empty in a one-replica plan
+  // of a folded iteration (the other dp − 1 members are this rank in the other replicas' plans).
+  std::vector<int> ranks;
   friend bool operator==(const Action&, const Action&) = default;
 };
 

@@ -39,9 +39,13 @@ struct GroupTimeline {
   double busy_s = 0;            // sum of stage latencies
   double first_start_s = 0;     // start of its first stage (0 if it has none)
   double last_end_s = 0;        // end of its last stage
-  double grad_sync_s = 0;       // DP ring all-reduce, starts at last_end_s
+  // DP gradient all-reduce: from grad_sync_start_s for grad_sync_s. A folded group starts at
+  // last_end_s; a group in graph::GradSync sets starts when every member of its first set has
+  // finished (grad_sync_s then spans its sets, waits between them included).
+  double grad_sync_start_s = 0;
+  double grad_sync_s = 0;
   double optimizer_s = 0;       // optimizer step, after the all-reduce
-  double end_s = 0;             // last_end_s + grad_sync_s + optimizer_s
+  double end_s = 0;             // grad_sync_start_s + grad_sync_s + optimizer_s
   int64_t static_bytes = 0;
   int64_t peak_bytes = 0;       // static + max of live activations + live boundary buffers
   int64_t peak_buffer_bytes = 0;  // max live boundary buffers (send, receive, local)

@@ -103,9 +103,18 @@ class Planner {
   StatusOr<plan::ExecutionPlan> Compile(const PlannedIteration& planned, int replica,
                                         int64_t iteration = 0,
                                         plan::ValidationReport* report = nullptr) const;
+  // The world plan of `planned`: every rank of every replica in one plan (replica q's rank p is
+  // rank q·P + p when the replicas are folded pipelines of P ranks; a plan with one unfolded
+  // replica keeps its ranks), each all_reduce_grads naming the ranks it reduces with. What a
+  // runtime with data parallelism executes (one worker per rank). Validated like Compile.
+  StatusOr<plan::ExecutionPlan> CompileWorld(const PlannedIteration& planned,
+                                             int64_t iteration = 0,
+                                             plan::ValidationReport* report = nullptr) const;
 
  private:
   Planner() = default;
+  StatusOr<plan::ExecutionPlan> CompileUnvalidated(const PlannedIteration& planned, int replica,
+                                                   int64_t iteration) const;
   StatusOr<PlannedIteration> ApplyMemoryPolicy(const spec::Batch& batch, const PlanBudget& budget,
                                                const sim::SimOptions& sim, bool fallback) const;
 

@@ -159,6 +159,7 @@ StatusOr<graph::StageGraph> MemoryOptimizer::Build(const std::vector<int>& choic
   for (const auto& e : base_.edges()) g.AddEdge(e);
   g.SetModuleNames(base_.module_names());
   g.CopySampleSets(base_);
+  g.SetGradSyncs(base_.grad_syncs());
   WEFT_RETURN_IF_ERROR(g.Finalize());
   return g;
 }
