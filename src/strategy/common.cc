@@ -124,14 +124,34 @@ StatusOr<Placement> ChainPlacement(const Job& job, const std::vector<int>& modul
 StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
                                      const spec::Batch& batch, const ScheduleFn& schedule) {
   const auto start = std::chrono::steady_clock::now();
-  WEFT_ASSIGN_OR_RETURN(BatchSplit split, SplitBatch(batch, job.DataParallelSize(),
-                                                     job.parallel.num_microbatches));
+  const Placement& placement = plan.placement;
+  const int anchor = std::max(0, data::FirstLlmModule(job.model));
+  const int dp = placement.unfolded ? std::max(1, placement.NumReplicas(anchor))
+                                    : job.DataParallelSize();
+  WEFT_ASSIGN_OR_RETURN(BatchSplit split,
+                        SplitBatch(batch, dp, job.parallel.num_microbatches));
   IterationPlan out;
   out.notes = split.notes;
   GraphBuildOptions options{.sub_microbatch_size = plan.sub_microbatch_size,
                             .recompute = plan.recompute,
                             .split_backward = plan.split_backward,
                             .keep_empty_stages = plan.keep_empty_stages};
+  if (placement.unfolded) {
+    // One graph for the whole iteration: microbatch j of anchor replica a is joint microbatch
+    // j·R + a (replicas interleaved, so every producer replica serves each consumer early).
+    Microbatches joint;
+    for (int j = 0;; ++j) {
+      bool any = false;
+      for (int a = 0; a < dp; ++a) {
+        if (j >= static_cast<int>(split.replicas[a].size())) continue;
+        any = true;
+        joint.push_back(split.replicas[a][j]);
+        options.anchor_replica.push_back(a);
+      }
+      if (!any) break;
+    }
+    split.replicas.assign(1, std::move(joint));
+  }
   const int llm = data::FirstLlmModule(job.model);
   for (auto& microbatches : split.replicas) {
     ReplicaPlan replica;

@@ -198,6 +198,47 @@ Status FillGroupStateBytes(const spec::ModelSpec& model, const cost::CostModel& 
     group.optimizer_bytes += static_cast<int64_t>(2 * c.optimizer_bytes + c.gradient_bytes +
                                                   c.parameter_bytes);
   }
+  placement.grad_syncs.clear();
+  if (!placement.unfolded) return OkStatus();
+  // Per module: the groups holding the k-th chunk of each replica reduce together (chunks of
+  // one replica that share a group add up into one set).
+  for (int m = 0; m < static_cast<int>(model.modules.size()); ++m) {
+    const int replicas = placement.NumReplicas(m);
+    if (replicas <= 1) continue;
+    std::map<std::vector<graph::GroupId>, int64_t> sets;
+    const auto first = placement.ChunksOf(m, 0);
+    for (size_t k = 0; k < first.size(); ++k) {
+      std::vector<graph::GroupId> members;
+      int64_t bytes = 0;
+      for (int r = 0; r < replicas; ++r) {
+        const auto ids = placement.ChunksOf(m, r);
+        if (ids.size() != first.size()) {
+          return InvalidArgumentError("placement: module '" + model.modules[m].name +
+                                      "' has " + std::to_string(ids.size()) +
+                                      " chunks in replica " + std::to_string(r) + " and " +
+                                      std::to_string(first.size()) + " in replica 0");
+        }
+        const Chunk& chunk = placement.chunks[ids[k]];
+        members.push_back(chunk.group);
+        if (r == 0) {
+          WEFT_ASSIGN_OR_RETURN(
+              cost::ChunkCost c,
+              cost_model.Chunk(model, m, chunk.first_layer, chunk.num_layers,
+                               cost::TokenShape::Uniform(1), placement.parallel[m]));
+          bytes = static_cast<int64_t>(c.gradient_bytes);
+        }
+      }
+      std::sort(members.begin(), members.end());
+      if (std::adjacent_find(members.begin(), members.end()) != members.end()) {
+        return InvalidArgumentError("placement: two replicas of module '" +
+                                    model.modules[m].name + "' share a group");
+      }
+      sets[members] += bytes;
+    }
+    for (auto& [members, bytes] : sets) {
+      placement.grad_syncs.push_back({.module = m, .groups = members, .bytes = bytes});
+    }
+  }
   return OkStatus();
 }
 
@@ -368,11 +409,19 @@ class DraftBuilder {
     g.SetModuleNames(names);
     mode_.resize(num_modules_);
     chunks_of_.resize(num_modules_);
+    replica_chunks_.resize(num_modules_);
     for (int i = 0; i < num_modules_; ++i) {
       WEFT_ASSIGN_OR_RETURN(mode_[i], cost::BackwardModeOf(model_, i));
       chunks_of_[i] = placement_.ChunksOf(i);
+      const int replicas = std::max(1, placement_.NumReplicas(i));
+      replica_chunks_[i].resize(replicas);
+      for (int r = 0; r < replicas; ++r) replica_chunks_[i][r] = placement_.ChunksOf(i, r);
     }
     order_ = model_.TopologicalOrder();
+    if (placement_.unfolded) {
+      g.SetGradSyncs(placement_.grad_syncs);
+      anchor_ = std::max(0, data::FirstLlmModule(model_));
+    }
     return OkStatus();
   }
 
@@ -413,7 +462,7 @@ class DraftBuilder {
     FlowStages flow;
     flow.samples = g.AddSampleSet({});
     const bool has_backward = mode_[i] != cost::BackwardMode::kNone;
-    for (int ci : chunks_of_[i]) {
+    for (int ci : replica_chunks_[i][TargetReplicas(i, state).front()]) {
       const Chunk& chunk = placement_.chunks[ci];
       graph::Stage f;
       f.group = chunk.group;
@@ -470,20 +519,64 @@ class DraftBuilder {
       return OkStatus();
     }
     const int b = SubMicrobatchSize(i);
-    const int subs = b > 0 ? (n + b - 1) / b : 1;
+    // Unfolded placements: the module's replicas that take this microbatch, each a contiguous
+    // slice of its instances (TargetReplicas), each slice cut into sub-microbatches.
+    const std::vector<int> targets = TargetReplicas(i, state);
+    struct Slice {
+      int replica, begin, end;
+    };
+    std::vector<Slice> slices;
+    const int parts = std::min<int>(static_cast<int>(targets.size()), n);
+    for (int t = 0; t < parts; ++t) {
+      auto [tb, te] = EvenSlice(n, parts, t);
+      const int len = te - tb;
+      const int subs = b > 0 ? (len + b - 1) / b : 1;
+      for (int k = 0; k < subs; ++k) {
+        auto [kb, ke] = EvenSlice(len, subs, k);
+        slices.push_back({targets[t], tb + kb, tb + ke});
+      }
+    }
+    const int subs = static_cast<int>(slices.size());
     for (int s = 0; s < subs; ++s) {
-      auto [begin, end] = EvenSlice(n, subs, s);
-      WEFT_RETURN_IF_ERROR(AddSubMicrobatchFlow(i, s, begin, end,
-                                                SubContextTokens(i, subs, begin, end, state),
-                                                state));
+      const Slice& slice = slices[s];
+      WEFT_RETURN_IF_ERROR(AddSubMicrobatchFlow(
+          i, s, slice.replica, slice.begin, slice.end,
+          SubContextTokens(i, subs, slice.begin, slice.end, state), state));
     }
     return OkStatus();
   }
 
+  // The replicas of module i that take microbatch `state.microbatch` (unfolded placements; else
+  // {0}). The microbatch belongs to replica a of the anchor module (the LLM;
+  // GraphBuildOptions::anchor_replica) with R_a replicas; module i has R_i:
+  //   R_i = R_a: replica a;   R_i = f·R_a: replicas [a·f, (a+1)·f) share it;
+  //   R_a = f·R_i: replica a mod R_i;   otherwise every replica takes a share.
+  std::vector<int> TargetReplicas(int i, const MicrobatchState& state) const {
+    const int ri = static_cast<int>(replica_chunks_[i].size());
+    if (!placement_.unfolded || ri <= 1) return {0};
+    const int ra = std::max<int>(1, static_cast<int>(replica_chunks_[anchor_].size()));
+    const int mb = state.microbatch;
+    const int a = mb < static_cast<int>(options_.anchor_replica.size())
+                      ? options_.anchor_replica[mb] % ra
+                      : mb % ra;
+    std::vector<int> out;
+    if (ri == ra) {
+      out = {a};
+    } else if (ri % ra == 0) {
+      const int f = ri / ra;
+      for (int r = a * f; r < (a + 1) * f; ++r) out.push_back(r);
+    } else if (ra % ri == 0) {
+      out = {a % ri};
+    } else {
+      for (int r = 0; r < ri; ++r) out.push_back(r);
+    }
+    return out;
+  }
+
   // One (module, sub-microbatch) flow: forward (and backward, or backward-input + weight) stages
   // per chunk, priced from the chunk's cost, and the chain between the chunks.
-  Status AddSubMicrobatchFlow(int i, int s, int begin, int end, int64_t sub_context,
-                              MicrobatchState& state) {
+  Status AddSubMicrobatchFlow(int i, int s, int replica, int begin, int end,
+                              int64_t sub_context, MicrobatchState& state) {
     graph::StageGraph& g = draft_.graph;
     const data::ModuleWorkload& w = state.works[i];
     const auto& parallel = placement_.parallel[i];
@@ -508,7 +601,7 @@ class DraftBuilder {
                                        ? static_cast<double>(chunks_of_[i].size())
                                        : 1.0,
                          .has_backward = has_backward};
-    for (int ci : chunks_of_[i]) {
+    for (int ci : replica_chunks_[i][replica]) {
       const Chunk& chunk = placement_.chunks[ci];
       WEFT_ASSIGN_OR_RETURN(cost::ChunkCost c,
                             cost_model_.Chunk(model_, i, chunk.first_layer, chunk.num_layers,
@@ -655,6 +748,8 @@ class DraftBuilder {
   const int num_modules_;
   std::vector<cost::BackwardMode> mode_;
   std::vector<std::vector<int>> chunks_of_;  // per module: its chunks (Placement::ChunksOf)
+  std::vector<std::vector<std::vector<int>>> replica_chunks_;  // [module][replica] -> chunks
+  int anchor_ = 0;  // unfolded: the module whose replica owns each microbatch (the LLM)
   std::vector<int> order_;                   // the model's topological order
   GraphDraft draft_;
 };

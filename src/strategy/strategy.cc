@@ -46,10 +46,26 @@ Status Job::Validate() const {
   return OkStatus();
 }
 
-std::vector<int> Placement::ChunksOf(int module) const {
+std::vector<int> Placement::ChunksOf(int module) const { return ChunksOf(module, 0); }
+
+int Placement::NumReplicas(int module) const {
+  int n = 0;
+  for (const Chunk& c : chunks) {
+    if (c.module == module) n = std::max(n, c.replica + 1);
+  }
+  return n;
+}
+
+int Placement::NumGpus() const {
+  int n = 0;
+  for (const auto& g : groups) n += g.TotalGpus();
+  return n;
+}
+
+std::vector<int> Placement::ChunksOf(int module, int replica) const {
   std::vector<int> out;
   for (int i = 0; i < static_cast<int>(chunks.size()); ++i) {
-    if (chunks[i].module == module) out.push_back(i);
+    if (chunks[i].module == module && chunks[i].replica == replica) out.push_back(i);
   }
   std::stable_sort(out.begin(), out.end(), [&](int a, int b) {
     if (chunks[a].first_layer != chunks[b].first_layer) {
@@ -87,10 +103,13 @@ Status Placement::Validate(const spec::ModelSpec& model) const {
                                 " entries; model has " + std::to_string(model.modules.size()));
   }
   for (int m = 0; m < static_cast<int>(model.modules.size()); ++m) {
-    const auto ids = ChunksOf(m);
+   const int replicas = std::max(1, NumReplicas(m));
+   for (int r = 0; r < replicas; ++r) {
+    const auto ids = ChunksOf(m, r);
     if (ids.empty()) {
       return InvalidArgumentError("placement: module '" + model.modules[m].name +
-                                  "' has no chunk");
+                                  "' has no chunk" +
+                                  (r > 0 ? " in replica " + std::to_string(r) : ""));
     }
     if (IsReplicated(m)) continue;
     int next = 0;
@@ -106,6 +125,16 @@ Status Placement::Validate(const spec::ModelSpec& model) const {
       return InvalidArgumentError("placement: chunks of module '" + model.modules[m].name +
                                   "' cover " + std::to_string(next) + " of " +
                                   std::to_string(model.modules[m].num_layers) + " layers");
+    }
+   }
+  }
+  if (unfolded) {
+    for (size_t g = 0; g < groups.size(); ++g) {
+      if (groups[g].dp != 1) {
+        return InvalidArgumentError("placement.groups[" + std::to_string(g) +
+                                    "].dp = " + std::to_string(groups[g].dp) +
+                                    "; an unfolded placement has one group per replica (dp 1)");
+      }
     }
   }
   for (size_t i = 0; i < chunks.size(); ++i) {

@@ -40,6 +40,10 @@ struct GraphBuildOptions {
   // Fraction of a stage's activations kept until W when split_backward (the inputs of the
   // linear layers that the weight gradient needs).
   double weight_grad_activation_fraction = 0.5;
+  // Unfolded placements (Placement::unfolded): per microbatch, the replica of the anchor module
+  // (the first LLM) that trains it; every other module's replicas take it by the rule of
+  // DraftBuilder::TargetReplicas (graph_builder.cc). Empty = microbatch k on replica k mod R.
+  std::vector<int> anchor_replica = {};
 };
 
 struct BatchSplit {

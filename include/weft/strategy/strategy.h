@@ -55,18 +55,34 @@ struct Chunk {
   int num_layers = 0;
   graph::GroupId group = 0;
   int chunk = 0;  // slot index on the group in data-flow order (graph::Stage::chunk)
+  int replica = 0;  // the module's data-parallel replica (unfolded placements; else 0)
 };
 
 // Where the model lives: device groups (pipeline ranks) and chunks. For each module its chunks
 // are listed in layer order. A module marked `replicated` has one full copy per group, each
 // feeding the consumer's chunk on the same group (Cornstarch's encoders-replicated baseline).
+//
+// Folded (the default): groups carry the data-parallel degree (DeviceGroup::dp) and every module
+// shares the backbone's DP; one stage graph per DP replica. Unfolded (`unfolded`): every
+// module's replicas are explicit (Chunk::replica, groups of dp 1, parallel[m].dp replicas each),
+// modules may have different DP and sit on groups of their own; the whole iteration is one stage
+// graph, the gradient sync of module m runs over `grad_syncs` (the groups holding the same
+// layers in each replica).
 struct Placement {
   std::vector<graph::DeviceGroup> groups;
   std::vector<Chunk> chunks;
   std::vector<spec::ModuleParallel> parallel;  // indexed by module
   std::vector<bool> replicated;                // indexed by module (empty = none)
+  bool unfolded = false;
+  std::vector<graph::GradSync> grad_syncs;     // unfolded: filled by FillGroupStateBytes
+  // GPUs of the cluster the placement may use (unfolded: for idle-GPU accounting; 0 = the
+  // groups' GPUs).
+  int cluster_gpus = 0;
 
-  std::vector<int> ChunksOf(int module) const;   // indices into `chunks`, layer order
+  std::vector<int> ChunksOf(int module) const;   // replica 0's, indices into `chunks`, layer order
+  std::vector<int> ChunksOf(int module, int replica) const;
+  int NumReplicas(int module) const;             // 1 + the largest Chunk::replica of the module
+  int NumGpus() const;                           // Σ over groups of num_gpus · dp
   bool IsReplicated(int module) const {
     return module < static_cast<int>(replicated.size()) && replicated[module];
   }
