@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 namespace weft::service {
 
@@ -38,32 +39,24 @@ void PushBounded(std::deque<double>& values, double value, int limit) {
 }  // namespace
 
 Status PlannerServiceOptions::Validate() const {
-  if (threads < 0) return InvalidArgumentError("threads = " + std::to_string(threads) + "; must be >= 0");
-  if (!(budget_s > 0)) return InvalidArgumentError("budget_s = " + std::to_string(budget_s) + "; must be > 0");
-  if (work_budget < 0) {
-    return InvalidArgumentError("work_budget = " + std::to_string(work_budget) + "; must be >= 0");
-  }
-  if (search_threads < 1) {
-    return InvalidArgumentError("search_threads = " + std::to_string(search_threads) + "; must be >= 1");
-  }
-  if (max_queued < 1) return InvalidArgumentError("max_queued = " + std::to_string(max_queued) + "; must be >= 1");
-  if (lookahead < 1) return InvalidArgumentError("lookahead = " + std::to_string(lookahead) + "; must be >= 1");
-  if (!(min_budget_s > 0)) {
-    return InvalidArgumentError("min_budget_s = " + std::to_string(min_budget_s) + "; must be > 0");
-  }
-  if (!(max_budget_s >= 0)) {
-    return InvalidArgumentError("max_budget_s = " + std::to_string(max_budget_s) + "; must be >= 0");
-  }
+  auto bad = [](std::string_view field, auto value, std::string_view rule) {
+    return InvalidArgumentError(fmt::format("{} = {}; {}", field, value, rule));
+  };
+  if (threads < 0) return bad("threads", threads, "must be >= 0");
+  if (!(budget_s > 0)) return bad("budget_s", budget_s, "must be > 0");
+  if (work_budget < 0) return bad("work_budget", work_budget, "must be >= 0");
+  if (search_threads < 1) return bad("search_threads", search_threads, "must be >= 1");
+  if (max_queued < 1) return bad("max_queued", max_queued, "must be >= 1");
+  if (lookahead < 1) return bad("lookahead", lookahead, "must be >= 1");
+  if (!(min_budget_s > 0)) return bad("min_budget_s", min_budget_s, "must be > 0");
+  if (!(max_budget_s >= 0)) return bad("max_budget_s", max_budget_s, "must be >= 0");
   const double max_s = max_budget_s > 0 ? max_budget_s : budget_s;
   if (max_s < min_budget_s) {
-    return InvalidArgumentError("max_budget_s = " + std::to_string(max_s) +
-                                " (0 = budget_s); must be >= min_budget_s = " +
-                                std::to_string(min_budget_s));
+    return bad("max_budget_s (0 = budget_s)", max_s,
+               fmt::format("must be >= min_budget_s = {}", min_budget_s));
   }
-  if (!(margin_s >= 0)) return InvalidArgumentError("margin_s = " + std::to_string(margin_s) + "; must be >= 0");
-  if (time_window < 1) {
-    return InvalidArgumentError("time_window = " + std::to_string(time_window) + "; must be >= 1");
-  }
+  if (!(margin_s >= 0)) return bad("margin_s", margin_s, "must be >= 0");
+  if (time_window < 1) return bad("time_window", time_window, "must be >= 1");
   return OkStatus();
 }
 
@@ -74,7 +67,8 @@ SearchBudget SearchBudgetRule(const PlannerServiceOptions& options,
   SearchBudget b;
   if (options.work_budget > 0) {
     b.work_budget = options.work_budget;
-    b.rule = fmt::format("work budget {} units (deterministic, no time limit)", options.work_budget);
+    b.rule =
+        fmt::format("work budget {} units (deterministic, no time limit)", options.work_budget);
     return b;
   }
   if (iteration_times_s.empty()) {
@@ -260,7 +254,7 @@ StatusOr<ServedPlan> PlannerService::Get(int64_t iteration, Clock::time_point de
     }
     if (!entry->fallback.has_value()) {
       if (!entry->started) {
-        // No worker has it yet: compute the fallback here (milliseconds) and drop it from the queue.
+        // No worker has it yet: compute the fallback here (milliseconds), drop it from the queue.
         std::erase(queue_, iteration);
         lock.unlock();
         auto fb = planner_.Fallback(entry->batch);
