@@ -103,6 +103,7 @@ PlannerService::PlannerService(const strategy::Planner& planner, PlannerServiceO
     : planner_(planner), options_(options) {
   int n = options_.threads;
   if (n <= 0) n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  num_threads_ = n;  // before the workers start: they read it (the budget rule)
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
@@ -147,7 +148,7 @@ Status PlannerService::ReportIterationTime(int64_t iteration, double seconds) {
 SearchBudget PlannerService::NextBudgetLocked() const {
   const std::vector<double> times(iteration_times_s_.begin(), iteration_times_s_.end());
   const std::vector<double> overruns(overruns_s_.begin(), overruns_s_.end());
-  return SearchBudgetRule(options_, threads(), times, overruns);
+  return SearchBudgetRule(options_, num_threads_, times, overruns);
 }
 
 SearchBudget PlannerService::NextBudget() const {

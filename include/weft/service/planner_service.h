@@ -135,7 +135,7 @@ class PlannerService {
   // True once the search of a submitted, not yet served iteration has finished (ok or failed).
   bool SearchDone(int64_t iteration) const;
 
-  int threads() const { return static_cast<int>(workers_.size()); }
+  int threads() const { return num_threads_; }
   const PlannerServiceOptions& options() const { return options_; }
 
  private:
@@ -163,6 +163,7 @@ class PlannerService {
   std::deque<double> iteration_times_s_;      // the last time_window reports
   std::deque<double> overruns_s_;             // the last time_window searches' overruns
   bool stopping_ = false;
+  int num_threads_ = 0;  // planning threads (set before they start)
   std::vector<std::thread> workers_;
 };
 
