@@ -1,6 +1,7 @@
 // Bindings: weft::service::PlannerService, the asynchronous planner. Python submits iterations
 // (their batches come from the job's data generator), background threads plan them, get() hands
-// out each plan in the same dict `weft.plan` returns plus `fallback` and `search_time_s`.
+// out each plan in the same dict `weft.plan` returns plus `fallback`, `reason` and the search's
+// budget and timing; report_iteration_time() feeds the service's budget rule.
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -60,13 +61,23 @@ class PyPlannerService {
     py::dict d = PlannedIterationDict(*planner_, iteration, out.served.planned, out.batch,
                                       out.compiled);
     d["fallback"] = out.served.fallback;
-    d["fallback_reason"] = out.served.fallback_reason;
+    d["reason"] = out.served.reason;
+    d["fallback_reason"] = out.served.fallback ? out.served.reason : std::string();
     d["search_time_s"] = out.served.search_time_s;
+    d["search_budget_s"] = out.served.search_budget_s;
+    d["work_budget"] = out.served.work_budget;
+    d["ready_ahead_s"] = out.served.ready_ahead_s;
     d["wait_time_s"] = out.served.wait_time_s;
     return d;
   }
 
+  Status ReportIterationTime(int64_t iteration, double seconds) {
+    return service_->ReportIterationTime(iteration, seconds);
+  }
+  service::SearchBudget NextBudget() const { return service_->NextBudget(); }
+  bool SearchDone(int64_t iteration) const { return service_->SearchDone(iteration); }
   int threads() const { return service_->threads(); }
+  int lookahead() const { return service_->options().lookahead; }
   // Batches of submitted, not yet served iterations (the service keeps its own copies).
   std::map<int64_t, spec::Batch> pending;
 
@@ -85,13 +96,19 @@ void RegisterService(py::module_& m) {
       m, "PlannerService",
       "Asynchronous planner: submit(iteration) queues the iteration's batch (from the data "
       "generator) for background planning; get(iteration, timeout_s) returns its plan (the dict "
-      "weft.plan returns, plus fallback, fallback_reason, search_time_s, wait_time_s). If the "
-      "search is not done by the timeout, the safe fallback plan is served (fallback = True).")
+      "weft.plan returns, plus fallback, reason, fallback_reason, search_time_s, "
+      "search_budget_s, work_budget, ready_ahead_s, wait_time_s). If the search is not done by "
+      "the timeout, the safe fallback plan is served (fallback = True) and the search is "
+      "cancelled. Online planning: submit iteration i + lookahead when iteration i starts and "
+      "report_iteration_time() each measured iteration; each search's time budget then follows "
+      "the service's rule (see report_iteration_time). work_budget > 0: deterministic work-unit "
+      "searches (same seed, same plans), no time limit, no rule.")
       .def(py::init([](const std::string& strategy_name, const std::string& model,
                        const std::string& cluster, int gpus, const std::string& data,
                        uint64_t seed, int num_microbatches, int sequences_per_batch,
                        int pipeline_size, double budget_s, int threads, int search_threads,
-                       int max_queued) {
+                       int max_queued, int lookahead, int64_t work_budget, double min_budget_s,
+                       double max_budget_s, double margin_s, int time_window) {
              auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
                                        sequences_per_batch, seed, pipeline_size);
              service::PlannerServiceOptions options;
@@ -99,6 +116,12 @@ void RegisterService(py::module_& m) {
              options.threads = threads;
              options.search_threads = search_threads;
              options.max_queued = max_queued;
+             options.lookahead = lookahead;
+             options.work_budget = work_budget;
+             options.min_budget_s = min_budget_s;
+             options.max_budget_s = max_budget_s;
+             options.margin_s = margin_s;
+             options.time_window = time_window;
              std::unique_ptr<PyPlannerService> out;
              Status status;
              {
@@ -112,7 +135,9 @@ void RegisterService(py::module_& m) {
            py::arg("data") = "mixed", py::arg("seed") = 1, py::arg("num_microbatches") = 0,
            py::arg("sequences_per_batch") = 0, py::arg("pipeline_size") = 0,
            py::arg("budget_s") = 1.0, py::arg("threads") = 1, py::arg("search_threads") = 1,
-           py::arg("max_queued") = 64)
+           py::arg("max_queued") = 64, py::arg("lookahead") = 1, py::arg("work_budget") = 0,
+           py::arg("min_budget_s") = 0.005, py::arg("max_budget_s") = 0.0,
+           py::arg("margin_s") = 0.01, py::arg("time_window") = 5)
       .def(
           "submit",
           [](PyPlannerService& self, int64_t iteration) {
@@ -152,7 +177,30 @@ void RegisterService(py::module_& m) {
           },
           py::arg("iteration"), py::arg("timeout_s") = 60.0,
           "The plan of `iteration`: searched if ready within timeout_s, else the fallback.")
-      .def_property_readonly("threads", &PyPlannerService::threads);
+      .def(
+          "report_iteration_time",
+          [](PyPlannerService& self, int64_t iteration, double seconds) {
+            Check(self.ReportIterationTime(iteration, seconds));
+          },
+          py::arg("iteration"), py::arg("seconds"),
+          "The measured wall time of one training iteration: the budget rule's input (the next "
+          "searches get clamp(min(lookahead, threads) x median of the last time_window times - "
+          "margin_s - overrun, min_budget_s, max_budget_s or budget_s)).")
+      .def(
+          "next_budget",
+          [](const PyPlannerService& self) {
+            const service::SearchBudget b = self.NextBudget();
+            py::dict d;
+            d["time_budget_s"] = b.time_budget_s;
+            d["work_budget"] = b.work_budget;
+            d["rule"] = b.rule;
+            return d;
+          },
+          "The budget a search started now would get: {time_budget_s, work_budget, rule}.")
+      .def("search_done", &PyPlannerService::SearchDone, py::arg("iteration"),
+           "True once the search of a submitted, not yet served iteration has finished.")
+      .def_property_readonly("threads", &PyPlannerService::threads)
+      .def_property_readonly("lookahead", &PyPlannerService::lookahead);
 }
 
 }  // namespace weft::python

@@ -45,14 +45,26 @@ def main(argv: list[str] | None = None) -> int:
                       f"(default for {', '.join(SEARCH_STRATEGIES)})")
     mode.add_argument("--offline", dest="online", action="store_false",
                       help="plan all iterations first, then run them")
-    p.add_argument("--budget-s", type=float, default=0.5, help="search budget per iteration")
+    p.add_argument("--budget-s", type=float, default=0.5,
+                   help="search budget per iteration (online: the first searches' budget and the "
+                   "most the budget rule gives)")
     p.add_argument("--plan-deadline-s", type=float, default=0.0,
                    help="online: how long iteration i+1 may wait for its search after iteration "
                    "i ends before the fallback plan is used")
+    p.add_argument("--lookahead", type=int, default=2,
+                   help="online: plan this many iterations ahead; each search's time budget is "
+                   "fitted to the measured iteration time (docs/runtime.md)")
+    p.add_argument("--work-budget", type=int, default=0,
+                   help="online: bound every search by deterministic work units instead of time "
+                   "(same seed, same plans)")
     p.add_argument("--trace", default="", help="write a measured Chrome trace (JSON) here")
     a = p.parse_args(argv)
     if a.iterations <= 0:
         print(f"error: --iterations = {a.iterations}; must be > 0", file=sys.stderr)
+        return 2
+    if a.lookahead < 1 or a.work_budget < 0:
+        print(f"error: --lookahead = {a.lookahead}, --work-budget = {a.work_budget}; must be "
+              ">= 1 and >= 0", file=sys.stderr)
         return 2
     online = a.strategy in SEARCH_STRATEGIES if a.online is None else a.online
     try:
@@ -64,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             source = OnlinePlannerSource(a.strategy, a.model, a.iterations, data=a.data,
                                          seed=a.seed, budget_s=a.budget_s,
                                          deadline_s=a.plan_deadline_s,
+                                         lookahead=a.lookahead, work_budget=a.work_budget,
                                          kwargs={"gpus": a.procs, "pipeline_size": a.procs})
             jobs = None
         else:
@@ -93,22 +106,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     refs = reference(a.model, first["chunks"], jobs, seed=a.seed) if a.check else None
+    errors = []
     for it, (job, run) in enumerate(zip(jobs, runs)):
         line = (f"iteration {it}: loss {run['loss']:.6f}  wall {run['wall_s'] * 1e3:.1f} ms  "
                 f"plan {job['plan_wall_s'] * 1e3:.1f} ms  simulated "
                 f"{job['summary']['iteration_time_s'] * 1e3:.3f} ms")
-        if online:
-            line += (f"  search {job['search_time_s'] * 1e3:.1f} ms  "
-                     f"{'ready' if job['ready'] else 'fallback (search not ready)'}")
         if refs:
             grads = {n: torch.from_numpy(g) for n, g in run["grads"].items()}
-            line += f"  max grad rel err {max_relative_error(grads, refs[it]['grads']):.2e}"
+            errors.append(max_relative_error(grads, refs[it]["grads"]))
+            line += f"  max grad rel err {errors[-1]:.2e}"
+        if online:  # "searched: ..." or "fallback: ...", and why
+            line += f"  {job['reason']}"
         print(line, flush=True)
+    if online:
+        searched = sum(job["ready"] for job in jobs)
+        print(f"online planning: {searched} of {len(jobs)} iterations searched, "
+              f"{len(jobs) - searched} fallback (lookahead {a.lookahead})")
     if a.trace:
         write_trace(a.trace, [{"iteration": it, "plan": job["plan"], "records": run["records"]}
                               for it, (job, run) in enumerate(zip(jobs, runs))],
                     title=f"{a.strategy} on {first['model']} (measured)")
         print(f"wrote {a.trace}")
+    if refs:
+        worst = max(range(len(errors)), key=errors.__getitem__)
+        ok = errors[worst] <= 1e-5
+        print(f"{'PASS' if ok else 'FAIL'}: max grad rel err {errors[worst]:.2e} "
+              f"(iteration {worst}) {'<=' if ok else '>'} 1e-05 over {len(errors)} iterations")
+        return 0 if ok else 1
     return 0
 
 

@@ -1,24 +1,109 @@
 #include "weft/service/planner_service.h"
 
-#include <algorithm>
+#include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <string_view>
 
 namespace weft::service {
 
+namespace {
+
+double SecondsBetween(std::chrono::steady_clock::time_point from,
+                      std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// Median (mean of the two middle values for an even count); 0 for none.
+double Median(std::span<const double> values) {
+  if (values.empty()) return 0;
+  std::vector<double> v(values.begin(), values.end());
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string Ms(double seconds) { return fmt::format("{:.1f} ms", seconds * 1e3); }
+
+std::string BudgetText(const SearchBudget& b) {
+  if (b.work_budget > 0) return b.rule;
+  return "time budget " + Ms(b.time_budget_s) + " = " + b.rule;
+}
+
+void PushBounded(std::deque<double>& values, double value, int limit) {
+  values.push_back(value);
+  while (static_cast<int>(values.size()) > limit) values.pop_front();
+}
+
+}  // namespace
+
 Status PlannerServiceOptions::Validate() const {
-  if (threads < 0) return InvalidArgumentError("threads = " + std::to_string(threads) + "; must be >= 0");
-  if (!(budget_s > 0)) return InvalidArgumentError("budget_s = " + std::to_string(budget_s) + "; must be > 0");
-  if (search_threads < 1) {
-    return InvalidArgumentError("search_threads = " + std::to_string(search_threads) + "; must be >= 1");
+  auto bad = [](std::string_view field, auto value, std::string_view rule) {
+    return InvalidArgumentError(fmt::format("{} = {}; {}", field, value, rule));
+  };
+  if (threads < 0) return bad("threads", threads, "must be >= 0");
+  if (!(budget_s > 0)) return bad("budget_s", budget_s, "must be > 0");
+  if (work_budget < 0) return bad("work_budget", work_budget, "must be >= 0");
+  if (search_threads < 1) return bad("search_threads", search_threads, "must be >= 1");
+  if (max_queued < 1) return bad("max_queued", max_queued, "must be >= 1");
+  if (lookahead < 1) return bad("lookahead", lookahead, "must be >= 1");
+  if (!(min_budget_s > 0)) return bad("min_budget_s", min_budget_s, "must be > 0");
+  if (!(max_budget_s >= 0)) return bad("max_budget_s", max_budget_s, "must be >= 0");
+  const double max_s = max_budget_s > 0 ? max_budget_s : budget_s;
+  if (max_s < min_budget_s) {
+    return bad("max_budget_s (0 = budget_s)", max_s,
+               fmt::format("must be >= min_budget_s = {}", min_budget_s));
   }
-  if (max_queued < 1) return InvalidArgumentError("max_queued = " + std::to_string(max_queued) + "; must be >= 1");
+  if (!(margin_s >= 0)) return bad("margin_s", margin_s, "must be >= 0");
+  if (time_window < 1) return bad("time_window", time_window, "must be >= 1");
   return OkStatus();
+}
+
+SearchBudget SearchBudgetRule(const PlannerServiceOptions& options,
+                              int threads,
+                              std::span<const double> iteration_times_s,
+                              std::span<const double> overruns_s) {
+  SearchBudget b;
+  if (options.work_budget > 0) {
+    b.work_budget = options.work_budget;
+    b.rule =
+        fmt::format("work budget {} units (deterministic, no time limit)", options.work_budget);
+    return b;
+  }
+  if (iteration_times_s.empty()) {
+    b.time_budget_s = options.budget_s;
+    b.rule = "budget_s (no iteration time reported yet)";
+    return b;
+  }
+  if (static_cast<int>(iteration_times_s.size()) > options.time_window) {
+    iteration_times_s = iteration_times_s.last(options.time_window);
+  }
+  if (static_cast<int>(overruns_s.size()) > options.time_window) {
+    overruns_s = overruns_s.last(options.time_window);
+  }
+  const int slots = std::max(1, std::min(options.lookahead, threads));
+  const double median_s = Median(iteration_times_s);
+  const double overrun_s = std::max(0.0, Median(overruns_s));
+  const double raw_s = slots * median_s - options.margin_s - overrun_s;
+  const double max_s = options.max_budget_s > 0 ? options.max_budget_s : options.budget_s;
+  b.time_budget_s = std::clamp(raw_s, options.min_budget_s, max_s);
+  b.rule = fmt::format("min(lookahead {}, threads {}) x median {} of {} iterations - margin {} - "
+                       "overrun {}",
+                       options.lookahead, threads, Ms(median_s), iteration_times_s.size(),
+                       Ms(options.margin_s), Ms(overrun_s));
+  if (b.time_budget_s != raw_s) {
+    b.rule += fmt::format(" = {}, clamped to [{}, {}]", Ms(raw_s), Ms(options.min_budget_s),
+                          Ms(max_s));
+  }
+  return b;
 }
 
 PlannerService::PlannerService(const strategy::Planner& planner, PlannerServiceOptions options)
     : planner_(planner), options_(options) {
   int n = options_.threads;
   if (n <= 0) n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  num_threads_ = n;  // before the workers start: they read it (the budget rule)
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
@@ -26,8 +111,8 @@ PlannerService::~PlannerService() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    for (const auto& entry : running_) entry->cancel.store(true);
   }
-  interrupt_.store(true);
   work_cv_.notify_all();
   done_cv_.notify_all();
   for (auto& t : workers_) t.join();
@@ -50,9 +135,37 @@ Status PlannerService::Submit(const spec::Batch& batch) {
   return OkStatus();
 }
 
+Status PlannerService::ReportIterationTime(int64_t iteration, double seconds) {
+  if (!(seconds > 0) || !std::isfinite(seconds)) {
+    return InvalidArgumentError("iteration " + std::to_string(iteration) + " time = " +
+                                std::to_string(seconds) + " s; must be finite and > 0");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  PushBounded(iteration_times_s_, seconds, options_.time_window);
+  return OkStatus();
+}
+
+SearchBudget PlannerService::NextBudgetLocked() const {
+  const std::vector<double> times(iteration_times_s_.begin(), iteration_times_s_.end());
+  const std::vector<double> overruns(overruns_s_.begin(), overruns_s_.end());
+  return SearchBudgetRule(options_, num_threads_, times, overruns);
+}
+
+SearchBudget PlannerService::NextBudget() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return NextBudgetLocked();
+}
+
+bool PlannerService::SearchDone(int64_t iteration) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = entries_.find(iteration);
+  return found != entries_.end() && found->second->searched.has_value();
+}
+
 void PlannerService::WorkerLoop() {
   for (;;) {
     std::shared_ptr<Entry> entry;
+    Clock::time_point start;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -63,6 +176,11 @@ void PlannerService::WorkerLoop() {
       if (found == entries_.end()) continue;  // taken by Get() meanwhile
       entry = found->second;
       entry->started = true;
+      // The budget is fixed now, from the iteration times reported so far.
+      entry->budget = NextBudgetLocked();
+      start = Clock::now();
+      entry->search_start = start;
+      running_.insert(entry);
     }
     auto fallback = planner_.Fallback(entry->batch);
     {
@@ -71,25 +189,32 @@ void PlannerService::WorkerLoop() {
     }
     done_cv_.notify_all();
     strategy::PlanBudget budget = planner_.options().budget;
-    budget.time_budget_s = options_.budget_s;
+    budget.time_budget_s = entry->budget.time_budget_s;
+    budget.work_budget = entry->budget.work_budget;
     budget.threads = options_.search_threads;
-    budget.interrupt = &interrupt_;
-    const auto start = std::chrono::steady_clock::now();
+    budget.interrupt = &entry->cancel;
+    const auto search_start = Clock::now();
     auto searched = planner_.Plan(entry->batch, budget);
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto done = Clock::now();
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      running_.erase(entry);
       entry->searched = std::move(searched);
-      entry->search_time_s = elapsed;
+      entry->search_time_s = SecondsBetween(search_start, done);
+      entry->search_done = done;
+      // What the budget did not cover (the fallback, evaluation, memory policy), for the rule;
+      // a cancelled search says nothing about it.
+      if (entry->budget.work_budget == 0 && !entry->cancel.load()) {
+        PushBounded(overruns_s_, SecondsBetween(start, done) - entry->budget.time_budget_s,
+                    options_.time_window);
+      }
     }
     done_cv_.notify_all();
   }
 }
 
-StatusOr<ServedPlan> PlannerService::Get(int64_t iteration,
-                                         std::chrono::steady_clock::time_point deadline) {
-  const auto start = std::chrono::steady_clock::now();
+StatusOr<ServedPlan> PlannerService::Get(int64_t iteration, Clock::time_point deadline) {
+  const auto start = Clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   auto found = entries_.find(iteration);
   if (found == entries_.end()) {
@@ -98,21 +223,39 @@ StatusOr<ServedPlan> PlannerService::Get(int64_t iteration,
   std::shared_ptr<Entry> entry = found->second;
   done_cv_.wait_until(lock, deadline, [&] { return stopping_ || entry->searched.has_value(); });
   ServedPlan served;
+  served.search_budget_s = entry->budget.time_budget_s;
+  served.work_budget = entry->budget.work_budget;
+  const std::string it = std::to_string(iteration);
   if (entry->searched.has_value() && entry->searched->ok()) {
     served.planned = std::move(**entry->searched);
     served.search_time_s = entry->search_time_s;
+    served.ready_ahead_s = SecondsBetween(entry->search_done, start);
+    served.reason = (served.ready_ahead_s >= 0
+                         ? "searched: ready " + Ms(served.ready_ahead_s) + " before it was needed"
+                         : "searched: waited " + Ms(-served.ready_ahead_s) + " for it") +
+                    " (search " + Ms(served.search_time_s) + "; " + BudgetText(entry->budget) +
+                    ")";
   } else {
     served.fallback = true;
     if (entry->searched.has_value()) {
-      served.fallback_reason = "search failed: " + entry->searched->status().message();
+      served.reason = "fallback: search for iteration " + it +
+                      " failed: " + entry->searched->status().message();
       served.search_time_s = entry->search_time_s;
+    } else if (entry->started) {
+      entry->cancel.store(true);  // nobody will take its plan: free the thread for the next one
+      served.reason = "fallback: search for iteration " + it + " still running at the deadline (" +
+                      BudgetText(entry->budget) + "; started " +
+                      Ms(SecondsBetween(entry->search_start, Clock::now())) + " ago); cancelled";
     } else {
-      served.fallback_reason = entry->started ? "search missed the deadline"
-                                              : "batch not started before the deadline";
+      const auto pos = std::find(queue_.begin(), queue_.end(), iteration);
+      served.reason = fmt::format(
+          "fallback: search for iteration {} not started by the deadline ({} searches queued "
+          "before it, {} planning threads busy)",
+          it, pos - queue_.begin(), running_.size());
     }
     if (!entry->fallback.has_value()) {
       if (!entry->started) {
-        // No worker has it yet: compute the fallback here (milliseconds) and drop it from the queue.
+        // No worker has it yet: compute the fallback here (milliseconds), drop it from the queue.
         std::erase(queue_, iteration);
         lock.unlock();
         auto fb = planner_.Fallback(entry->batch);
@@ -127,8 +270,7 @@ StatusOr<ServedPlan> PlannerService::Get(int64_t iteration,
     served.planned = std::move(**entry->fallback);
   }
   entries_.erase(iteration);
-  served.wait_time_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  served.wait_time_s = SecondsBetween(start, Clock::now());
   return served;
 }
 

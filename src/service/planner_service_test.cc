@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "weft/strategy/compare.h"
 
@@ -13,7 +17,8 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-// Wraps a real strategy; PlanIteration waits `delay` first (or fails) to model a slow search.
+// Wraps a real strategy; PlanIteration waits `delay` first (or fails) to model a slow search;
+// the wait ends early on PlanBudget::interrupt.
 // With `interrupted`, it instead waits (at most 60 s) for PlanBudget::interrupt and records that
 // it saw it.
 class SlowStrategy final : public strategy::Strategy {
@@ -31,6 +36,10 @@ class SlowStrategy final : public strategy::Strategy {
                                                   const spec::Batch& batch,
                                                   const strategy::PlanBudget& budget) const override {
     ++calls_;
+    {
+      std::lock_guard<std::mutex> lock(budgets_mutex_);
+      budgets_.push_back({budget.time_budget_s, budget.work_budget});
+    }
     if (interrupted_ != nullptr) {
       const auto give_up = steady_clock::now() + std::chrono::seconds(60);
       while (steady_clock::now() < give_up) {
@@ -41,17 +50,29 @@ class SlowStrategy final : public strategy::Strategy {
         std::this_thread::sleep_for(milliseconds(1));
       }
     }
-    std::this_thread::sleep_for(delay_);
+    // The delay ends early when the search is cancelled (as a real search's would).
+    const auto wake = steady_clock::now() + delay_;
+    while (steady_clock::now() < wake &&
+           !(budget.interrupt != nullptr && budget.interrupt->load())) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
     if (fail_) return InternalError("search exploded");
     return inner_->PlanIteration(job, plan, batch, budget);
   }
   mutable std::atomic<int> calls_{0};
+  // (time_budget_s, work_budget) of every PlanIteration call.
+  std::vector<std::pair<double, int64_t>> Budgets() const {
+    std::lock_guard<std::mutex> lock(budgets_mutex_);
+    return budgets_;
+  }
 
  private:
   std::unique_ptr<strategy::Strategy> inner_;
   milliseconds delay_;
   bool fail_;
   std::atomic<bool>* interrupted_;
+  mutable std::mutex budgets_mutex_;
+  mutable std::vector<std::pair<double, int64_t>> budgets_;
 };
 
 struct Fixture {
@@ -85,7 +106,7 @@ TEST(PlannerService, ReturnsSearchedPlansInBatchOrder) {
   for (const auto& b : f.batches) {
     auto served = service.Get(b.iteration, steady_clock::now() + std::chrono::seconds(60));
     ASSERT_TRUE(served.ok()) << served.status().ToString();
-    EXPECT_FALSE(served->fallback) << served->fallback_reason;
+    EXPECT_FALSE(served->fallback) << served->reason;
     ASSERT_EQ(served->planned.plan.replicas.size(), 1u);
     // Served plans come evaluated.
     EXPECT_GT(served->planned.evaluation.iteration_time_s, 0);
@@ -107,7 +128,7 @@ TEST(PlannerService, ServesTheFallbackWhenTheSearchMissesTheDeadline) {
   auto served = service.Get(0, steady_clock::now() + milliseconds(100));
   ASSERT_TRUE(served.ok()) << served.status().ToString();
   EXPECT_TRUE(served->fallback);
-  EXPECT_FALSE(served->fallback_reason.empty());
+  EXPECT_EQ(served->reason.rfind("fallback: ", 0), 0u) << served->reason;
   // The fallback is a complete, schedulable plan on the same placement.
   const auto& plan = served->planned.plan;
   ASSERT_EQ(plan.replicas.size(), 1u);
@@ -139,7 +160,7 @@ TEST(PlannerService, ServedPlansFollowThePlannersMemoryPolicy) {
   ASSERT_TRUE(service.Submit(batches->front()).ok());
   auto served = service.Get(0, steady_clock::now() + std::chrono::seconds(120));
   ASSERT_TRUE(served.ok()) << served.status().ToString();
-  EXPECT_FALSE(served->fallback) << served->fallback_reason;
+  EXPECT_FALSE(served->fallback) << served->reason;
   EXPECT_EQ(served->planned.recompute_used, direct->recompute_used);
   EXPECT_EQ(served->planned.evaluation.oom, direct->evaluation.oom);
   EXPECT_DOUBLE_EQ(served->planned.evaluation.iteration_time_s,
@@ -154,7 +175,7 @@ TEST(PlannerService, ServesTheFallbackWhenTheSearchFails) {
   auto served = service.Get(1, steady_clock::now() + std::chrono::seconds(60));
   ASSERT_TRUE(served.ok());
   EXPECT_TRUE(served->fallback);
-  EXPECT_NE(served->fallback_reason.find("search exploded"), std::string::npos);
+  EXPECT_NE(served->reason.find("search exploded"), std::string::npos) << served->reason;
 }
 
 TEST(PlannerService, DestructorInterruptsRunningSearches) {
@@ -179,7 +200,229 @@ TEST(PlannerService, DestructorInterruptsRunningSearches) {
 TEST(PlannerServiceOptions, RejectsBadValues) {
   EXPECT_FALSE(PlannerServiceOptions{.budget_s = 0}.Validate().ok());
   EXPECT_FALSE(PlannerServiceOptions{.threads = -1}.Validate().ok());
+  EXPECT_FALSE(PlannerServiceOptions{.work_budget = -1}.Validate().ok());
+  EXPECT_FALSE(PlannerServiceOptions{.lookahead = 0}.Validate().ok());
+  EXPECT_FALSE(PlannerServiceOptions{.min_budget_s = 0}.Validate().ok());
+  EXPECT_FALSE(PlannerServiceOptions{.margin_s = -0.1}.Validate().ok());
+  EXPECT_FALSE(PlannerServiceOptions{.time_window = 0}.Validate().ok());
+  // The upper bound (max_budget_s, else budget_s) must not be below the lower one.
+  EXPECT_FALSE(PlannerServiceOptions{.budget_s = 0.001}.Validate().ok());
+  EXPECT_TRUE((PlannerServiceOptions{.budget_s = 0.001, .min_budget_s = 0.001}).Validate().ok());
   EXPECT_TRUE(PlannerServiceOptions{}.Validate().ok());
+}
+
+// ---- The budget rule: clamp(min(lookahead, threads) x median - margin - overrun, min, max). ----
+
+TEST(SearchBudgetRule, UsesBudgetSUntilAnIterationTimeIsReported) {
+  const SearchBudget b = SearchBudgetRule({.budget_s = 0.5, .lookahead = 2}, 1, {}, {});
+  EXPECT_DOUBLE_EQ(b.time_budget_s, 0.5);
+  EXPECT_EQ(b.work_budget, 0);
+  EXPECT_NE(b.rule.find("no iteration time reported"), std::string::npos) << b.rule;
+}
+
+TEST(SearchBudgetRule, IsMinOfLookaheadAndThreadsTimesTheMedianMinusMarginAndOverrun) {
+  const PlannerServiceOptions o{.budget_s = 10, .lookahead = 2, .margin_s = 0.01};
+  const std::vector<double> times = {0.3, 0.1, 0.2};  // median 0.2 s
+  // One planning thread finishes one search per iteration only if each takes <= 1 iteration.
+  EXPECT_DOUBLE_EQ(SearchBudgetRule(o, 1, times, {}).time_budget_s, 0.2 - 0.01);
+  // Two threads: each search may take 2 iterations; lookahead 2 allows as much.
+  EXPECT_DOUBLE_EQ(SearchBudgetRule(o, 2, times, {}).time_budget_s, 2 * 0.2 - 0.01);
+  // More threads than lookahead: the lookahead (latency) binds.
+  EXPECT_DOUBLE_EQ(SearchBudgetRule(o, 8, times, {}).time_budget_s, 2 * 0.2 - 0.01);
+  PlannerServiceOptions k3 = o;
+  k3.lookahead = 3;
+  EXPECT_DOUBLE_EQ(SearchBudgetRule(k3, 8, times, {}).time_budget_s, 3 * 0.2 - 0.01);
+  // The median of an even count is the mean of the two middle values.
+  const std::vector<double> even = {0.4, 0.1, 0.3, 0.2};
+  EXPECT_DOUBLE_EQ(SearchBudgetRule(o, 1, even, {}).time_budget_s, 0.25 - 0.01);
+  // The measured overrun (time outside the budget) is kept free too; a negative one is 0.
+  const std::vector<double> overruns = {0.02, -0.5, 0.04};
+  EXPECT_DOUBLE_EQ(SearchBudgetRule(o, 1, times, overruns).time_budget_s, 0.2 - 0.01 - 0.02);
+  const std::vector<double> under = {-0.02, -0.01};
+  EXPECT_DOUBLE_EQ(SearchBudgetRule(o, 1, times, under).time_budget_s, 0.2 - 0.01);
+  const SearchBudget b = SearchBudgetRule(o, 1, times, overruns);
+  EXPECT_NE(b.rule.find("min(lookahead 2, threads 1) x median 200.0 ms of 3 iterations"),
+            std::string::npos)
+      << b.rule;
+}
+
+TEST(SearchBudgetRule, UsesOnlyTheLastTimeWindowTimes) {
+  const PlannerServiceOptions o{.budget_s = 10, .margin_s = 0, .time_window = 2};
+  const std::vector<double> times = {5.0, 0.1, 0.2};  // the 5 s warm-up falls out of the window
+  EXPECT_DOUBLE_EQ(SearchBudgetRule(o, 1, times, {}).time_budget_s, 0.15);
+}
+
+TEST(SearchBudgetRule, ClampsToMinAndMax) {
+  const PlannerServiceOptions o{.budget_s = 0.5, .min_budget_s = 0.02, .margin_s = 0.01};
+  const std::vector<double> slow = {10.0};
+  const std::vector<double> fast = {0.015};
+  EXPECT_DOUBLE_EQ(SearchBudgetRule(o, 1, slow, {}).time_budget_s, 0.5);  // max = budget_s
+  EXPECT_DOUBLE_EQ(SearchBudgetRule(o, 1, fast, {}).time_budget_s, 0.02);
+  EXPECT_NE(SearchBudgetRule(o, 1, fast, {}).rule.find("clamped"), std::string::npos);
+  PlannerServiceOptions with_max = o;
+  with_max.max_budget_s = 2.0;
+  EXPECT_DOUBLE_EQ(SearchBudgetRule(with_max, 1, slow, {}).time_budget_s, 2.0);
+}
+
+TEST(SearchBudgetRule, WorkBudgetIgnoresTimesAndHasNoTimeLimit) {
+  const PlannerServiceOptions o{.budget_s = 0.5, .work_budget = 16, .lookahead = 2};
+  const std::vector<double> times = {0.1, 0.2};
+  for (const auto& b : {SearchBudgetRule(o, 1, {}, {}), SearchBudgetRule(o, 4, times, times)}) {
+    EXPECT_EQ(b.work_budget, 16);
+    EXPECT_EQ(b.time_budget_s, 0);
+    EXPECT_NE(b.rule.find("deterministic"), std::string::npos) << b.rule;
+  }
+}
+
+// ---- The rule in the service: reports feed the budget a search gets when it starts. ----
+
+TEST(PlannerService, SearchesGetTheRuleBudgetFromReportedIterationTimes) {
+  Fixture f;
+  auto planner = f.Planner("gpipe", milliseconds(0));
+  PlannerService service(*planner, {.threads = 1, .budget_s = 5, .lookahead = 2});
+  EXPECT_DOUBLE_EQ(service.NextBudget().time_budget_s, 5);
+  EXPECT_EQ(service.ReportIterationTime(0, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(service.ReportIterationTime(0, -1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(service.ReportIterationTime(0, std::nan("")).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(service.ReportIterationTime(0, INFINITY).code(), StatusCode::kInvalidArgument);
+  for (double t : {0.3, 0.1, 0.2}) ASSERT_TRUE(service.ReportIterationTime(0, t).ok());
+  // min(lookahead 2, threads 1) x median 0.2 s - margin 0.01 s; no search has run (no overrun).
+  const double expected_s = 0.2 - 0.01;
+  EXPECT_DOUBLE_EQ(service.NextBudget().time_budget_s, expected_s);
+  ASSERT_TRUE(service.Submit(f.batches[0]).ok());
+  auto served = service.Get(0, steady_clock::now() + std::chrono::seconds(60));
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  EXPECT_FALSE(served->fallback) << served->reason;
+  EXPECT_DOUBLE_EQ(served->search_budget_s, expected_s);
+  EXPECT_EQ(served->work_budget, 0);
+  const auto& slow = dynamic_cast<const SlowStrategy&>(planner->strategy());
+  ASSERT_FALSE(slow.Budgets().empty());
+  for (const auto& [time_s, work] : slow.Budgets()) {
+    EXPECT_DOUBLE_EQ(time_s, expected_s);
+    EXPECT_EQ(work, 0);
+  }
+  EXPECT_EQ(served->reason.rfind("searched: ", 0), 0u) << served->reason;
+  EXPECT_NE(served->reason.find("time budget 190.0 ms = min(lookahead 2, threads 1)"),
+            std::string::npos)
+      << served->reason;
+}
+
+// Polls `done` (at most 60 s): waits for a state, asserts nothing about time.
+template <typename Fn>
+bool Eventually(Fn done) {
+  const auto give_up = steady_clock::now() + std::chrono::seconds(60);
+  while (!done()) {
+    if (steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+// Lookahead k: iterations i + 1 .. i + k are searched while i is served; a plan whose search is
+// done when it is needed is served at once, whatever the deadline (even one already past).
+TEST(PlannerService, PlansSearchedAheadAreServedAtAPassedDeadline) {
+  Fixture f;
+  auto planner = f.Planner("zb-h1", milliseconds(0));
+  PlannerService service(*planner, {.threads = 1, .work_budget = 4, .lookahead = 2});
+  for (const auto& b : f.batches) ASSERT_TRUE(service.Submit(b).ok());
+  auto first = service.Get(0, steady_clock::now() + std::chrono::seconds(60));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->fallback) << first->reason;
+  ASSERT_TRUE(Eventually([&] { return service.SearchDone(1) && service.SearchDone(2); }));
+  for (int64_t i : {1, 2}) {
+    auto served = service.Get(i, steady_clock::now() - std::chrono::seconds(1));
+    ASSERT_TRUE(served.ok()) << served.status().ToString();
+    EXPECT_FALSE(served->fallback) << served->reason;
+    EXPECT_GE(served->ready_ahead_s, 0);
+    EXPECT_EQ(served->work_budget, 4);
+    EXPECT_EQ(served->search_budget_s, 0);
+    EXPECT_EQ(served->reason.rfind("searched: ready ", 0), 0u) << served->reason;
+    EXPECT_NE(served->reason.find("work budget 4 units"), std::string::npos) << served->reason;
+    EXPECT_FALSE(service.SearchDone(i));  // served: gone
+  }
+  // Work-budget searches got no time limit.
+  const auto& slow = dynamic_cast<const SlowStrategy&>(planner->strategy());
+  for (const auto& [time_s, work] : slow.Budgets()) {
+    EXPECT_EQ(time_s, 0);
+    EXPECT_EQ(work, 4);
+  }
+}
+
+// With a work budget, a batch's searched plan does not depend on timing: not on the reported
+// iteration times, not on how many threads plan. (On the job the runtime trains, tiny-vlm on 4
+// ranks: dip's per-rank memory selection, whose MILP has a wall-time limit, does not bind there.)
+TEST(PlannerService, WorkBudgetPlansAreDeterministic) {
+  auto setup = strategy::MakeJobSetup(
+      {.model = "tiny-vlm", .gpus = 4, .pipeline_size = 4, .data = "coco-llava"});
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  std::shared_ptr<const strategy::JobSetup> shared(std::move(*setup));
+  auto made = strategy::MakeIterationBatches(*shared, 0, 3);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  const std::vector<spec::Batch>& batches = *made;
+  auto planner = strategy::Planner::Create(shared, *strategy::MakeStrategy("dip"));
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+  std::vector<std::vector<strategy::PlannedIteration>> runs;
+  for (int threads : {1, 2}) {
+    PlannerService service(**planner, {.threads = threads, .work_budget = 2, .lookahead = 2});
+    if (threads == 2) {
+      for (double t : {0.001, 0.002}) ASSERT_TRUE(service.ReportIterationTime(0, t).ok());
+    }
+    for (const auto& b : batches) ASSERT_TRUE(service.Submit(b).ok());
+    std::vector<strategy::PlannedIteration> plans;
+    for (const auto& b : batches) {
+      auto served = service.Get(b.iteration, steady_clock::now() + std::chrono::seconds(120));
+      ASSERT_TRUE(served.ok()) << served.status().ToString();
+      ASSERT_FALSE(served->fallback) << served->reason;
+      plans.push_back(std::move(served->planned));
+    }
+    runs.push_back(std::move(plans));
+  }
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const auto& a = runs[0][i];
+    const auto& b = runs[1][i];
+    EXPECT_EQ(a.evaluation.iteration_time_s, b.evaluation.iteration_time_s) << "batch " << i;
+    ASSERT_EQ(a.plan.replicas.size(), b.plan.replicas.size());
+    for (size_t r = 0; r < a.plan.replicas.size(); ++r) {
+      EXPECT_EQ(a.plan.replicas[r].schedule.order, b.plan.replicas[r].schedule.order)
+          << "batch " << i << " replica " << r;
+    }
+  }
+}
+
+// Each fallback says why: the search not started (queued behind a busy thread), or still running
+// (then it is cancelled, freeing the thread).
+TEST(PlannerService, FallbackReasonsNameTheSearchState) {
+  Fixture f;
+  std::atomic<bool> interrupted{false};
+  auto planner = strategy::Planner::Create(
+      f.setup, std::make_unique<SlowStrategy>(std::move(*strategy::MakeStrategy("gpipe")),
+                                              milliseconds(0), false, &interrupted));
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+  const auto& slow = dynamic_cast<const SlowStrategy&>((*planner)->strategy());
+  PlannerService service(**planner, {.threads = 1, .budget_s = 0.25, .lookahead = 2});
+  ASSERT_TRUE(service.Submit(f.batches[0]).ok());
+  ASSERT_TRUE(service.Submit(f.batches[1]).ok());
+  // Search 0 is running (it waits for its interrupt); search 1 waits for the only thread.
+  ASSERT_TRUE(Eventually([&] { return slow.calls_.load() >= 1; }));
+  auto queued = service.Get(1, steady_clock::now());
+  ASSERT_TRUE(queued.ok()) << queued.status().ToString();
+  EXPECT_TRUE(queued->fallback);
+  EXPECT_EQ(queued->reason,
+            "fallback: search for iteration 1 not started by the deadline (0 searches queued "
+            "before it, 1 planning threads busy)");
+  EXPECT_FALSE(interrupted.load());
+  auto running = service.Get(0, steady_clock::now());
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  EXPECT_TRUE(running->fallback);
+  EXPECT_EQ(running->reason.rfind("fallback: search for iteration 0 still running at the "
+                                  "deadline (time budget 250.0 ms = budget_s",
+                                  0),
+            0u)
+      << running->reason;
+  EXPECT_NE(running->reason.find("ago); cancelled"), std::string::npos) << running->reason;
+  EXPECT_DOUBLE_EQ(running->search_budget_s, 0.25);
+  // Served the fallback, the service cancels the search: the thread is free again.
+  EXPECT_TRUE(Eventually([&] { return interrupted.load(); }));
 }
 
 }  // namespace

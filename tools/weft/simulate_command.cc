@@ -76,8 +76,7 @@ Status RunIterationsWithService(const RunOptions& o, Fn each) {
     strategy::PlannedIteration planned = std::move(served.planned);
     planned.plan.plan_time_s = served.search_time_s;
     if (served.fallback) {
-      planned.plan.notes += std::string(planned.plan.notes.empty() ? "" : "; ") +
-                            "fallback plan: " + served.fallback_reason;
+      planned.plan.notes += std::string(planned.plan.notes.empty() ? "" : "; ") + served.reason;
     }
     WEFT_RETURN_IF_ERROR(each(batch.iteration, *prepared.planner, planned));
   }

@@ -82,33 +82,60 @@ def job_from_plan(r: dict, plan_wall_s: float) -> dict:
 
 
 class OnlinePlanner:
-    """Plans iteration i + 1 with weft.PlannerService while iteration i runs.
+    """Plans `lookahead` iterations ahead with weft.PlannerService while the ranks run.
 
-    next_job(i, _) is what weft.runtime.executor.run_streamed calls: for i = 0 it waits for the
-    searched plan (first_timeout_s; nothing runs yet to overlap with); for i > 0 it takes the plan
-    of iteration i with a deadline of deadline_s from the moment iteration i - 1 ended: a search
-    that is not done by then is replaced by the service's fallback plan (job["ready"] = False).
-    Then it submits iteration i + 1 so its search overlaps iteration i."""
+    next_job(i, previous) is what weft.runtime.executor.run_streamed calls when iteration i is
+    about to start. Iterations 0 .. lookahead - 1 are submitted up front; each call then
+    1. reports the measured time of iteration i - 1 (from the previous call's return to this
+       call: the cadence at which plans are needed, broadcast and barrier included) to the
+       service, whose budget rule sizes the searches it starts next — except the first
+       `warmup_iterations` iterations, whose time includes one-time warm-up (first torch calls,
+       gloo connections);
+    2. takes the plan of iteration i: for i = 0 it waits for the searched plan (first_timeout_s;
+       nothing runs yet to overlap with), for i > 0 it waits at most deadline_s, then the
+       service serves the fallback plan (and cancels the search);
+    3. submits iteration i + lookahead, so its search overlaps iterations i .. i + lookahead - 1.
+    The job carries `ready` (searched plan served), `reason` (the service's why), and the
+    search's budget and timing. work_budget > 0 makes every search deterministic (work units,
+    no time limit, no rule)."""
 
     def __init__(self, strategy: str, model: str, iterations: int, data: str = "coco-llava",
                  seed: int = 1, budget_s: float = 0.5, deadline_s: float = 0.0,
-                 first_timeout_s: float = 120.0, threads: int = 1, **kwargs):
+                 first_timeout_s: float = 120.0, threads: int = 1, lookahead: int = 2,
+                 work_budget: int = 0, warmup_iterations: int = 1, **kwargs):
         self.iterations, self.deadline_s, self.first_timeout_s = iterations, deadline_s, \
             first_timeout_s
+        self.lookahead, self.warmup_iterations = lookahead, warmup_iterations
         self.service = weft.PlannerService(strategy, model, data=data, seed=seed,
-                                           budget_s=budget_s, threads=threads, **kwargs)
-        self.service.submit(0)
+                                           budget_s=budget_s, threads=threads,
+                                           lookahead=lookahead, work_budget=work_budget, **kwargs)
+        self.submitted_at: dict[int, int] = {}  # iteration -> iteration during which submitted
+        for it in range(min(lookahead, iterations)):
+            self._submit(it, -1)
+        self._handed_out_at: float | None = None
+
+    def _submit(self, iteration: int, now_running: int) -> None:
+        self.service.submit(iteration)
+        self.submitted_at[iteration] = now_running
 
     def next_job(self, i: int, _previous: dict | None = None) -> dict | None:
         if i >= self.iterations:
             return None
+        period_s = None
+        if i > 0 and self._handed_out_at is not None:
+            period_s = time.perf_counter() - self._handed_out_at
+            if i - 1 >= self.warmup_iterations:
+                self.service.report_iteration_time(i - 1, period_s)
         t0 = time.perf_counter()
         r = self.service.get(i, self.first_timeout_s if i == 0 else self.deadline_s)
         job = job_from_plan(r, time.perf_counter() - t0)
-        job["ready"] = not r["fallback"]
-        job["search_time_s"] = r["search_time_s"]
-        if i + 1 < self.iterations:
-            self.service.submit(i + 1)
+        if i + self.lookahead < self.iterations:
+            self._submit(i + self.lookahead, i)
+        job.update(ready=not r["fallback"], reason=r["reason"], search_time_s=r["search_time_s"],
+                   search_budget_s=r["search_budget_s"], work_budget=r["work_budget"],
+                   ready_ahead_s=r["ready_ahead_s"], wait_time_s=r["wait_time_s"],
+                   submitted_at=self.submitted_at.pop(i), previous_period_s=period_s)
+        self._handed_out_at = time.perf_counter()
         return job
 
 
@@ -124,11 +151,13 @@ class OnlinePlannerSource:
     seed: int = 1
     budget_s: float = 0.5
     deadline_s: float = 0.0
+    lookahead: int = 2
+    work_budget: int = 0
     kwargs: dict = dataclasses.field(default_factory=dict)
 
     def __call__(self):
         planner = OnlinePlanner(self.strategy, self.model, self.iterations, data=self.data,
                                 seed=self.seed, budget_s=self.budget_s,
-                                deadline_s=self.deadline_s, **self.kwargs)
+                                deadline_s=self.deadline_s, lookahead=self.lookahead,
+                                work_budget=self.work_budget, **self.kwargs)
         return planner.next_job
-
