@@ -240,15 +240,6 @@ StatusOr<PlacementSpec> ParsePlacementYaml(std::string_view text, std::string_vi
     mp.dp = host->second.dp;
     mp.layers = {num_layers};
   }
-  // TP / CP / DP sizes against the model (heads divisible, ...), through ParallelConfig.
-  spec::ParallelConfig parallel;
-  for (const ModulePlacement& mp : out.modules) {
-    parallel.modules.push_back(
-        {.module = mp.module, .tp = mp.tp, .pp = mp.PipelineSize(), .dp = mp.dp, .cp = mp.cp});
-  }
-  if (Status s = parallel.Validate(model); !s.ok()) {
-    return InvalidArgumentError(fmt::format("{}: {}", source, s.message()));
-  }
   // GPUs: inside the cluster, groups inside a node, modules do not overlap.
   const int gpus_per_node = cluster.gpus_per_node;
   std::vector<std::pair<std::pair<int, int>, std::string>> ranges;
@@ -291,6 +282,23 @@ StatusOr<PlacementSpec> ParsePlacementYaml(std::string_view text, std::string_vi
       }
     }
     ranges.push_back({{mp.first_gpu, static_cast<int>(end)}, mp.module});
+  }
+  // TP / CP / DP sizes against the model (heads divisible, ...), through ParallelConfig.
+  spec::ParallelConfig parallel;
+  for (const ModulePlacement& mp : out.modules) {
+    parallel.modules.push_back(
+        {.module = mp.module, .tp = mp.tp, .pp = mp.PipelineSize(), .dp = mp.dp, .cp = mp.cp});
+  }
+  if (Status s = parallel.Validate(model); !s.ok()) {
+    // Name the placement's field: "parallel.modules[2].tp" -> "placement.modules.llm.tp".
+    std::string m(s.message());
+    for (size_t k = 0; k < out.modules.size(); ++k) {
+      const std::string from = fmt::format("parallel.modules[{}]", k);
+      if (auto at = m.find(from); at != std::string::npos) {
+        m.replace(at, from.size(), "placement.modules." + out.modules[k].module);
+      }
+    }
+    return InvalidArgumentError(fmt::format("{}: {}", source, m));
   }
   return out;
 }
