@@ -24,24 +24,30 @@ constexpr int kNumKinds = 3;
 // The slots of every group: stages of (microbatch index, chunk, kind), in run order.
 class SlotTable {
  public:
-  // Builds the table; microbatch ids are mapped to dense indices in increasing id order.
+  // Builds the table; each group's microbatch ids are mapped to dense indices in increasing order.
   SlotTable(const StageGraph& graph, bool separate_weight_slots) {
     const int n = graph.num_stages();
     std::vector<int32_t> topo_pos(n);
     const auto topo = graph.topological_order();
     for (int i = 0; i < n; ++i) topo_pos[topo[i]] = i;
-    std::vector<int> mb_ids;
-    mb_ids.reserve(n);
+    // Per group: the microbatch ids it runs, dense in increasing id order — a rule's "i-th
+    // microbatch" is the i-th one that passes the group (a group of one DP replica in an
+    // unfolded graph runs every R-th microbatch of the iteration).
+    std::vector<std::vector<int>> mb_ids(graph.num_groups());
     num_chunks_ = 1;
     for (const graph::Stage& s : graph.stages()) {
-      mb_ids.push_back(s.microbatch);
+      mb_ids[s.group].push_back(s.microbatch);
       num_chunks_ = std::max(num_chunks_, s.chunk + 1);
     }
-    std::sort(mb_ids.begin(), mb_ids.end());
-    mb_ids.erase(std::unique(mb_ids.begin(), mb_ids.end()), mb_ids.end());
-    num_microbatches_ = static_cast<int>(mb_ids.size());
-    auto mb_index = [&](int id) {
-      return static_cast<int>(std::lower_bound(mb_ids.begin(), mb_ids.end(), id) - mb_ids.begin());
+    num_microbatches_ = 0;
+    for (auto& ids : mb_ids) {
+      std::sort(ids.begin(), ids.end());
+      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+      num_microbatches_ = std::max(num_microbatches_, static_cast<int>(ids.size()));
+    }
+    auto mb_index = [&](GroupId g, int id) {
+      const auto& ids = mb_ids[g];
+      return static_cast<int>(std::lower_bound(ids.begin(), ids.end(), id) - ids.begin());
     };
     // Sort key per stage: (group, slot, W-after-B, topological position).
     const int slots_per_group = num_microbatches_ * num_chunks_ * kNumKinds;
@@ -55,7 +61,7 @@ class SlotTable {
         if (separate_weight_slots) kind = kWgt;
       }
       if (st.pass == Pass::kBackwardInput) has_input_stages_ = true;
-      const int64_t slot = Slot(mb_index(st.microbatch), st.chunk, kind);
+      const int64_t slot = Slot(mb_index(st.group, st.microbatch), st.chunk, kind);
       key[s] = ((int64_t{st.group} * slots_per_group + slot) * 2 + (weight ? 1 : 0)) * n +
                topo_pos[s];
     }
