@@ -252,6 +252,14 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
       if (it == 0 && !plan->notes.empty()) {
         run.static_plans.back() += " [" + plan->notes + "]";
       }
+      if (it == 0 && eval->gpus_idle > 0) {
+        run.static_plans.back() +=
+            " [uses " + std::to_string(eval->gpus_used) + " of " +
+            std::to_string(eval->gpus_used + eval->gpus_idle) + " GPUs; " +
+            std::to_string(eval->gpus_idle) + " idle, " +
+            (setup->job.charge_idle_gpus ? "charged in MFU" : "not charged (--ignore-idle-gpus)") +
+            "]";
+      }
       report::IterationResult r;
       r.iteration = it;
       r.iteration_time_s = eval->iteration_time_s;
