@@ -421,7 +421,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
 
   // --- per group: busy time, tail, memory -------------------------------------------------
   const int64_t capacity_bytes =
-      options.capacity_bytes > 0 ? options.capacity_bytes : cluster.gpu.memory_capacity_bytes;
+      options.capacity_bytes > 0 ? options.capacity_bytes : cluster.gpu.UsableMemoryBytes();
   timeline.capacity_bytes = capacity_bytes;
   double weighted_busy = 0, weighted_gpus = 0;
   std::vector<double> tail_s(num_groups, 0.0);

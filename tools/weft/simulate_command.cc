@@ -13,6 +13,8 @@
 #include "weft/strategy/compare.h"
 #include "weft/strategy/planner.h"
 
+#include <fmt/format.h>
+
 namespace weft::cli {
 namespace {
 
@@ -49,6 +51,11 @@ StatusOr<Prepared> PrepareRun(const RunOptions& o) {
   std::cout << "strategy " << planner.strategy().Name() << ": "
             << planner.static_plan().description << "\n";
   std::cout << "memory policy: " << strategy::MemoryPolicyName(planner.memory_policy()) << "\n";
+  const spec::GpuSpec& gpu = planner.job().cluster.gpu;
+  std::cout << "memory: " << fmt::format("{:.2f}", gpu.memory_capacity_bytes / 1073741824.0)
+            << " GiB per GPU, " << fmt::format("{:.2f}", gpu.reserved_memory_bytes / 1073741824.0)
+            << " GiB reserved (CUDA context, communication buffers, fragmentation): plans use "
+            << fmt::format("{:.2f}", gpu.UsableMemoryBytes() / 1073741824.0) << " GiB\n";
   // The setup notes describe the default configuration, which a user placement replaces.
   if (!planner.setup().notes.empty() && name != "manual") {
     std::cout << "note: " << planner.setup().notes << "\n";
