@@ -280,8 +280,9 @@ StatusOr<Algorithm1Result> RunAlgorithm1(const Job& job, Weighting weighting) {
   }
   const std::string measure = batch != nullptr ? "simulated iteration" : "estimated iteration";
   if (runner < 0) {
-    r.why = fmt::format("{} is the only candidate within {} GPUs ({} {:.3f} s)", Stages(r, w),
-                        job.cluster.TotalGpus(), measure, score(w));
+    r.why = fmt::format("{} wins: {} {:.3f} s on {} GPUs{}; the only candidate within {} GPUs",
+                        Stages(r, w), measure, score(w), w.gpus, w.oom ? " (out of memory)" : "",
+                        job.cluster.TotalGpus());
   } else {
     const Candidate& u = r.candidates[runner];
     r.why = fmt::format(
