@@ -149,6 +149,7 @@ nlohmann::json ComparisonJson(const Comparison& comparison) {
       {"cluster", internal::SanitizeUtf8(comparison.cluster)},
       {"num_gpus", comparison.num_gpus},
       {"data_profile", internal::SanitizeUtf8(comparison.data_profile)},
+      {"planning_budget", internal::SanitizeUtf8(comparison.planning_budget)},
       {"num_iterations", comparison.num_iterations},
       {"baseline", comparison.baseline.empty() ? json(nullptr)
                                                : json(internal::SanitizeUtf8(comparison.baseline))},

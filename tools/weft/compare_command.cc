@@ -30,9 +30,8 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
                   "comma-separated strategies (default: all): " + StrategyList());
   cmd->add_option("--baseline", options->baseline, "strategy speedups are relative to")
       ->capture_default_str();
-  auto budget_ms = std::make_shared<double>(1000);
-  cmd->add_option("--budget-ms", *budget_ms, "planning budget per iteration of search strategies")
-      ->capture_default_str();
+  auto budget = std::make_shared<BudgetFlags>();
+  AddBudgetOptions(cmd, *budget);
   cmd->add_option("--json", *json_path, "write the comparison as JSON");
   cmd->add_option("--report", *report_path, "write a self-contained HTML report");
   cmd->add_option("--trace-dir", *trace_dir,
@@ -40,7 +39,12 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
                   "slowest replica, named in the trace title)");
   cmd->add_flag("--quiet", *quiet, "no progress on stderr");
   cmd->callback([=, &exit_code]() {
-    options->budget.time_budget_s = *budget_ms / 1000.0;
+    auto plan_budget = MakePlanBudget(*budget);
+    if (!plan_budget.ok()) {
+      exit_code = ReportError(plan_budget.status());
+      return;
+    }
+    options->budget = *plan_budget;
     options->strategies.clear();
     std::stringstream ss(*strategies);
     for (std::string s; std::getline(ss, s, ',');) {
@@ -54,6 +58,8 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
       return;
     }
     std::cout << report::TextTable(run->comparison);
+    std::cout << "  planning budget of search strategies: " << run->comparison.planning_budget
+              << "\n";
     for (const auto& s : run->static_plans) std::cout << "  " << s << "\n";
     if (!json_path->empty()) {
       if (Status s = WriteFileAtomically(*json_path, report::ComparisonJsonString(run->comparison));

@@ -2,6 +2,9 @@
 // The --model/--cluster/--gpus/--data/... flags shared by compare, simulate and plan.
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+#include <string>
+
 #include "weft/strategy/compare.h"
 
 namespace weft::cli {
@@ -27,6 +30,52 @@ inline void AddJobOptions(CLI::App* cmd, strategy::JobOptions& job) {
   cmd->add_flag("!--ignore-idle-gpus", job.charge_idle_gpus,
                 "MFU and per-GPU figures over the GPUs the placement uses only (default: over "
                 "every GPU of the cluster, idle ones included)");
+}
+
+// The planning budget of search strategies (DIP). Deterministic by default: a work budget, so the
+// same command with the same inputs prints the same numbers; --budget-ms opts into a wall-clock
+// budget (faster to hit a deadline, different plans run to run).
+inline constexpr int64_t kDefaultWorkBudget = 100;  // ~0.4-1.3 s per iteration on the DIP VLMs
+struct BudgetFlags {
+  double budget_ms = 0;                   // > 0: wall clock
+  int64_t budget_work = kDefaultWorkBudget;
+};
+
+inline void AddBudgetOptions(CLI::App* cmd, BudgetFlags& b) {
+  cmd->add_option("--budget-work", b.budget_work,
+                  "deterministic planning budget per iteration of search strategies, in work "
+                  "units (MCTS iterations per replica search; same inputs, same plans)")
+      ->capture_default_str();
+  cmd->add_option("--budget-ms", b.budget_ms,
+                  "wall-clock planning budget per iteration instead (plans then vary run to run)");
+}
+
+// The PlanBudget of the flags, or InvalidArgument naming the flag.
+inline StatusOr<strategy::PlanBudget> MakePlanBudget(const BudgetFlags& b) {
+  if (!std::isfinite(b.budget_ms) || b.budget_ms < 0 || b.budget_ms > 3.6e6) {
+    return InvalidArgumentError("--budget-ms = " + std::to_string(b.budget_ms) +
+                                "; must be in [0, 3600000] (0 = use --budget-work)");
+  }
+  if (b.budget_work < 1 || b.budget_work > 100'000'000) {
+    return InvalidArgumentError("--budget-work = " + std::to_string(b.budget_work) +
+                                "; must be in [1, 100000000]");
+  }
+  strategy::PlanBudget p;
+  if (b.budget_ms > 0) {
+    p.time_budget_s = b.budget_ms / 1000.0;
+    p.work_budget = 0;
+  } else {
+    p.time_budget_s = 0;
+    p.work_budget = b.budget_work;
+  }
+  return p;
+}
+
+// "work 100 units" / "wall clock 1000 ms" for headers and JSON.
+inline std::string DescribeBudget(const strategy::PlanBudget& p) {
+  return p.work_budget > 0 ? "work " + std::to_string(p.work_budget) + " units (deterministic)"
+                           : "wall clock " + std::to_string(static_cast<int64_t>(
+                                                  p.time_budget_s * 1000)) + " ms";
 }
 
 }  // namespace weft::cli

@@ -23,7 +23,7 @@ struct RunOptions {
   std::string strategy = "";  // "" = manual with --placement, else megatron-1f1b
   int iterations = 1;
   int first_iteration = 0;
-  double budget_ms = 1000;
+  BudgetFlags budget;
   std::string trace, svg, out, out_dir;
   int replica = -1;  // DP replica to trace / write; -1 = slowest (trace), every one (plan)
   bool world = false;  // plan: one world plan per iteration (Planner::CompileWorld)
@@ -42,7 +42,7 @@ StatusOr<Prepared> PrepareRun(const RunOptions& o) {
   }
   Prepared p;
   strategy::PlannerOptions options;
-  options.budget.time_budget_s = o.budget_ms / 1000.0;
+  WEFT_ASSIGN_OR_RETURN(options.budget, MakePlanBudget(o.budget));
   // --placement alone runs the user's placement.
   const std::string name =
       !o.strategy.empty() ? o.strategy : !o.job.placement.empty() ? "manual" : "megatron-1f1b";
@@ -80,12 +80,19 @@ Status RunIterations(const RunOptions& o, Fn each) {
 template <typename Fn>
 Status RunIterationsWithService(const RunOptions& o, Fn each) {
   WEFT_ASSIGN_OR_RETURN(Prepared prepared, PrepareRun(o));
-  service::PlannerService planner(*prepared.planner,
-                                  {.budget_s = std::max(1e-3, o.budget_ms / 1000.0)});
+  WEFT_ASSIGN_OR_RETURN(strategy::PlanBudget budget, MakePlanBudget(o.budget));
+  // A work budget waits for every search (deterministic plans); a wall-clock one serves the
+  // fallback after 2x the budget + 1 s.
+  service::PlannerService planner(
+      *prepared.planner,
+      {.budget_s = std::max(1e-3, budget.time_budget_s), .work_budget = budget.work_budget});
   for (const auto& batch : prepared.batches) WEFT_RETURN_IF_ERROR(planner.Submit(batch));
   for (const auto& batch : prepared.batches) {
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(static_cast<int64_t>(2 * o.budget_ms + 1000));
+    const auto deadline =
+        budget.work_budget > 0
+            ? std::chrono::steady_clock::now() + std::chrono::hours(24)
+            : std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(2 * o.budget.budget_ms + 1000));
     WEFT_ASSIGN_OR_RETURN(auto served, planner.Get(batch.iteration, deadline));
     strategy::PlannedIteration planned = std::move(served.planned);
     planned.plan.plan_time_s = served.search_time_s;
@@ -119,8 +126,7 @@ void AddRunOptions(CLI::App* cmd, RunOptions& o) {
       ->capture_default_str();
   cmd->add_option("--first-iteration", o.first_iteration, "index of the first batch")
       ->capture_default_str();
-  cmd->add_option("--budget-ms", o.budget_ms, "planning budget per iteration (search strategies)")
-      ->capture_default_str();
+  AddBudgetOptions(cmd, o.budget);
   cmd->add_option("--replica", o.replica,
                   "DP replica to show (simulate: trace/SVG; default the slowest) or to write "
                   "(plan: default every replica)");
@@ -243,8 +249,8 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
       for (const auto& [path, json] : files) WEFT_RETURN_IF_ERROR(WriteFileAtomically(path, json));
       std::cout << "iteration " << it << ": simulated " << e.iteration_time_s << " s";
       if (n > 1) std::cout << " (slowest of " << n << " DP replicas: " << e.slowest_replica << ")";
-      std::cout << "; planned in " << p.plan.plan_time_s * 1e3 << " ms (budget " << o->budget_ms
-                << " ms)" << (p.plan.notes.empty() ? "" : "; " + p.plan.notes) << "\n";
+      std::cout << "; planned in " << p.plan.plan_time_s * 1e3 << " ms (budget "
+                << DescribeBudget(planner.options().budget) << ")" << (p.plan.notes.empty() ? "" : "; " + p.plan.notes) << "\n";
       const size_t show = lines.size() <= 8 ? lines.size() : 4;
       for (size_t i = 0; i < show; ++i) std::cout << "  " << lines[i] << "\n";
       if (show < lines.size()) {

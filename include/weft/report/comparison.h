@@ -78,6 +78,9 @@ struct Comparison {
   int num_iterations = 0;         // iterations asked for
   std::vector<StrategyResult> strategies = {};
   std::string baseline = {};      // name of the strategy speedups are relative to; "" = none
+  // The search strategies' planning budget, e.g. "work 100 units (deterministic)" or "wall
+  // clock 1000 ms" ("" = not recorded).
+  std::string planning_budget = {};
 
   // Names are non-empty and unique; the baseline (if set) names a strategy; iteration indices of
   // each strategy are strictly increasing; times are finite and >= 0. Messages name the field:

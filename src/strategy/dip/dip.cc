@@ -699,7 +699,8 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
       MemoryOptimizer memory,
       MemoryOptimizer::Create(variants, LayersPerStage(variants[0], plan.placement), job.cluster,
                               {.num_candidates = options_.memory_candidates,
-                               .selection = {.time_limit_s = 0.02}}));
+                               // A work budget is deterministic: CBC stops on its node limit only.
+                               .selection = {.time_limit_s = budget.work_budget > 0 ? 0.0 : 0.02}}));
   // Inside the search one selection per schedule (its P2P buffers count; the candidates below
   // are fitted). Across the candidates the reserves carry over.
   Evaluator evaluate = [&](const sched::Schedule& s) -> Score {
