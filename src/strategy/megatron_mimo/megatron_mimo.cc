@@ -1,0 +1,210 @@
+#include "weft/strategy/megatron_mimo/megatron_mimo.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+
+#include "weft/sched/generators.h"
+#include "weft/strategy/common.h"
+#include "weft/strategy/manual/placement.h"
+
+namespace weft::strategy::megatron_mimo {
+namespace {
+
+constexpr const char* kRule =
+    "TP and CP per module from the job's setup; every GPU split over the modules (rank ranges in "
+    "data-flow order) and PP x DP per module passing Megatron-Bridge's MIMO checks simulated with "
+    "1F1B on the profile batches (first uniform recompute level that fits), the fastest kept";
+
+struct Evaluated {
+  double mean_s = 0;
+  cost::Recompute recompute = cost::Recompute::kNone;
+  bool fits = false;
+};
+
+// Mean simulated iteration over the profile batches, with the first uniform recompute level
+// at which every batch fits (the last level tried when none does).
+StatusOr<Evaluated> Evaluate(const Job& job, const StaticPlan& base) {
+  Evaluated out;
+  for (cost::Recompute level :
+       {cost::Recompute::kNone, cost::Recompute::kSelective, cost::Recompute::kFull}) {
+    StaticPlan plan = base;
+    plan.recompute.assign(job.model.modules.size(), level);
+    double total_s = 0;
+    bool fits = true;
+    for (const auto& batch : job.profile_batches) {
+      WEFT_ASSIGN_OR_RETURN(
+          IterationPlan it, PlanReplicas(job, plan, batch, [](const graph::StageGraph& g) {
+            return sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
+          }));
+      WEFT_ASSIGN_OR_RETURN(IterationEvaluation e, EvaluateIteration(job, it));
+      total_s += e.iteration_time_s;
+      fits = fits && !e.oom;
+    }
+    out = {.mean_s = total_s / static_cast<double>(job.profile_batches.size()),
+           .recompute = level,
+           .fits = fits};
+    if (fits) break;
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<MimoChoice> ChooseMimoConfig(const Job& job) {
+  if (job.profile_batches.empty()) {
+    return InvalidArgumentError("megatron-mimo chooses its config on the job's profile batches; "
+                                "the job has none");
+  }
+  const spec::ModelSpec& model = job.model;
+  const int gpus = job.cluster.TotalGpus();
+  const int language = manual::MimoLanguageModule(model);
+  // MIMO modules: every module but projectors (part of their encoder's modality submodule), in
+  // data-flow order.
+  std::vector<int> named;
+  for (int m : model.TopologicalOrder()) {
+    if (model.modules[m].kind != spec::ModuleKind::kMlpProjector || m == language) {
+      named.push_back(m);
+    }
+  }
+  const auto parallel = ModuleParallels(job);
+  const int base_dp = std::max(1, job.DataParallelSize());
+  const int base_microbatches = std::max(1, job.parallel.num_microbatches);
+
+  MimoChoice best;
+  bool have_best = false;
+  Status last_error = OkStatus();
+  std::vector<manual::MimoModuleParallelism> current;
+  // Assigns module k its GPUs from `offset` on; the last module takes the rest.
+  std::function<Status(size_t, int)> enumerate = [&](size_t k, int offset) -> Status {
+    if (k == named.size()) {
+      if (offset != gpus) return OkStatus();
+      manual::MimoConfig config{.source = "megatron-mimo", .modules = current};
+      if (!manual::CheckMimoConfig(config, model, job.cluster).ok()) {
+        ++best.configs_rejected;
+        return OkStatus();
+      }
+      WEFT_ASSIGN_OR_RETURN(manual::PlacementSpec spec,
+                            manual::MimoConfigToPlacementSpec(config, model, job.cluster));
+      int llm_dp = 1;
+      for (const auto& m : config.modules) {
+        if (*model.FindModule(m.module) == language) llm_dp = m.dp;
+      }
+      // The global batch stays the job's: microbatches per LLM replica scale with its DP.
+      const int microbatches = std::max(1, (base_microbatches * base_dp + llm_dp - 1) / llm_dp);
+      spec.num_microbatches = microbatches;
+      auto placement = manual::BuildPlacement(spec, model, job.cluster, *job.cost_model);
+      if (!placement.ok()) {
+        last_error = placement.status();
+        ++best.configs_rejected;
+        return OkStatus();
+      }
+      StaticPlan plan;
+      plan.placement = std::move(*placement);
+      plan.num_microbatches = microbatches;
+      plan.keep_empty_stages = true;  // as Prepare's plan
+      auto e = Evaluate(job, plan);
+      if (!e.ok()) {  // e.g. 1F1B cannot order this graph
+        last_error = e.status();
+        ++best.configs_rejected;
+        return OkStatus();
+      }
+      ++best.configs_evaluated;
+      best.candidates.push_back({.config = config, .mean_iteration_s = e->mean_s, .fits = e->fits});
+      const bool better = !have_best || (e->fits && !best.fits) ||
+                          (e->fits == best.fits && e->mean_s < best.mean_iteration_s);
+      if (better) {
+        have_best = true;
+        best.config = config;
+        best.spec = std::move(spec);
+        best.mean_iteration_s = e->mean_s;
+        best.recompute = e->recompute;
+        best.fits = e->fits;
+        best.num_microbatches = microbatches;
+      }
+      return OkStatus();
+    }
+    const int m = named[k];
+    const auto& p = parallel[m];
+    const int width = std::max(1, p.tp * std::max(1, p.cp));
+    int min_rest = 0;
+    for (size_t j = k + 1; j < named.size(); ++j) {
+      min_rest += std::max(1, parallel[named[j]].tp * std::max(1, parallel[named[j]].cp));
+    }
+    for (int n = width; offset + n + min_rest <= gpus; n += width) {
+      if (k + 1 == named.size() && offset + n != gpus) continue;
+      const int slots = n / width;
+      for (int pp = 1; pp <= slots; ++pp) {
+        if (slots % pp != 0 || pp > model.modules[m].num_layers) continue;
+        current.push_back({.name = m == language ? "llm" : model.modules[m].name,
+                           .module = model.modules[m].name,
+                           .tp = p.tp,
+                           .pp = pp,
+                           .cp = std::max(1, p.cp),
+                           .dp = slots / pp,
+                           .rank_offset = offset});
+        WEFT_RETURN_IF_ERROR(enumerate(k + 1, offset + n));
+        current.pop_back();
+      }
+    }
+    return OkStatus();
+  };
+  WEFT_RETURN_IF_ERROR(enumerate(0, 0));
+  if (!have_best) {
+    return InvalidArgumentError(fmt::format(
+        "megatron-mimo: no MIMO config of {} GPUs passes Megatron-Bridge's and weft's checks "
+        "with the setup's TP/CP ({} rejected){}",
+        gpus, best.configs_rejected,
+        last_error.ok() ? "" : "; last error: " + std::string(last_error.message())));
+  }
+  return best;
+}
+
+namespace {
+
+class MegatronMimoStrategy final : public Strategy {
+ public:
+  std::string_view Name() const override { return "megatron-mimo"; }
+  std::string_view Description() const override {
+    return "Megatron MIMO: each module on a rank range of its own (own TP/PP/CP/DP), layers "
+           "even within a module, multimodule 1F1B; config searched once on profile batches";
+  }
+
+  StatusOr<StaticPlan> Prepare(const Job& job) const override {
+    WEFT_RETURN_IF_ERROR(job.Validate());
+    WEFT_ASSIGN_OR_RETURN(MimoChoice choice, ChooseMimoConfig(job));
+    WEFT_ASSIGN_OR_RETURN(Placement placement, manual::BuildPlacement(choice.spec, job.model,
+                                                                      job.cluster,
+                                                                      *job.cost_model));
+    const std::string description = fmt::format(
+        "Megatron MIMO, multimodule 1F1B, layers even within each module; {} ({} microbatches "
+        "per LLM replica); chosen before training from {} configs ({} rejected by the checks) "
+        "by the rule: {}; {:.4g} s mean on {} profile batch(es) with recompute {}{}",
+        manual::DescribeMimoConfig(choice.config), choice.num_microbatches,
+        choice.configs_evaluated, choice.configs_rejected, kRule, choice.mean_iteration_s,
+        job.profile_batches.size(), cost::RecomputeName(choice.recompute),
+        choice.fits ? "" : " (none fits memory)");
+    StaticPlan plan = MakeStaticPlan(std::move(placement), description, job.model);
+    plan.num_microbatches = choice.num_microbatches;
+    plan.keep_empty_stages = true;  // a static pipeline passes every microbatch through its stages
+    return plan;
+  }
+
+  StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
+                                        const spec::Batch& batch,
+                                        const PlanBudget&) const override {
+    return PlanReplicas(job, plan, batch, [](const graph::StageGraph& g) {
+      return sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
+    });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> MakeMegatronMimoStrategy() {
+  return std::make_unique<MegatronMimoStrategy>();
+}
+
+}  // namespace weft::strategy::megatron_mimo
