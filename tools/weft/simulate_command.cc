@@ -70,15 +70,15 @@ StatusOr<Prepared> PrepareRun(const RunOptions& o) {
       !o.strategy.empty() ? o.strategy : !o.job.placement.empty() ? "manual" : "megatron-1f1b";
   WEFT_ASSIGN_OR_RETURN(p.planner, strategy::Planner::Create(o.job, name, options));
   const auto& planner = *p.planner;
+  if (!o.emit_mimo_config.empty()) {  // before any output: a refusal is one line
+    WEFT_ASSIGN_OR_RETURN(p.mimo_config, MimoConfigText(planner));
+  }
   std::cout << "strategy " << planner.strategy().Name() << ": "
             << planner.static_plan().description << "\n";
   std::cout << "memory policy: " << strategy::MemoryPolicyName(planner.memory_policy()) << "\n";
   // The setup notes describe the default configuration, which a user placement replaces.
   if (!planner.setup().notes.empty() && name != "manual") {
     std::cout << "note: " << planner.setup().notes << "\n";
-  }
-  if (!o.emit_mimo_config.empty()) {
-    WEFT_ASSIGN_OR_RETURN(p.mimo_config, MimoConfigText(planner));
   }
   WEFT_ASSIGN_OR_RETURN(p.batches, planner.Batches(o.first_iteration, o.iterations));
   return p;

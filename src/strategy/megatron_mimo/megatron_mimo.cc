@@ -70,8 +70,6 @@ StatusOr<MimoChoice> ChooseMimoConfig(const Job& job) {
     }
   }
   const auto parallel = ModuleParallels(job);
-  const int base_dp = std::max(1, job.DataParallelSize());
-  const int base_microbatches = std::max(1, job.parallel.num_microbatches);
 
   MimoChoice best;
   bool have_best = false;
@@ -88,13 +86,6 @@ StatusOr<MimoChoice> ChooseMimoConfig(const Job& job) {
       }
       WEFT_ASSIGN_OR_RETURN(manual::PlacementSpec spec,
                             manual::MimoConfigToPlacementSpec(config, model, job.cluster));
-      int llm_dp = 1;
-      for (const auto& m : config.modules) {
-        if (*model.FindModule(m.module) == language) llm_dp = m.dp;
-      }
-      // The global batch stays the job's: microbatches per LLM replica scale with its DP.
-      const int microbatches = std::max(1, (base_microbatches * base_dp + llm_dp - 1) / llm_dp);
-      spec.num_microbatches = microbatches;
       auto placement = manual::BuildPlacement(spec, model, job.cluster, *job.cost_model);
       if (!placement.ok()) {
         last_error = placement.status();
@@ -103,8 +94,6 @@ StatusOr<MimoChoice> ChooseMimoConfig(const Job& job) {
       }
       StaticPlan plan;
       plan.placement = std::move(*placement);
-      plan.num_microbatches = microbatches;
-      plan.keep_empty_stages = true;  // as Prepare's plan
       auto e = Evaluate(job, plan);
       if (!e.ok()) {  // e.g. 1F1B cannot order this graph
         last_error = e.status();
@@ -122,7 +111,6 @@ StatusOr<MimoChoice> ChooseMimoConfig(const Job& job) {
         best.mean_iteration_s = e->mean_s;
         best.recompute = e->recompute;
         best.fits = e->fits;
-        best.num_microbatches = microbatches;
       }
       return OkStatus();
     }
@@ -179,17 +167,15 @@ class MegatronMimoStrategy final : public Strategy {
                                                                       job.cluster,
                                                                       *job.cost_model));
     const std::string description = fmt::format(
-        "Megatron MIMO, multimodule 1F1B, layers even within each module; {} ({} microbatches "
-        "per LLM replica); chosen before training from {} configs ({} rejected by the checks) "
+        "Megatron MIMO, multimodule 1F1B, layers even within each module; {}; chosen before training from {} configs ({} rejected by the checks) "
         "by the rule: {}; {:.4g} s mean on {} profile batch(es) with recompute {}{}",
-        manual::DescribeMimoConfig(choice.config), choice.num_microbatches,
+        manual::DescribeMimoConfig(choice.config),
         choice.configs_evaluated, choice.configs_rejected, kRule, choice.mean_iteration_s,
         job.profile_batches.size(), cost::RecomputeName(choice.recompute),
         choice.fits ? "" : " (none fits memory)");
-    StaticPlan plan = MakeStaticPlan(std::move(placement), description, job.model);
-    plan.num_microbatches = choice.num_microbatches;
-    plan.keep_empty_stages = true;  // a static pipeline passes every microbatch through its stages
-    return plan;
+    // The plan is exactly the one its MIMO config gives as a user placement (strategy manual):
+    // the job's microbatches per LLM replica (fewer when its DP leaves fewer sequences).
+    return MakeStaticPlan(std::move(placement), description, job.model);
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,

@@ -14,7 +14,9 @@
 // uniform recompute level that fits (none, selective, full); the fastest mean iteration among
 // those that fit wins (the fastest overall if none fits). The placement is built through
 // manual::PlacementSpec + manual::BuildPlacement, so it is exactly one a user could write (and
-// `weft plan --emit-mimo-config` writes back).
+// `weft plan --emit-mimo-config` writes back): the job's microbatches per LLM replica (the batch's
+// sequences split over the LLM's DP first, so fewer when that leaves fewer), every microbatch
+// through the stages of the modules it has data for.
 //
 // Thread-safety: the strategy is immutable; Prepare and PlanIteration are const.
 #include <memory>
@@ -41,7 +43,6 @@ struct MimoChoice {
   bool fits = false;
   int configs_evaluated = 0;  // passed the checks and simulated
   int configs_rejected = 0;   // enumerated but failed Megatron-Bridge's or weft's checks
-  int num_microbatches = 0;   // per LLM replica (the job's global batch kept)
   std::vector<MimoCandidate> candidates;  // every config simulated, in enumeration order
 };
 
