@@ -76,8 +76,9 @@ StatusOr<Prepared> PrepareRun(const RunOptions& o) {
   std::cout << "strategy " << planner.strategy().Name() << ": "
             << planner.static_plan().description << "\n";
   std::cout << "memory policy: " << strategy::MemoryPolicyName(planner.memory_policy()) << "\n";
-  // The setup notes describe the default configuration, which a user placement replaces.
-  if (!planner.setup().notes.empty() && name != "manual") {
+  // The setup notes describe the default configuration, which a user placement (or
+  // megatron-mimo's searched MIMO config) replaces.
+  if (!planner.setup().notes.empty() && name != "manual" && name != "megatron-mimo") {
     std::cout << "note: " << planner.setup().notes << "\n";
   }
   WEFT_ASSIGN_OR_RETURN(p.batches, planner.Batches(o.first_iteration, o.iterations));
