@@ -141,10 +141,13 @@ StatusOr<MimoChoice> ChooseMimoConfig(const Job& job) {
   };
   WEFT_RETURN_IF_ERROR(enumerate(0, 0));
   if (!have_best) {
-    return InvalidArgumentError(fmt::format(
+    int min_gpus = 0;
+    for (int m : named) min_gpus += std::max(1, parallel[m].tp * std::max(1, parallel[m].cp));
+    return FailedPreconditionError(fmt::format(
         "megatron-mimo: no MIMO config of {} GPUs passes Megatron-Bridge's and weft's checks "
-        "with the setup's TP/CP ({} rejected){}",
-        gpus, best.configs_rejected,
+        "with the setup's TP/CP ({} modules need rank ranges of their own, at least {} GPUs; {} "
+        "configs rejected){}",
+        gpus, named.size(), min_gpus, best.configs_rejected,
         last_error.ok() ? "" : "; last error: " + std::string(last_error.message())));
   }
   return best;

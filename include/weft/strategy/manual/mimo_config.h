@@ -19,8 +19,9 @@
 // s, replica r), and the job runs Megatron's multimodule 1F1B.
 //
 // Checks (each failure is one line naming file, module, field and rule), Megatron-Bridge's:
-// the language module is present, data_parallel_size is set, rank ranges do not overlap, the
-// world size max(rank_offset + tp·cp·pp·dp) is the job's GPU count, TP is a power of two, DP
+// the language module is present, data_parallel_size is set, rank ranges do not overlap (gaps
+// are allowed: idle GPUs), the world size max(rank_offset + tp·cp·pp·dp) is the job's GPU count,
+// TP is a power of two, DP
 // sizes divide one another, and an encoder's DP is at least the language module's; and weft's:
 // the module exists, tp·cp fits in a node and no group straddles two nodes, TP divides the heads
 // (spec::ParallelConfig::Validate), PP is at most the module's layers, experts are absent
