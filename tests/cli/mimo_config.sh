@@ -26,6 +26,7 @@ module_parallelisms:
 YAML
 }
 good > "$tmp/good.yaml"
+diff <(grep -v '^#' "$SRC/presets/placements/vlm-s-mimo-hetero.yaml") "$tmp/good.yaml"
 good | sed 's/rank_offset: 8/rank_offset: 4/' > "$tmp/overlap.yaml"
 good | grep -v 'data_parallel_size: 8' > "$tmp/dp_unset.yaml"
 good | sed 's/data_parallel_size: 2/data_parallel_size: 1/' > "$tmp/world.yaml"

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "weft/plan/validator.h"
 #include "weft/spec/preset.h"
@@ -29,14 +29,6 @@ constexpr const char* kHeteroVlm = R"(module_parallelisms:
     data_parallel_size: 2
     rank_offset: 8
 )";
-
-std::string WriteTemp(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() / "weft_mimo_config_test";
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / name).string();
-  std::ofstream(path) << text;
-  return path;
-}
 
 struct Fixture {
   spec::ModelSpec model;
@@ -66,7 +58,17 @@ std::string Replace(std::string text, const std::string& from, const std::string
 }
 
 TEST(MimoConfig, HeterogeneousVlmBecomesAPlacementWithMegatronRankOrder) {
-  const std::string path = WriteTemp("hetero.yaml", kHeteroVlm);
+  // The preset is kHeteroVlm with comments.
+  const std::string path =
+      std::string(WEFT_SOURCE_DIR) + "/presets/placements/vlm-s-mimo-hetero.yaml";
+  {
+    std::ifstream in(path);
+    std::string line, body;
+    while (std::getline(in, line)) {
+      if (line.rfind('#', 0) != 0) body += line + "\n";
+    }
+    EXPECT_EQ(body, kHeteroVlm);
+  }
   auto planner = Planner::Create(
       JobOptions{.model = "vlm-s", .gpus = 24, .data = "mixed", .placement = path}, "manual");
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
