@@ -22,7 +22,9 @@ TEST(MegatronMimo, ChoosesTheFastestFittingConfigAndItIsAUserPlacement) {
   EXPECT_EQ(static_cast<int>(choice->candidates.size()), choice->configs_evaluated);
   EXPECT_TRUE(choice->fits);
   for (const auto& c : choice->candidates) {
-    if (c.fits) EXPECT_LE(choice->mean_iteration_s, c.mean_iteration_s);
+    if (c.fits) {
+      EXPECT_LE(choice->mean_iteration_s, c.mean_iteration_s);
+    }
     // Every candidate passed Megatron-Bridge's and weft's checks, and tiles the 16 GPUs.
     EXPECT_TRUE(manual::CheckMimoConfig(c.config, job.model, job.cluster).ok());
     EXPECT_EQ(c.config.modules.size(), 2u);  // vision (with its projector) and llm
@@ -72,9 +74,27 @@ TEST(MegatronMimo, ThreeModulesWithContextParallelLlm) {
   for (const auto& m : choice->config.modules) {
     EXPECT_EQ(m.rank_offset, end);  // ranges tile the world in data-flow order
     end += m.Ranks();
-    if (m.name == "llm") EXPECT_EQ(m.cp, 2);
+    if (m.name == "llm") {
+      EXPECT_EQ(m.cp, 2);
+    }
   }
   EXPECT_EQ(end, 20);
+}
+
+// On a large cluster the search stays bounded: GPU shares move in coarser steps, said in the
+// static plan's description.
+TEST(MegatronMimo, SearchIsBoundedOnLargeClusters) {
+  auto planner = Planner::Create(JobOptions{.model = "cs-valm-mm", .gpus = 64, .data = "mixed"},
+                                 "megatron-mimo");
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+  auto choice = ChooseMimoConfig((*planner)->job());
+  ASSERT_TRUE(choice.ok()) << choice.status().ToString();
+  EXPECT_GT(choice->gpu_step, 1);
+  EXPECT_LE(choice->configs_evaluated + choice->configs_rejected, 256);
+  EXPECT_GT(choice->configs_evaluated, 0);
+  EXPECT_NE((*planner)->static_plan().description.find(
+                "GPU shares in steps of " + std::to_string(choice->gpu_step)),
+            std::string::npos);
 }
 
 TEST(MegatronMimo, NeedsProfileBatches) {

@@ -12,7 +12,8 @@
 // PP × DP of each module that passes Megatron-Bridge's checks and weft's
 // (manual::CheckMimoConfig) is simulated with 1F1B on the job's profile batches, with the first
 // uniform recompute level that fits (none, selective, full); the fastest mean iteration among
-// those that fit wins (the fastest overall if none fits). The placement is built through
+// those that fit wins (the fastest overall if none fits). At most 256 configs are enumerated:
+// beyond, each module's GPU count moves in steps of 2, 4, ... × its TP·CP (large clusters). The placement is built through
 // manual::PlacementSpec + manual::BuildPlacement, so it is exactly one a user could write (and
 // `weft plan --emit-mimo-config` writes back): the job's microbatches per LLM replica (the batch's
 // sequences split over the LLM's DP first, so fewer when that leaves fewer), every microbatch
@@ -43,6 +44,7 @@ struct MimoChoice {
   bool fits = false;
   int configs_evaluated = 0;  // passed the checks and simulated
   int configs_rejected = 0;   // enumerated but failed Megatron-Bridge's or weft's checks
+  int gpu_step = 1;  // each module's GPU count moved in steps of gpu_step × its TP·CP
   std::vector<MimoCandidate> candidates;  // every config simulated, in enumeration order
 };
 
