@@ -19,8 +19,8 @@ echo
 echo "Simulated with weft's calibrated cost model (docs/cost_model.md); iteration time is the"
 echo "mean over $ITER iterations of fresh batches (p50/p90 beside it); speedup = baseline mean / mean."
 echo
-S_VLM=megatron-1f1b,megatron-vpp,nnscaler,optimus,colocated,replicated,dip-partition-only,dip-interleave,dip-reorder,dip
-S_T2V=megatron-1f1b,megatron-vpp,nnscaler,dip-partition-only,dip-interleave,dip-reorder,dip
+S_VLM=megatron-1f1b,megatron-vpp,megatron-mimo,nnscaler,optimus,colocated,replicated,dip-partition-only,dip-interleave,dip-reorder,dip
+S_T2V=megatron-1f1b,megatron-vpp,megatron-mimo,nnscaler,dip-partition-only,dip-interleave,dip-reorder,dip
 run "VLM-S (ViT 5B + Llama3 8B), 16 H800, TP4 PP4, mixed data" --model vlm-s --data mixed --strategies "$S_VLM"
 run "VLM-M (ViT 5B + Qwen2 32B), 32 H800, TP8 PP4, mixed data" --model vlm-m --data mixed --strategies "$S_VLM"
 run "VLM-L (ViT 22B + Qwen2 72B), 64 H800, TP8 PP8, mixed data" --model vlm-l --data mixed --strategies "$S_VLM"

@@ -3,6 +3,7 @@
 #include "weft/strategy/baselines.h"
 #include "weft/strategy/cornstarch/cornstarch.h"
 #include "weft/strategy/dip/dip.h"
+#include "weft/strategy/megatron_mimo/megatron_mimo.h"
 
 namespace weft::strategy::internal {
 
@@ -14,6 +15,7 @@ const std::vector<RegistryEntry>& Registry() {
        [] {
          return MakeMegatronStrategy("megatron-vpp", sched::ScheduleKind::kInterleavedOneFOneB, 2);
        }},
+      {"megatron-mimo", [] { return megatron_mimo::MakeMegatronMimoStrategy(); }},
       {"gpipe", [] { return MakeMegatronStrategy("gpipe", sched::ScheduleKind::kGPipe, 1); }},
       {"zb-h1",
        [] { return MakeMegatronStrategy("zb-h1", sched::ScheduleKind::kZeroBubbleH1, 1); }},

@@ -134,7 +134,7 @@ TEST_P(BaselineOnModel, PlansSimulateAndValidate) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllBaselines, BaselineOnModel,
-    ::testing::Combine(::testing::Values("megatron-1f1b", "megatron-vpp", "gpipe", "zb-h1",
+    ::testing::Combine(::testing::Values("megatron-1f1b", "megatron-vpp", "megatron-mimo", "gpipe", "zb-h1",
                                          "optimus", "colocated", "replicated", "nnscaler"),
                        ::testing::Values("vlm-s", "t2v-s", "tiny-valm")),
     [](const auto& info) {

@@ -9,6 +9,7 @@
 #include "weft/report/svg.h"
 #include "weft/report/trace.h"
 #include "weft/service/planner_service.h"
+#include "weft/strategy/manual/mimo_config.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
 #include "weft/strategy/planner.h"
@@ -27,13 +28,36 @@ struct RunOptions {
   std::string trace, svg, out, out_dir;
   int replica = -1;  // DP replica to trace / write; -1 = slowest (trace), every one (plan)
   bool world = false;  // plan: one world plan per iteration (Planner::CompileWorld)
+  std::string emit_mimo_config;  // plan: the placement's Megatron MIMO parallelism config
 };
 
 // What every run needs: the planner (job, strategy, static plan, memory policy) and the batches.
 struct Prepared {
   std::unique_ptr<strategy::Planner> planner;
   std::vector<spec::Batch> batches;
+  std::string mimo_config;  // YAML for --emit-mimo-config, written after the plans
 };
+
+// The MIMO parallelism config of the planner's placement (manual::MimoConfigOfPlacement, read
+// back and compared), or why the strategy's placement has none.
+StatusOr<std::string> MimoConfigText(const strategy::Planner& planner) {
+  const auto& job = planner.job();
+  auto config = strategy::manual::MimoConfigOfPlacement(planner.static_plan().placement, job.model,
+                                                        job.cluster, *job.cost_model);
+  if (!config.ok()) {
+    return InvalidArgumentError("--emit-mimo-config: strategy '" +
+                                std::string(planner.strategy().Name()) +
+                                "' has no MIMO parallelism config: " +
+                                std::string(config.status().message()));
+  }
+  const std::string header =
+      "Megatron MIMO parallelism config (Megatron-Bridge module_parallelisms) written by weft\n"
+      "strategy " + std::string(planner.strategy().Name()) + ", model " + job.model.name + ", " +
+      std::to_string(job.cluster.TotalGpus()) + " GPUs; read back with --placement FILE.\n"
+      "Layers split evenly over each module's pipeline stages; Megatron MIMO runs multimodule\n"
+      "1F1B (the strategy's own schedule and microbatch count are not part of the config).";
+  return strategy::manual::MimoConfigToYaml(*config, header);
+}
 
 StatusOr<Prepared> PrepareRun(const RunOptions& o) {
   if (o.iterations <= 0) {
@@ -48,6 +72,9 @@ StatusOr<Prepared> PrepareRun(const RunOptions& o) {
       !o.strategy.empty() ? o.strategy : !o.job.placement.empty() ? "manual" : "megatron-1f1b";
   WEFT_ASSIGN_OR_RETURN(p.planner, strategy::Planner::Create(o.job, name, options));
   const auto& planner = *p.planner;
+  if (!o.emit_mimo_config.empty()) {  // before any output: a refusal is one line
+    WEFT_ASSIGN_OR_RETURN(p.mimo_config, MimoConfigText(planner));
+  }
   std::cout << "strategy " << planner.strategy().Name() << ": "
             << planner.static_plan().description << "\n";
   std::cout << "memory policy: " << strategy::MemoryPolicyName(planner.memory_policy()) << "\n";
@@ -56,12 +83,21 @@ StatusOr<Prepared> PrepareRun(const RunOptions& o) {
             << " GiB per GPU, " << fmt::format("{:.2f}", gpu.reserved_memory_bytes / 1073741824.0)
             << " GiB reserved (CUDA context, communication buffers, fragmentation): plans use "
             << fmt::format("{:.2f}", gpu.UsableMemoryBytes() / 1073741824.0) << " GiB\n";
-  // The setup notes describe the default configuration, which a user placement replaces.
-  if (!planner.setup().notes.empty() && name != "manual") {
+  // The setup notes describe the default configuration, which a user placement (or
+  // megatron-mimo's searched MIMO config) replaces.
+  if (!planner.setup().notes.empty() && name != "manual" && name != "megatron-mimo") {
     std::cout << "note: " << planner.setup().notes << "\n";
   }
   WEFT_ASSIGN_OR_RETURN(p.batches, planner.Batches(o.first_iteration, o.iterations));
   return p;
+}
+
+// Writes --emit-mimo-config once every plan is written.
+Status WriteMimoConfig(const RunOptions& o, const Prepared& p) {
+  if (o.emit_mimo_config.empty()) return OkStatus();
+  WEFT_RETURN_IF_ERROR(WriteFileAtomically(o.emit_mimo_config, p.mimo_config));
+  std::cout << "MIMO parallelism config: " << o.emit_mimo_config << "\n";
+  return OkStatus();
 }
 
 // Plans and simulates the iterations; calls `each` with (iteration, planner, planned).
@@ -72,7 +108,7 @@ Status RunIterations(const RunOptions& o, Fn each) {
     WEFT_ASSIGN_OR_RETURN(auto planned, prepared.planner->Plan(batch));
     WEFT_RETURN_IF_ERROR(each(batch.iteration, *prepared.planner, planned));
   }
-  return OkStatus();
+  return WriteMimoConfig(o, prepared);
 }
 
 // Like RunIterations, but the plans come from the asynchronous PlannerService: every batch is
@@ -101,7 +137,7 @@ Status RunIterationsWithService(const RunOptions& o, Fn each) {
     }
     WEFT_RETURN_IF_ERROR(each(batch.iteration, *prepared.planner, planned));
   }
-  return OkStatus();
+  return WriteMimoConfig(o, prepared);
 }
 
 // The replica whose timeline a trace shows: --replica, else the slowest one.
@@ -189,6 +225,9 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
   cmd->add_flag("--world", o->world,
                 "write one world plan per iteration: every rank of every DP replica, each "
                 "gradient all-reduce naming its ranks (what a data-parallel runtime executes)");
+  cmd->add_option("--emit-mimo-config", o->emit_mimo_config,
+                  "also write the placement as a Megatron MIMO parallelism config (YAML; "
+                  "module_parallelisms); strategies manual and megatron-mimo, others say why not");
   cmd->callback([o, &exit_code]() {
     if (o->out.empty() == o->out_dir.empty()) {
       exit_code = ReportError(InvalidArgumentError("plan: give exactly one of --out or --out-dir"));

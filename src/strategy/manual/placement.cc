@@ -14,6 +14,7 @@
 #include "weft/sched/generators.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/graph_builder.h"
+#include "weft/strategy/manual/mimo_config.h"
 
 namespace weft::strategy::manual {
 namespace {
@@ -315,6 +316,8 @@ StatusOr<PlacementSpec> ReadPlacementFile(const std::string& path, const spec::M
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
+  // A Megatron MIMO parallelism config (module_parallelisms: ...) is a placement too.
+  if (LooksLikeMimoConfig(text.str())) return ReadMimoConfigYaml(text.str(), path, model, cluster);
   return ParsePlacementYaml(text.str(), path, model, cluster);
 }
 
