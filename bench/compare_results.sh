@@ -26,4 +26,4 @@ run "VLM-M (ViT 5B + Qwen2 32B), 32 H800, TP8 PP4, mixed data" --model vlm-m --d
 run "VLM-L (ViT 22B + Qwen2 72B), 64 H800, TP8 PP8, mixed data" --model vlm-l --data mixed --strategies "$S_VLM"
 run "T2V-S (Llama3 8B + DiT 5B), 16 H800, TP4 PP4, video data" --model t2v-s --data video --strategies "$S_T2V"
 run "T2V-L (Qwen2 32B + DiT 30B), 64 H800, TP8 PP8, video data" --model t2v-l --data video --strategies "$S_T2V"
-run "Cornstarch VALM-MM (EVA-CLIP M + Whisper M + Llama 3.1 M), A40, mixed data" --model cs-valm-mm --data mixed
+run "Cornstarch VALM-MM (EVA-CLIP M + Whisper M + Llama 3.1 M), A40, mixed data; manual = presets/placements/cs-valm-mm-modality-parallel.yaml" --model cs-valm-mm --data mixed --placement presets/placements/cs-valm-mm-modality-parallel.yaml
