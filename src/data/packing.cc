@@ -163,15 +163,25 @@ StatusOr<PackResult> PackSamples(const spec::ModelSpec& model, std::span<const s
 
 StatusOr<std::vector<spec::Batch>> MakeBatches(const spec::ModelSpec& model,
                                                std::span<const spec::Sample> samples,
-                                               const BatchingOptions& options) {
+                                               const BatchingOptions& options,
+                                               BatchingReport* report) {
   WEFT_RETURN_IF_ERROR(options.Validate());
   WEFT_ASSIGN_OR_RETURN(PackResult packed, PackSamples(model, samples, options.packing));
+  if (report != nullptr) *report = BatchingReport{.packing = packed.report};
   std::vector<spec::Batch> batches;
   const auto& all = packed.batch.sequences;
   const size_t n = static_cast<size_t>(options.sequences_per_batch);
   for (size_t begin = 0; begin < all.size(); begin += n) {
     const size_t end = std::min(all.size(), begin + n);
-    if (end - begin < n && options.drop_last) break;
+    if (end - begin < n && options.drop_last) {
+      if (report != nullptr) {
+        report->sequences_in_dropped_batch = static_cast<int64_t>(end - begin);
+        for (size_t s = begin; s < end; ++s) {
+          report->samples_in_dropped_batch += static_cast<int64_t>(all[s].sample_indices.size());
+        }
+      }
+      break;
+    }
     spec::Batch batch;
     batch.iteration = options.first_iteration + static_cast<int64_t>(batches.size());
     for (size_t s = begin; s < end; ++s) {

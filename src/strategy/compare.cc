@@ -136,7 +136,7 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
 }
 
 StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, int64_t first,
-                                                        int count) {
+                                                        int count, std::string* warning) {
   const Job& job = setup.job;
   data::BatchingOptions batching;
   batching.packing.context_tokens = setup.context_tokens;
@@ -181,9 +181,32 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, i
   if (read.samples.empty()) {
     return InvalidArgumentError(setup.data_name + ": no usable samples");
   }
-  batching.drop_last = false;
-  WEFT_ASSIGN_OR_RETURN(auto batches, data::MakeBatches(job.model, read.samples, batching));
-  if (batches.empty()) return InvalidArgumentError(setup.data_name + ": no batch could be packed");
+  batching.drop_last = true;
+  data::BatchingReport used;
+  WEFT_ASSIGN_OR_RETURN(auto batches,
+                        data::MakeBatches(job.model, read.samples, batching, &used));
+  if (batches.empty()) {
+    return InvalidArgumentError(
+        setup.data_name + ": " + std::to_string(used.packing.sequences) +
+        " packed sequence(s) from " + std::to_string(used.packing.samples_packed) +
+        " sample(s); a batch needs " + std::to_string(setup.sequences_per_batch) +
+        " (set --sequences to at most " + std::to_string(used.packing.sequences) + ")");
+  }
+  const int64_t given = static_cast<int64_t>(read.samples.size()) + read.num_malformed;
+  const int64_t unused = read.num_malformed +
+                         static_cast<int64_t>(used.packing.rejected_ids.size()) +
+                         used.samples_in_dropped_batch;
+  if (warning != nullptr &&
+      (read.num_malformed > 0 || used.sequences_in_dropped_batch > 0 || 100 * unused > given)) {
+    *warning = setup.data_name + ": " + std::to_string(given) + " records given, " +
+               std::to_string(given - unused) + " samples used (" +
+               std::to_string(read.num_malformed) + " malformed, " +
+               std::to_string(used.packing.rejected_ids.size()) +
+               " rejected by packing into " + std::to_string(setup.context_tokens) +
+               "-token sequences, " + std::to_string(used.samples_in_dropped_batch) +
+               " in a short last batch of " + std::to_string(used.sequences_in_dropped_batch) +
+               " sequence(s), dropped)";
+  }
   for (int64_t it = first; it < first + count; ++it) {
     const int64_t n = static_cast<int64_t>(batches.size());
     spec::Batch b = batches[((it % n) + n) % n];
@@ -212,8 +235,9 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
     WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategyForJob(name, options.job, setup->job));
     strategies.push_back(std::move(s));
   }
-  WEFT_ASSIGN_OR_RETURN(auto batches, MakeIterationBatches(*setup, 0, options.iterations));
   CompareRun run;
+  WEFT_ASSIGN_OR_RETURN(auto batches,
+                        MakeIterationBatches(*setup, 0, options.iterations, &run.data_warning));
   auto& cmp = run.comparison;
   cmp.model = setup->model_name;
   cmp.cluster = setup->cluster_name;

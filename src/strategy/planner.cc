@@ -91,8 +91,9 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetu
   return p;
 }
 
-StatusOr<std::vector<spec::Batch>> Planner::Batches(int64_t first, int count) const {
-  return MakeIterationBatches(*setup_, first, count);
+StatusOr<std::vector<spec::Batch>> Planner::Batches(int64_t first, int count,
+                                                    std::string* warning) const {
+  return MakeIterationBatches(*setup_, first, count, warning);
 }
 
 StatusOr<PlannedIteration> Planner::Plan(const spec::Batch& batch) const {

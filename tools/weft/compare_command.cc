@@ -57,6 +57,7 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
       exit_code = ReportError(run.status());
       return;
     }
+    if (!run->data_warning.empty()) std::cerr << "warning: " << run->data_warning << "\n";
     std::cout << report::TextTable(run->comparison);
     std::cout << "  planning budget of search strategies: " << run->comparison.planning_budget
               << "\n";

@@ -88,7 +88,10 @@ StatusOr<Prepared> PrepareRun(const RunOptions& o) {
   if (!planner.setup().notes.empty() && name != "manual" && name != "megatron-mimo") {
     std::cout << "note: " << planner.setup().notes << "\n";
   }
-  WEFT_ASSIGN_OR_RETURN(p.batches, planner.Batches(o.first_iteration, o.iterations));
+  std::string data_warning;
+  WEFT_ASSIGN_OR_RETURN(p.batches,
+                        planner.Batches(o.first_iteration, o.iterations, &data_warning));
+  if (!data_warning.empty()) std::cerr << "warning: " << data_warning << "\n";
   return p;
 }
 

@@ -71,8 +71,15 @@ struct BatchingOptions {
 
 // Packs the samples and cuts the sequence stream into global batches of N sequences each; each
 // Batch holds only its own samples (sequence indices refer to them). Batches are in data order.
+// What batching kept: the packing report plus the sequences a dropped last batch held.
+struct BatchingReport {
+  PackingReport packing;
+  int64_t sequences_in_dropped_batch = 0;  // drop_last: sequences of the short final batch
+  int64_t samples_in_dropped_batch = 0;
+};
 StatusOr<std::vector<spec::Batch>> MakeBatches(const spec::ModelSpec& model,
                                                std::span<const spec::Sample> samples,
-                                               const BatchingOptions& options = {});
+                                               const BatchingOptions& options = {},
+                                               BatchingReport* report = nullptr);
 
 }  // namespace weft::data

@@ -50,8 +50,12 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options);
 
 // Global batches for iterations [first, first + count): a generator profile draws fresh samples
 // per iteration (iteration mixed into the seed); a file is read once and cut into batches, cycled.
+// A data file is read once: malformed records are skipped, samples packing cannot place are
+// rejected, and a short last batch is dropped (no strategy fails on a 1-sequence batch). When
+// any record was malformed, more than 1% of the samples were not used, or a batch was dropped,
+// `warning` (if given) receives one line saying what was given and what was used.
 StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, int64_t first,
-                                                        int count);
+                                                        int count, std::string* warning = nullptr);
 
 struct CompareOptions {
   JobOptions job;
@@ -76,6 +80,7 @@ struct KeptTimeline {
 
 struct CompareRun {
   report::Comparison comparison;
+  std::string data_warning;  // MakeIterationBatches' warning ("" = every sample used)
   std::vector<KeptTimeline> timelines;  // one per strategy that succeeded
   std::vector<std::string> static_plans;  // per strategy: its static plan description or error
 };

@@ -81,7 +81,9 @@ class Planner {
   MemoryPolicy memory_policy() const { return memory_policy_; }
 
   // Global batches of iterations [first, first + count) (MakeIterationBatches).
-  StatusOr<std::vector<spec::Batch>> Batches(int64_t first, int count) const;
+  // `warning`: MakeIterationBatches' given-vs-used line when data was not all used.
+  StatusOr<std::vector<spec::Batch>> Batches(int64_t first, int count,
+                                             std::string* warning = nullptr) const;
 
   // Plans one batch with the strategy and the memory policy and evaluates it.
   StatusOr<PlannedIteration> Plan(const spec::Batch& batch) const;
