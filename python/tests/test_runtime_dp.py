@@ -131,3 +131,16 @@ def test_train_cli_runs_data_parallel(capsys):
     assert main(["--procs", "3", "--iterations", "1"]) == 2
     assert "--procs 3: tiny-vlm plans 2 pipeline ranks x DP 1 = 2 processes" in \
         capsys.readouterr().err
+
+
+def test_planner_service_serves_world_plans():
+    # What online planning hands the workers at dp 2: the same world plan weft.plan gives.
+    service = weft.PlannerService("megatron-1f1b", "tiny-vlm", data="coco-llava", gpus=4,
+                                  world=True)
+    service.submit(0)
+    got = service.get(0, 60.0)
+    want = weft.plan("megatron-1f1b", "tiny-vlm", data="coco-llava", gpus=4, world=True)
+    assert got["world"] and got["num_ranks"] == 4
+    assert json.loads(got["plan_json"]) == json.loads(want["plan_json"])
+    assert got["ranks"] == want["ranks"]
+    assert got["replica_microbatches"] == want["replica_microbatches"]
