@@ -87,6 +87,21 @@ golden: build
 results: build
 	bash bench/compare_results.sh $(BUILD_DIR)/weft > docs/results_compare.md
 
+# Regenerates docs/strategies_cornstarch.md: Cornstarch Table 4 / Fig. 12 analogue (weft cp) and
+# the modality-parallel tables (~10 s).
+.PHONY: cp-table
+cp-table: build
+	{ cat bench/strategies_cornstarch_header.md; echo; \
+	  python3 bench/cp_table.py $(BUILD_DIR)/weft --seeds 50; \
+	  cat bench/strategies_cornstarch_mp.md; \
+	  python3 bench/cornstarch_table.py $(BUILD_DIR)/weft; } > docs/strategies_cornstarch.md.tmp
+	mv docs/strategies_cornstarch.md.tmp docs/strategies_cornstarch.md
+
+# Same page; the modality-parallel tables (Table 2 / Fig. 9-10 / Table 3 analogues, dip vs
+# cornstarch) come from bench/cornstarch_table.py.
+.PHONY: cornstarch-tables
+cornstarch-tables: cp-table
+
 # Regenerates the DIP figures of issue 4 (docs/results_dip.md, SVGs in docs/figures/) with
 # `weft bench dip <experiment>` (defaults of each experiment; ~30 min on 2 cores).
 BENCH_DIP_EXPERIMENTS ?= search scalability subbatch memory xl e2e ablation dynamic

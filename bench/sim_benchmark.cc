@@ -12,6 +12,10 @@
 //    8 GPUs with dp = 128; per microbatch the ViT runs 2 image sub-microbatches through one
 //    segment (3 layers per rank) and the LLM 3 segments (2 layers per chunk); 64 microbatches →
 //    10,240 stages; interleaved 1F1B with DP all-reduce and optimizer step; target < 100 ms.
+//  - VlmXl16kHeteroDp/*: the same job with encoder DP != LLM DP from a placement file
+//    (presets/placements/vlm-xl-16k-hetero-dp.yaml: ViT at TP8·DP256, GPT at TP8·PP14·DP128),
+//    built by the planner from real batches: replicas hold different data, so nothing is folded
+//    (one unfolded graph of 2,048 groups); issue 12's target is < 100 ms.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -20,6 +24,7 @@
 #include "weft/graph/stage_graph.h"
 #include "weft/sched/generators.h"
 #include "weft/sim/simulator.h"
+#include "weft/strategy/planner.h"
 
 namespace weft {
 namespace {
@@ -231,6 +236,64 @@ void BM_VlmXl16k_Simulate(benchmark::State& state) {
   state.counters["bubble"] = last.bubble_ratio;
 }
 BENCHMARK(BM_VlmXl16k_Simulate)->Unit(benchmark::kMillisecond);
+
+// ---- VLM-XL-16k with encoder DP != LLM DP (a user placement, unfolded) -------------------------
+
+struct PlannedGraph {
+  graph::StageGraph graph;
+  sched::Schedule schedule;
+  spec::ClusterSpec cluster;
+};
+
+const PlannedGraph& HeteroDpGraph() {
+  static const PlannedGraph planned = [] {
+    auto planner = strategy::Planner::Create(
+        strategy::JobOptions{.model = "vlm-xl",
+                             .gpus = 16384,
+                             .pipeline_size = 16,
+                             .placement = std::string(WEFT_SOURCE_DIR) +
+                                          "/presets/placements/vlm-xl-16k-hetero-dp.yaml"},
+        "manual");
+    Check(planner.status());
+    auto batches = (*planner)->Batches(0, 1);
+    Check(batches.status());
+    auto plan = (*planner)->strategy().PlanIteration((*planner)->job(),
+                                                     (*planner)->static_plan(), batches->front());
+    Check(plan.status());
+    return PlannedGraph{std::move(plan->replicas[0].graph), std::move(plan->replicas[0].schedule),
+                        (*planner)->job().cluster};
+  }();
+  return planned;
+}
+
+void BM_VlmXl16kHeteroDp_Simulate(benchmark::State& state) {
+  const PlannedGraph& p = HeteroDpGraph();
+  sim::Timeline last;
+  for (auto _ : state) {
+    auto timeline = sim::Simulate(p.graph, p.schedule, p.cluster);
+    Check(timeline.status());
+    benchmark::DoNotOptimize(timeline);
+    last = *std::move(timeline);
+  }
+  state.counters["stages"] = p.graph.num_stages();
+  state.counters["groups"] = p.graph.num_groups();
+  state.counters["gpus"] = last.num_gpus;
+  state.counters["sim_iteration_s"] = last.iteration_time_s;
+}
+BENCHMARK(BM_VlmXl16kHeteroDp_Simulate)->Unit(benchmark::kMillisecond);
+
+void BM_VlmXl16kHeteroDp_SimulateSearchOptions(benchmark::State& state) {
+  const PlannedGraph& p = HeteroDpGraph();
+  const sim::SimOptions options{.record_transfers = false, .record_memory_curves = false,
+                                .validate_schedule = false};
+  for (auto _ : state) {
+    auto timeline = sim::Simulate(p.graph, p.schedule, p.cluster, options);
+    Check(timeline.status());
+    benchmark::DoNotOptimize(timeline);
+  }
+  state.counters["stages"] = p.graph.num_stages();
+}
+BENCHMARK(BM_VlmXl16kHeteroDp_SimulateSearchOptions)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace weft

@@ -111,7 +111,7 @@ def test_memory_constraint_is_respected_and_binds(tmp_path: pathlib.Path) -> Non
     preset = pathlib.Path(__file__).resolve().parents[1] / "presets" / "clusters" / "a100.yaml"
     cluster = tmp_path / "a100-small.yaml"
     cluster.write_text(preset.read_text().replace("memory_capacity_bytes: 80GiB",
-                                                  "memory_capacity_bytes: 4300000"))
+                                                  "memory_capacity_bytes: 4300000\n  reserved_memory_bytes: 0"))
     inst = opt.Instance(seed=0, model="tiny-vlm", gpus=4, data="coco-llava", num_microbatches=4,
                         sequences_per_batch=4, cluster=str(cluster))
     plans = opt.plan_strategies(inst, work_budget=16)

@@ -38,5 +38,6 @@ void RegisterStrategy(py::module_& m);
 void RegisterPlan(py::module_& m);
 void RegisterGraph(py::module_& m);
 void RegisterService(py::module_& m);
+void RegisterCp(py::module_& m);
 
 }  // namespace weft::python

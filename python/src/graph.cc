@@ -108,7 +108,8 @@ py::dict GraphToDict(const GraphHandle& h) {
   out["stages"] = stages;
   out["edges"] = edges;
   out["groups"] = groups;
-  out["capacity_bytes"] = h.cluster.gpu.memory_capacity_bytes;
+  out["capacity_bytes"] = h.cluster.gpu.UsableMemoryBytes();  // what plans may use
+  out["card_capacity_bytes"] = h.cluster.gpu.memory_capacity_bytes;
   out["module_names"] = g.module_names();
   return out;
 }

@@ -28,4 +28,5 @@ PYBIND11_MODULE(_weft, m) {
   weft::python::RegisterPlan(m);
   weft::python::RegisterGraph(m);
   weft::python::RegisterService(m);
+  weft::python::RegisterCp(m);
 }

@@ -153,4 +153,40 @@ StatusOr<ContiguousPartition> MinMaxContiguousPartition(std::span<const double> 
   return result;
 }
 
+StatusOr<ContiguousPartition> FewestPartsUnderBound(std::span<const double> weights, double bound,
+                                                    int max_parts) {
+  if (weights.empty()) return InvalidArgumentError("weights is empty; need at least one item");
+  if (!std::isfinite(bound) || bound < 0) {
+    return InvalidArgumentError(fmt::format("bound = {}; must be finite and >= 0", bound));
+  }
+  if (max_parts < 0) {
+    return InvalidArgumentError(fmt::format("max_parts = {}; must be >= 0 (0 = unlimited)",
+                                            max_parts));
+  }
+  int parts = 1;
+  double sum = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const double w = weights[i];
+    if (!std::isfinite(w) || w < 0) {
+      return InvalidArgumentError(fmt::format("weights[{}] = {}; must be finite and >= 0", i, w));
+    }
+    if (w > bound) {
+      return FailedPreconditionError(
+          fmt::format("weights[{}] = {:g} exceeds the bound {:g}; no partition meets it", i, w,
+                      bound));
+    }
+    if (sum + w > bound) {
+      ++parts;
+      sum = 0;
+    }
+    sum += w;
+  }
+  if (max_parts > 0 && parts > max_parts) {
+    return FailedPreconditionError(fmt::format(
+        "{} parts are needed to keep every part <= {:g}; at most {} allowed", parts, bound,
+        max_parts));
+  }
+  return MinMaxContiguousPartition(weights, parts);
+}
+
 }  // namespace weft::algo

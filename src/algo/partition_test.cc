@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -169,6 +170,82 @@ TEST(MinMaxContiguousPartition, MatchesBruteForceOnRandomInstances) {
       EXPECT_NEAR(result->part_sums[j], s, 1e-9) << instance;
     }
   }
+}
+
+// Brute force over all 2^(n-1) boundary sets: the fewest parts with every part sum <= bound
+// (0 = none), with the smallest max part sum among those.
+std::pair<int, double> FewestBruteForce(const std::vector<double>& w, double bound) {
+  const int n = static_cast<int>(w.size());
+  int best_parts = 0;
+  double best_max = std::numeric_limits<double>::infinity();
+  for (uint32_t cuts = 0; cuts < (1u << (n - 1)); ++cuts) {
+    int parts = 1;
+    double sum = 0, mx = 0;
+    for (int i = 0; i < n; ++i) {
+      if (i > 0 && (cuts >> (i - 1) & 1u)) {
+        mx = std::max(mx, sum);
+        sum = 0;
+        ++parts;
+      }
+      sum += w[i];
+    }
+    mx = std::max(mx, sum);
+    if (mx > bound) continue;
+    if (best_parts == 0 || parts < best_parts || (parts == best_parts && mx < best_max)) {
+      best_parts = parts;
+      best_max = mx;
+    }
+  }
+  return {best_parts, best_max};
+}
+
+TEST(FewestPartsUnderBound, MatchesBruteForceOnRandomInstances) {
+  std::mt19937_64 rng(13);
+  int feasible = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 10);
+    std::vector<double> w(n);
+    for (double& x : w) x = static_cast<double>(rng() % 20);  // zeros included
+    const double total = std::accumulate(w.begin(), w.end(), 0.0);
+    const double bound = static_cast<double>(rng() % static_cast<uint64_t>(total + 2));
+    const std::string instance =
+        fmt::format("trial {} weights [{}] bound {}", trial, fmt::join(w, ", "), bound);
+    const auto [oracle_parts, oracle_max] = FewestBruteForce(w, bound);
+    auto result = FewestPartsUnderBound(w, bound);
+    if (oracle_parts == 0) {
+      ASSERT_FALSE(result.ok()) << instance;
+      EXPECT_EQ(result.status().code(), StatusCode::kFailedPrecondition) << instance;
+      continue;
+    }
+    ++feasible;
+    ASSERT_TRUE(result.ok()) << instance << ": " << result.status().ToString();
+    EXPECT_EQ(static_cast<int>(result->part_sizes.size()), oracle_parts) << instance;
+    EXPECT_LE(result->max_part_sum, bound) << instance;
+    EXPECT_NEAR(result->max_part_sum, oracle_max, 1e-9) << instance;  // balanced among fewest
+    EXPECT_EQ(std::accumulate(result->part_sizes.begin(), result->part_sizes.end(), 0), n);
+    // A cap below the count needed fails; at the count it succeeds.
+    EXPECT_TRUE(FewestPartsUnderBound(w, bound, oracle_parts).ok()) << instance;
+    if (oracle_parts > 1) {
+      EXPECT_FALSE(FewestPartsUnderBound(w, bound, oracle_parts - 1).ok()) << instance;
+    }
+  }
+  EXPECT_GT(feasible, 1500);  // the instances exercise the feasible case
+}
+
+TEST(FewestPartsUnderBound, RejectsBadInput) {
+  const std::vector<double> w = {1, 2, 3};
+  EXPECT_EQ(FewestPartsUnderBound({}, 1.0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FewestPartsUnderBound(w, -1.0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FewestPartsUnderBound(w, 3.0, -1).status().code(), StatusCode::kInvalidArgument);
+  const std::vector<double> bad = {1, -2};
+  EXPECT_EQ(FewestPartsUnderBound(bad, 3.0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FewestPartsUnderBound(w, 2.5).status().code(), StatusCode::kFailedPrecondition);
+  auto one = FewestPartsUnderBound(w, 6.0);
+  ASSERT_TRUE(one.ok());
+  EXPECT_THAT(one->part_sizes, ElementsAre(3));
+  auto two = FewestPartsUnderBound(w, 5.0);
+  ASSERT_TRUE(two.ok());
+  EXPECT_THAT(two->part_sizes, ElementsAre(2, 1));
 }
 
 }  // namespace

@@ -91,7 +91,8 @@ StatusOr<LayerCost> CostModel::ComputeLayer(const spec::ModuleSpec& module, int 
   OpBuildContext ctx{.shape = shape,
                      .parallel = parallel,
                      .backward = backward,
-                     .gpus_per_node = std::max(1, cluster_.gpus_per_node)};
+                     .gpus_per_node = std::max(1, cluster_.gpus_per_node),
+                     .cp_distribution = options_.cp_distribution};
   WEFT_ASSIGN_OR_RETURN(std::vector<Op> ops, BuildLayerOps(module, layer, ctx));
   LayerCost cost;
   cost.layer = layer;

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "weft/cost/cp_attention.h"
+
 namespace weft::cost {
 
 TokenShape TokenShape::Uniform(int64_t tokens_per_instance, int instances) {
@@ -138,6 +140,7 @@ struct RankDims {
   bool sp = false;
   bool tp_inter_node = false;
   bool cp_inter_node = false;
+  double cp_imbalance = 1;  // worst CP rank's attention work / mean (1 when cp = 1)
 };
 
 bool IsTransformer(spec::ModuleKind kind) { return kind != spec::ModuleKind::kMlpProjector; }
@@ -209,6 +212,9 @@ RankDims Dims(const spec::ModuleSpec& m, const OpBuildContext& ctx) {
     // KV heads are split over TP; with fewer KV groups than ranks each rank holds one replica.
     d.kv_width = std::ceil(static_cast<double>(kv) / d.tp) * d.head_dim;
     d.ffn = static_cast<double>(m.ffn_hidden_size) / d.tp;
+    if (d.cp > 1) {
+      d.cp_imbalance = CpAttentionImbalance(ctx.shape, d.cp, m.causal_attention, ctx.cp_distribution);
+    }
   }
   return d;
 }
@@ -388,7 +394,9 @@ void AddSelfAttentionBlock(const spec::ModuleSpec& m, const RankDims& d, const O
                  kv_bytes, d.cp, d.cp_inter_node);
   }
   const double causal = m.causal_attention ? 0.5 : 1.0;
-  const double flops = 4.0 * d.sum_sq * d.head_dim * (d.q_width / d.head_dim) * causal;
+  // Under CP the group waits for its most loaded rank (d.cp_imbalance = max/mean, 1 when cp = 1).
+  const double flops =
+      4.0 * d.sum_sq * d.head_dim * (d.q_width / d.head_dim) * causal * d.cp_imbalance;
   const double qkv_bytes = kBf16Bytes * d.tokens * (d.q_width + 2 * d.kv_width);
   const double o_bytes = kBf16Bytes * d.tokens * d.q_width;
   const double fwd_bytes = qkv_bytes + o_bytes;

@@ -195,11 +195,20 @@ void RiseAndFall(Rng& rng, const GeneratorOptions& o, spec::Sample& s) {
   s.images.assign(images, spec::ImageMeta{.width_px = o.image_size_px, .height_px = o.image_size_px});
 }
 
+void Cornstarch(spec::Sample& s) {
+  // Cornstarch §6.1's synthetic samples: 1k text tokens, one 1280×720 image and one 30-s audio
+  // clip, the modality tokens injected in the middle of the text (every sample the same; the
+  // seed changes nothing). A model without an audio (or vision) encoder ignores that input.
+  s.text_tokens = 1000;
+  s.images.push_back(spec::ImageMeta{.width_px = 1280, .height_px = 720, .text_position = 500});
+  s.audios.push_back(spec::AudioMeta{.duration_s = 30.0});
+}
+
 }  // namespace internal
 
 namespace {
-constexpr std::string_view kProfiles[] = {"laion", "obelics", "coco-llava", "video",
-                                          "audio", "mixed",   "rise-and-fall"};
+constexpr std::string_view kProfiles[] = {"laion", "obelics", "coco-llava",    "video",
+                                          "audio", "mixed",   "rise-and-fall", "cornstarch"};
 }  // namespace
 
 std::vector<std::string_view> GeneratorProfileNames() {
@@ -261,7 +270,8 @@ StatusOr<std::vector<spec::Sample>> GenerateSamples(std::string_view profile,
       case 3: internal::Video(rng, s); break;
       case 4: internal::Audio(rng, s); break;
       case 5: internal::Mixed(rng, s); break;
-      default: internal::RiseAndFall(rng, options, s); break;
+      case 6: internal::RiseAndFall(rng, options, s); break;
+      default: internal::Cornstarch(s); break;
     }
     samples.push_back(std::move(s));
   }

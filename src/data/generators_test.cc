@@ -25,11 +25,30 @@ double MeanOf(const DataProfile& p, std::string_view name) {
 
 TEST(GenerateSamples, SameSeedGivesIdenticalOutputAndOtherSeedsDiffer) {
   for (auto profile : GeneratorProfileNames()) {
+    if (profile == "cornstarch") continue;  // fixed synthetic samples (tested below)
     const auto a = SamplesToJsonl(Gen(profile, 200, 42, 3));
     EXPECT_EQ(a, SamplesToJsonl(Gen(profile, 200, 42, 3))) << profile;
     EXPECT_NE(a, SamplesToJsonl(Gen(profile, 200, 43, 3))) << profile;
     EXPECT_NE(a, SamplesToJsonl(Gen(profile, 200, 42, 4))) << profile;
   }
+}
+
+// Cornstarch §6.1: every sample has 1k text tokens, one 1280×720 image in the middle of the
+// text and one 30-s audio clip, whatever the seed or iteration.
+TEST(GenerateSamples, CornstarchProfileIsSection61sFixedSample) {
+  const auto a = Gen("cornstarch", 24, 42, 3);
+  ASSERT_EQ(a.size(), 24u);
+  for (const auto& s : a) {
+    EXPECT_EQ(s.text_tokens, 1000);
+    ASSERT_EQ(s.images.size(), 1u);
+    EXPECT_EQ(s.images[0].width_px, 1280);
+    EXPECT_EQ(s.images[0].height_px, 720);
+    EXPECT_EQ(s.images[0].text_position, 500);
+    ASSERT_EQ(s.audios.size(), 1u);
+    EXPECT_EQ(s.audios[0].duration_s, 30.0);
+    EXPECT_TRUE(s.videos.empty());
+  }
+  EXPECT_EQ(SamplesToJsonl(a), SamplesToJsonl(Gen("cornstarch", 24, 7, 0)));
 }
 
 TEST(GenerateSamples, UnknownProfileIsNotFoundListingTheProfiles) {

@@ -24,24 +24,30 @@ constexpr int kNumKinds = 3;
 // The slots of every group: stages of (microbatch index, chunk, kind), in run order.
 class SlotTable {
  public:
-  // Builds the table; microbatch ids are mapped to dense indices in increasing id order.
+  // Builds the table; each group's microbatch ids are mapped to dense indices in increasing order.
   SlotTable(const StageGraph& graph, bool separate_weight_slots) {
     const int n = graph.num_stages();
     std::vector<int32_t> topo_pos(n);
     const auto topo = graph.topological_order();
     for (int i = 0; i < n; ++i) topo_pos[topo[i]] = i;
-    std::vector<int> mb_ids;
-    mb_ids.reserve(n);
+    // Per group: the microbatch ids it runs, dense in increasing id order — a rule's "i-th
+    // microbatch" is the i-th one that passes the group (a group of one DP replica in an
+    // unfolded graph runs every R-th microbatch of the iteration).
+    std::vector<std::vector<int>> mb_ids(graph.num_groups());
     num_chunks_ = 1;
     for (const graph::Stage& s : graph.stages()) {
-      mb_ids.push_back(s.microbatch);
+      mb_ids[s.group].push_back(s.microbatch);
       num_chunks_ = std::max(num_chunks_, s.chunk + 1);
     }
-    std::sort(mb_ids.begin(), mb_ids.end());
-    mb_ids.erase(std::unique(mb_ids.begin(), mb_ids.end()), mb_ids.end());
-    num_microbatches_ = static_cast<int>(mb_ids.size());
-    auto mb_index = [&](int id) {
-      return static_cast<int>(std::lower_bound(mb_ids.begin(), mb_ids.end(), id) - mb_ids.begin());
+    num_microbatches_ = 0;
+    for (auto& ids : mb_ids) {
+      std::sort(ids.begin(), ids.end());
+      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+      num_microbatches_ = std::max(num_microbatches_, static_cast<int>(ids.size()));
+    }
+    auto mb_index = [&](GroupId g, int id) {
+      const auto& ids = mb_ids[g];
+      return static_cast<int>(std::lower_bound(ids.begin(), ids.end(), id) - ids.begin());
     };
     // Sort key per stage: (group, slot, W-after-B, topological position).
     const int slots_per_group = num_microbatches_ * num_chunks_ * kNumKinds;
@@ -55,7 +61,7 @@ class SlotTable {
         if (separate_weight_slots) kind = kWgt;
       }
       if (st.pass == Pass::kBackwardInput) has_input_stages_ = true;
-      const int64_t slot = Slot(mb_index(st.microbatch), st.chunk, kind);
+      const int64_t slot = Slot(mb_index(st.group, st.microbatch), st.chunk, kind);
       key[s] = ((int64_t{st.group} * slots_per_group + slot) * 2 + (weight ? 1 : 0)) * n +
                topo_pos[s];
     }
@@ -106,33 +112,46 @@ class SlotTable {
   std::vector<int64_t> begin_;
 };
 
-// Rank of each group: the largest number of cross-group forward hops from a graph source to a
-// chunk-0 forward stage of the group (the minimum over those stages); groups without chunk-0
-// forward stages use all their forward stages; groups without forward stages get rank 0.
+// Rank of each group for the rules' warm-up (Cornstarch §4.1, cross-modality 1F1B): a group
+// warms up as many microbatches as the longest path of stages after it, i.e. its height = the
+// largest number of cross-group forward hops from a forward stage of its last chunk to a graph
+// sink; rank = P − 1 − height with P = 1 + the largest height, so that the rules' P − rank − 1
+// is the height. On a chain of P groups (and on interleaved chains, whose last chunk on rank r
+// is P − 1 − r hops from the sink) this is Megatron's rank r. On a fan-in graph a short branch
+// beside a long one (a 1-stage audio encoder beside a 3-stage vision encoder) gets the warm-up
+// of its own path to the sink, not the longest branch's: counting hops from a source instead
+// would give it the vision encoder's first stage's warm-up and as much activation memory.
+// Heights come from every microbatch's stages (the largest), so a microbatch that skips a
+// branch does not lower them. Groups without forward stages get height 0.
 std::vector<int> GroupRanks(const StageGraph& graph) {
   const int n = graph.num_stages();
-  std::vector<int> depth(n, 0);
-  for (StageId s : graph.topological_order()) {
+  std::vector<int> height(n, 0);
+  const auto topo = graph.topological_order();
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    const StageId s = *it;
     if (graph.stage(s).pass != Pass::kForward) continue;
-    for (graph::EdgeId e : graph.in_edges(s)) {
-      const StageId from = graph.edge(e).from;
-      if (graph.stage(from).pass != Pass::kForward) continue;
-      const int hop = graph.stage(from).group != graph.stage(s).group ? 1 : 0;
-      depth[s] = std::max(depth[s], depth[from] + hop);
+    for (graph::EdgeId e : graph.out_edges(s)) {
+      const StageId to = graph.edge(e).to;
+      if (graph.stage(to).pass != Pass::kForward) continue;
+      const int hop = graph.stage(to).group != graph.stage(s).group ? 1 : 0;
+      height[s] = std::max(height[s], height[to] + hop);
     }
   }
-  constexpr int kUnset = 1 << 30;
-  std::vector<int> rank0(graph.num_groups(), kUnset), rank_any(graph.num_groups(), kUnset);
+  const int num_groups = graph.num_groups();
+  std::vector<int> last_chunk(num_groups, -1), group_height(num_groups, 0);
   for (int s = 0; s < n; ++s) {
     const graph::Stage& st = graph.stage(s);
-    if (st.pass != Pass::kForward) continue;
-    rank_any[st.group] = std::min(rank_any[st.group], depth[s]);
-    if (st.chunk == 0) rank0[st.group] = std::min(rank0[st.group], depth[s]);
+    if (st.pass == Pass::kForward) last_chunk[st.group] = std::max(last_chunk[st.group], st.chunk);
   }
-  std::vector<int> rank(graph.num_groups(), 0);
-  for (int g = 0; g < graph.num_groups(); ++g) {
-    rank[g] = rank0[g] != kUnset ? rank0[g] : (rank_any[g] != kUnset ? rank_any[g] : 0);
+  for (int s = 0; s < n; ++s) {
+    const graph::Stage& st = graph.stage(s);
+    if (st.pass != Pass::kForward || st.chunk != last_chunk[st.group]) continue;
+    group_height[st.group] = std::max(group_height[st.group], height[s]);
   }
+  const int p = num_groups == 0 ? 1
+                                : *std::max_element(group_height.begin(), group_height.end()) + 1;
+  std::vector<int> rank(num_groups, 0);
+  for (int g = 0; g < num_groups; ++g) rank[g] = p - 1 - group_height[g];
   return rank;
 }
 

@@ -189,6 +189,61 @@ TEST(OneFOneB, OnFanInGraphRanksGroupsByForwardHops) {
   EXPECT_TRUE(s->Validate(g).ok());
 }
 
+// Cross-modality 1F1B (Cornstarch §4.1): a 1-stage audio encoder (group 0) beside a 3-stage
+// vision encoder (groups 1-3), both feeding an LLM on groups 4-5. Each group warms up as many
+// microbatches as the longest path of stages after it: vision 4, 3, 2, audio 2 (audio -> llm0
+// -> llm1), LLM 1, 0. Counting hops from a source would put audio at rank 0 with 4 warm-up
+// forwards (the vision encoder's first stage's), holding 2 more microbatches of activations.
+TEST(OneFOneB, WarmupFollowsTheLongestPathToTheSinkOnEachBranch) {
+  StageGraph g;
+  for (int i = 0; i < 6; ++i) g.AddGroup({.first_gpu = i});
+  g.SetModuleNames({"audio", "vision", "llm"});
+  const int m = 6;
+  for (int mb = 0; mb < m; ++mb) {
+    const StageId fa = g.AddStage({.group = 0, .module = 0, .microbatch = mb});
+    StageId fv[3], bv[3], fl[2], bl[2];
+    for (int k = 0; k < 3; ++k) fv[k] = g.AddStage({.group = 1 + k, .module = 1, .microbatch = mb});
+    for (int k = 0; k < 2; ++k) fl[k] = g.AddStage({.group = 4 + k, .module = 2, .microbatch = mb});
+    for (int k = 1; k >= 0; --k) {
+      bl[k] = g.AddStage({.group = 4 + k, .module = 2, .microbatch = mb, .pass = Pass::kBackward});
+    }
+    const StageId ba = g.AddStage({.group = 0, .module = 0, .microbatch = mb, .pass = Pass::kBackward});
+    for (int k = 2; k >= 0; --k) {
+      bv[k] = g.AddStage({.group = 1 + k, .module = 1, .microbatch = mb, .pass = Pass::kBackward});
+    }
+    g.AddEdge(fv[0], fv[1]);
+    g.AddEdge(fv[1], fv[2]);
+    g.AddEdge(fv[2], fl[0]);
+    g.AddEdge(fa, fl[0]);
+    g.AddEdge(fl[0], fl[1]);
+    g.AddEdge(fl[1], bl[1]);
+    g.AddEdge(bl[1], bl[0]);
+    g.AddEdge(fl[0], bl[0]);
+    g.AddEdge(bl[0], ba);
+    g.AddEdge(bl[0], bv[2]);
+    g.AddEdge(bv[2], bv[1]);
+    g.AddEdge(bv[1], bv[0]);
+    g.AddEdge(fa, ba);
+    for (int k = 0; k < 3; ++k) g.AddEdge(fv[k], bv[k]);
+  }
+  ASSERT_TRUE(g.Finalize().ok());
+  auto s = MakeSchedule(ScheduleKind::kOneFOneB, g);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(Describe(g, s->order[0]), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5");  // audio: 2
+  EXPECT_EQ(Describe(g, s->order[1]), "F0 F1 F2 F3 F4 B0 F5 B1 B2 B3 B4 B5");  // vision 0: 4
+  EXPECT_EQ(Describe(g, s->order[2]), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");  // vision 1: 3
+  EXPECT_EQ(Describe(g, s->order[3]), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5");  // vision 2: 2
+  EXPECT_EQ(Describe(g, s->order[4]), "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5");  // llm 0: 1
+  EXPECT_EQ(Describe(g, s->order[5]), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");  // llm 1: 0
+  EXPECT_TRUE(s->Validate(g).ok());
+  // The same holds for every rule that warms up by rank.
+  for (ScheduleKind kind : {ScheduleKind::kInterleavedOneFOneB, ScheduleKind::kGPipe}) {
+    auto other = MakeSchedule(kind, g);
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    EXPECT_TRUE(other->Validate(g).ok());
+  }
+}
+
 // Megatron-style uniform split of an encoder+LLM chain: group 1 holds the encoder's last layers
 // and the LLM's first layers as one slot (same chunk index); they run back to back.
 TEST(OneFOneB, RunsModulesSharingAChunkSlotBackToBack) {

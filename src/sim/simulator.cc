@@ -355,6 +355,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   std::vector<uint8_t> running(num_groups, 0);
   std::vector<double> group_free_s(num_groups, 0.0);
   std::vector<double> link_free_s(num_links, 0.0);
+  std::vector<double> egress_free_s(2 * num_groups, 0.0), ingress_free_s(2 * num_groups, 0.0);
   std::vector<double> edge_arrival_s(num_links > 0 ? edges.size() : 0, 0.0);
 
   using Event = std::pair<double, StageId>;  // (end time, stage); ties by stage id
@@ -395,9 +396,16 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
       double arrival_s = t;
       const int32_t link = edge_link[e];
       if (link >= 0) {
-        const double start_s = std::max(t, link_free_s[link]);
+        // Ports: the sender's egress and the receiver's ingress of the link's kind (NVLink or
+        // network) carry one transfer at a time, whatever the peer.
+        const int kind = edge_kind[e] == LinkKind::kIntraNode ? 0 : 1;
+        double& egress = egress_free_s[2 * g + kind];
+        double& ingress = ingress_free_s[2 * stages[to].group + kind];
+        const double start_s = std::max({t, link_free_s[link], egress, ingress});
         arrival_s = start_s + edge_time_s[e];
         link_free_s[link] = arrival_s;
+        egress = arrival_s;
+        ingress = arrival_s;
         edge_arrival_s[e] = arrival_s;
         if (options.record_transfers) {
           timeline.transfers.push_back(Transfer{e, s, to, g, stages[to].group, start_s, arrival_s,
@@ -413,7 +421,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
 
   // --- per group: busy time, tail, memory -------------------------------------------------
   const int64_t capacity_bytes =
-      options.capacity_bytes > 0 ? options.capacity_bytes : cluster.gpu.memory_capacity_bytes;
+      options.capacity_bytes > 0 ? options.capacity_bytes : cluster.gpu.UsableMemoryBytes();
   timeline.capacity_bytes = capacity_bytes;
   double weighted_busy = 0, weighted_gpus = 0;
   std::vector<double> tail_s(num_groups, 0.0);

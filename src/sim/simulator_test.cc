@@ -197,6 +197,71 @@ TEST(Simulate, AddsRingAllReduceAndOptimizerStepAtTheEndOfEachGroup) {
   EXPECT_NEAR(no_tail->iteration_time_s, 1e-3, 1e-12);
 }
 
+// The inter-module communicator's gather: 4 encoder groups (one per node) each send 250 MB to
+// one LLM group at once. Per pair they would overlap (10 ms each on the network); the LLM
+// group's network ingress takes them one after the other: arrivals at 10, 20, 30, 40 ms.
+TEST(Simulate, AGatherQueuesOnTheReceiversIngressPort) {
+  StageGraph g;
+  std::vector<StageId> encoders;
+  for (int e = 0; e < 4; ++e) g.AddGroup({.first_gpu = 8 * e, .num_gpus = 1});
+  g.AddGroup({.first_gpu = 1, .num_gpus = 1});  // node 0: NVLink from group 0, network else
+  for (int e = 0; e < 4; ++e) encoders.push_back(g.AddStage({.group = e, .latency_s = 0}));
+  const StageId llm = g.AddStage({.group = 4, .latency_s = 1e-3});
+  for (int e = 1; e < 4; ++e) g.AddEdge(encoders[e], llm, 250'000'000);
+  ASSERT_TRUE(g.Finalize().ok());
+  auto t = Simulate(g, {.order = {{encoders[0]}, {encoders[1]}, {encoders[2]}, {encoders[3]}, {llm}}},
+                    TestCluster(), {.include_grad_sync = false, .include_optimizer_step = false});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  std::vector<double> arrivals;
+  for (const auto& tr : t->transfers) arrivals.push_back(tr.end_s);
+  std::sort(arrivals.begin(), arrivals.end());
+  ASSERT_EQ(arrivals.size(), 3u);
+  EXPECT_NEAR(arrivals[0], 10e-3, 1e-12);
+  EXPECT_NEAR(arrivals[1], 20e-3, 1e-12);
+  EXPECT_NEAR(arrivals[2], 30e-3, 1e-12);
+  EXPECT_NEAR(t->iteration_time_s, 31e-3, 1e-12);
+  // A scatter queues on the sender's egress the same way.
+  StageGraph h;
+  for (int e = 0; e < 3; ++e) h.AddGroup({.first_gpu = 8 * e, .num_gpus = 1});
+  const StageId src = h.AddStage({.group = 0, .latency_s = 0});
+  const StageId d1 = h.AddStage({.group = 1, .latency_s = 0});
+  const StageId d2 = h.AddStage({.group = 2, .latency_s = 0});
+  h.AddEdge(src, d1, 250'000'000);
+  h.AddEdge(src, d2, 250'000'000);
+  ASSERT_TRUE(h.Finalize().ok());
+  auto u = Simulate(h, {.order = {{src}, {d1}, {d2}}}, TestCluster(),
+                    {.include_grad_sync = false, .include_optimizer_step = false});
+  ASSERT_TRUE(u.ok());
+  EXPECT_NEAR(u->iteration_time_s, 20e-3, 1e-12);
+}
+
+// Unfolded replicas: a GradSync set starts when its slowest member finished and takes the ring
+// time over the members; every member ends together.
+TEST(Simulate, GradSyncSetsWaitForTheirSlowestMember) {
+  StageGraph g;
+  g.AddGroup({.first_gpu = 0, .num_gpus = 1, .optimizer_bytes = 2'000'000'000});
+  g.AddGroup({.first_gpu = 1, .num_gpus = 1, .optimizer_bytes = 2'000'000'000});
+  const StageId a = g.AddStage({.group = 0, .latency_s = 1e-3});
+  const StageId b = g.AddStage({.group = 1, .latency_s = 5e-3});
+  g.AddGradSync({.module = 0, .groups = {0, 1}, .bytes = 400'000'000});
+  ASSERT_TRUE(g.Finalize().ok());
+  auto t = Simulate(g, {.order = {{a}, {b}}}, TestCluster());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  // 2·(2−1)/2 · 400 MB on NVLink at 200 GB/s = 2 ms, from 5 ms; optimizer 1 ms.
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_NEAR(t->groups[k].grad_sync_start_s, 5e-3, 1e-12);
+    EXPECT_NEAR(t->groups[k].grad_sync_s, 2e-3, 1e-12);
+    EXPECT_NEAR(t->groups[k].end_s, 8e-3, 1e-12);
+  }
+  EXPECT_NEAR(t->iteration_time_s, 8e-3, 1e-12);
+  EXPECT_LE(t->lower_bound_s, t->iteration_time_s);
+  // A folded group in a set is refused.
+  StageGraph bad;
+  bad.AddGroup({.num_gpus = 1, .dp = 2});
+  bad.AddGradSync({.module = 0, .groups = {0}, .bytes = 1});
+  EXPECT_FALSE(bad.Finalize().ok());
+}
+
 TEST(Simulate, ComputesMfuFromStageFlopsTimesReplicas) {
   StageGraph g;
   g.AddGroup({.num_gpus = 2, .dp = 2});

@@ -34,7 +34,7 @@ std::string Timeline::BriefReport() const {
   }
   if (peak_group >= 0) {
     out += fmt::format("peak memory {:.2f} GiB per GPU (group {})", peak / kGiB, peak_group);
-    if (capacity_bytes > 0) out += fmt::format(" of {:.2f} GiB", capacity_bytes / kGiB);
+    if (capacity_bytes > 0) out += fmt::format(" of {:.2f} GiB usable", capacity_bytes / kGiB);
     out += "\n";
   }
   for (const OutOfMemory& o : oom) {

@@ -4,6 +4,10 @@
 #include <fmt/format.h>
 
 namespace weft::spec {
+
+int64_t DefaultReservedMemoryBytes(int64_t capacity_bytes) {
+  return (int64_t{2} << 30) + capacity_bytes / 20;
+}
 namespace {
 
 Status FieldError(std::string_view field, const auto& value, std::string_view rule) {
@@ -47,6 +51,12 @@ Status ClusterSpec::Validate() const {
   WEFT_RETURN_IF_ERROR(RequirePositive("gpu.peak_bf16_flops_per_s", gpu.peak_bf16_flops_per_s));
   WEFT_RETURN_IF_ERROR(
       RequirePositive("gpu.hbm_bandwidth_bytes_per_s", gpu.hbm_bandwidth_bytes_per_s));
+  if (gpu.reserved_memory_bytes < 0 || gpu.reserved_memory_bytes >= gpu.memory_capacity_bytes) {
+    if (gpu.memory_capacity_bytes > 0) {
+      return FieldError("gpu.reserved_memory_bytes", gpu.reserved_memory_bytes,
+                        "must be >= 0 and below gpu.memory_capacity_bytes");
+    }
+  }
   if (gpu.memory_capacity_bytes <= 0) {
     return FieldError("gpu.memory_capacity_bytes", gpu.memory_capacity_bytes, "must be > 0");
   }

@@ -1,4 +1,5 @@
 #include "weft/spec/cluster.h"
+#include "weft/spec/preset.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -103,6 +104,43 @@ TEST(ClusterSpecWithTotalGpus, RejectsZero) {
   StatusOr<ClusterSpec> c = Cluster().WithTotalGpus(0);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(), "total_gpus = 0; must be > 0");
+}
+
+}  // namespace
+}  // namespace weft::spec
+
+namespace weft::spec {
+namespace {
+
+// Headroom: a cluster file without gpu.reserved_memory_bytes gets the documented default
+// (2 GiB + 5% of the card); an explicit value overrides it; plans use capacity − reserved.
+TEST(ClusterSpec, ReservedMemoryDefaultsToContextBuffersAndFragmentation) {
+  auto h100 = LoadCluster("h100");
+  ASSERT_TRUE(h100.ok());
+  const int64_t gib = int64_t{1} << 30;
+  EXPECT_EQ(h100->gpu.reserved_memory_bytes, 2 * gib + 80 * gib / 20);  // 6 GiB of 80
+  EXPECT_EQ(h100->gpu.UsableMemoryBytes(), 74 * gib);
+  auto own = ParseClusterYaml(
+      "num_nodes: 1\ngpus_per_node: 8\ngpu: {name: x, peak_bf16_flops_per_s: 1e15, "
+      "hbm_bandwidth_bytes_per_s: 2e12, memory_capacity_bytes: 80GiB, reserved_memory_bytes: "
+      "1GiB}\nintra_node: {bandwidth_bytes_per_s: 1e11}\ninter_node: {bandwidth_bytes_per_s: "
+      "1e10}\n",
+      "c.yaml");
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  EXPECT_EQ(own->gpu.UsableMemoryBytes(), 79 * gib);
+  auto bad = ParseClusterYaml(
+      "num_nodes: 1\ngpus_per_node: 8\ngpu: {name: x, peak_bf16_flops_per_s: 1e15, "
+      "hbm_bandwidth_bytes_per_s: 2e12, memory_capacity_bytes: 80GiB, reserved_memory_bytes: "
+      "90GiB}\nintra_node: {bandwidth_bytes_per_s: 1e11}\ninter_node: {bandwidth_bytes_per_s: "
+      "1e10}\n",
+      "c.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("gpu.reserved_memory_bytes"), std::string::npos)
+      << bad.status().message();
+  // The emitted YAML carries the value and reads back equal.
+  auto back = ParseClusterYaml(ClusterToYaml(*h100), "back.yaml");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, *h100);
 }
 
 }  // namespace

@@ -763,6 +763,7 @@ const std::vector<Field<GpuSpec>>& GpuFields() {
       {"peak_bf16_flops_per_s", &G::peak_bf16_flops_per_s, Unit::kFlopsPerS},
       {"hbm_bandwidth_bytes_per_s", &G::hbm_bandwidth_bytes_per_s, Unit::kBytesPerS},
       {"memory_capacity_bytes", &G::memory_capacity_bytes, Unit::kBytes},
+      {"reserved_memory_bytes", &G::reserved_memory_bytes, Unit::kBytes},
   };
   return kFields;
 }
@@ -794,6 +795,10 @@ StatusOr<ClusterSpec> ParseClusterDocument(std::string_view text, const Context&
     WEFT_RETURN_IF_ERROR(ReadFields(ctx, root, "", ClusterFields(), kClusterSections, cluster));
     if (const YAML::Node n = root["gpu"]) {
       WEFT_RETURN_IF_ERROR(ReadFields(ctx, n, "gpu", GpuFields(), {}, cluster.gpu));
+      if (!n["reserved_memory_bytes"]) {
+        cluster.gpu.reserved_memory_bytes =
+            DefaultReservedMemoryBytes(cluster.gpu.memory_capacity_bytes);
+      }
     }
     if (const YAML::Node n = root["intra_node"]) {
       WEFT_RETURN_IF_ERROR(ReadFields(ctx, n, "intra_node", LinkFields(), {}, cluster.intra_node));

@@ -129,7 +129,9 @@ StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
   const int dp = placement.unfolded ? std::max(1, placement.NumReplicas(anchor))
                                     : job.DataParallelSize();
   WEFT_ASSIGN_OR_RETURN(BatchSplit split,
-                        SplitBatch(batch, dp, job.parallel.num_microbatches));
+                        SplitBatch(batch, dp,
+                                   plan.num_microbatches > 0 ? plan.num_microbatches
+                                                             : job.parallel.num_microbatches));
   IterationPlan out;
   out.notes = split.notes;
   GraphBuildOptions options{.sub_microbatch_size = plan.sub_microbatch_size,
@@ -219,7 +221,14 @@ StatusOr<IterationEvaluation> EvaluateIteration(const Job& job, const IterationP
   if (eval.iteration_time_s > 0) {
     eval.samples_per_s = samples / eval.iteration_time_s;
     eval.tokens_per_s = tokens / eval.iteration_time_s;
-    if (num_gpus > 0 && peak > 0) eval.mfu = plan.model_flops / (num_gpus * peak * eval.iteration_time_s);
+  }
+  // One accounting of GPUs: those the placement uses, and the cluster's others as idle (charged
+  // in MFU unless the job says otherwise).
+  eval.gpus_used = num_gpus;
+  eval.gpus_idle = std::max(0, job.cluster.TotalGpus() - num_gpus);
+  eval.gpus_charged = job.charge_idle_gpus ? num_gpus + eval.gpus_idle : num_gpus;
+  if (eval.iteration_time_s > 0 && eval.gpus_charged > 0 && peak > 0) {
+    eval.mfu = plan.model_flops / (eval.gpus_charged * peak * eval.iteration_time_s);
   }
   return eval;
 }

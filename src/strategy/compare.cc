@@ -9,6 +9,7 @@
 #include "weft/data/readers.h"
 #include "weft/data/workload.h"
 #include "weft/strategy/common.h"
+#include "weft/strategy/manual/placement.h"
 #include "weft/strategy/planner.h"
 
 namespace weft::strategy {
@@ -22,6 +23,19 @@ bool IsGeneratorProfile(std::string_view name) {
 }
 
 }  // namespace
+
+StatusOr<std::unique_ptr<Strategy>> MakeStrategyForJob(std::string_view name,
+                                                       const JobOptions& options,
+                                                       const Job& job) {
+  if (name != "manual") return MakeStrategy(name);
+  if (options.placement.empty()) {
+    return InvalidArgumentError("strategy 'manual' needs --placement FILE.yaml (the user's "
+                                "per-module placement; docs/placements.md)");
+  }
+  WEFT_ASSIGN_OR_RETURN(manual::PlacementSpec spec,
+                        manual::ReadPlacementFile(options.placement, job.model, job.cluster));
+  return manual::MakeManualStrategy(std::move(spec));
+}
 
 StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   auto setup = std::make_unique<JobSetup>();
@@ -45,6 +59,7 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   job.cluster = cluster;
   job.parallel = training.parallel;
   job.seed = options.seed;
+  job.charge_idle_gpus = options.charge_idle_gpus;
   // The backbone's TP·PP·CP fixes one replica; DP fills the GPUs.
   const int llm = data::FirstLlmModule(job.model);
   if (llm < 0) return FailedPreconditionError("model '" + options.model + "' has no llm module");
@@ -187,9 +202,14 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
   }
   std::vector<std::string> names =
       options.strategies.empty() ? StrategyNames() : options.strategies;
+  // A user placement is compared too: "how good is my setup, and what would weft do?".
+  if (!options.job.placement.empty() &&
+      std::find(names.begin(), names.end(), "manual") == names.end()) {
+    names.push_back("manual");
+  }
   std::vector<std::unique_ptr<Strategy>> strategies;
   for (const auto& name : names) {
-    WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategy(name));
+    WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategyForJob(name, options.job, setup->job));
     strategies.push_back(std::move(s));
   }
   WEFT_ASSIGN_OR_RETURN(auto batches, MakeIterationBatches(*setup, 0, options.iterations));
@@ -231,6 +251,14 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
       auto* eval = &planned->evaluation;
       if (it == 0 && !plan->notes.empty()) {
         run.static_plans.back() += " [" + plan->notes + "]";
+      }
+      if (it == 0 && eval->gpus_idle > 0) {
+        run.static_plans.back() +=
+            " [uses " + std::to_string(eval->gpus_used) + " of " +
+            std::to_string(eval->gpus_used + eval->gpus_idle) + " GPUs; " +
+            std::to_string(eval->gpus_idle) + " idle, " +
+            (setup->job.charge_idle_gpus ? "charged in MFU" : "not charged (--ignore-idle-gpus)") +
+            "]";
       }
       report::IterationResult r;
       r.iteration = it;

@@ -25,7 +25,7 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(const JobOptions& job,
                                                    std::string_view strategy,
                                                    PlannerOptions options) {
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<JobSetup> setup, MakeJobSetup(job));
-  WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategy(strategy));
+  WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategyForJob(strategy, job, setup->job));
   return Create(std::shared_ptr<const JobSetup>(std::move(setup)), std::move(s),
                 std::move(options));
 }

@@ -1,6 +1,7 @@
 #include "weft/strategy/registry.h"
 
 #include "weft/strategy/baselines.h"
+#include "weft/strategy/cornstarch/cornstarch.h"
 #include "weft/strategy/dip/dip.h"
 
 namespace weft::strategy::internal {
@@ -19,6 +20,10 @@ const std::vector<RegistryEntry>& Registry() {
       {"optimus", [] { return MakeOptimusStrategy(); }},
       {"colocated", [] { return MakeColocatedStrategy(); }},
       {"replicated", [] { return MakeReplicatedStrategy(); }},
+      {"cornstarch",
+       [] { return cornstarch::MakeCornstarchStrategy(cornstarch::Weighting::kFrozenAware); }},
+      {"cornstarch-frozen-unaware",
+       [] { return cornstarch::MakeCornstarchStrategy(cornstarch::Weighting::kFrozenUnaware); }},
       {"nnscaler", [] { return MakeNnScalerStrategy(); }},
       {"dip-partition-only", [] { return dip::MakeDipStrategy(dip::DipVariant::kPartitionOnly); }},
       {"dip-interleave", [] { return dip::MakeDipStrategy(dip::DipVariant::kInterleave); }},

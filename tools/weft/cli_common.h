@@ -30,5 +30,6 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code);
 void RegisterSimulateCommand(CLI::App& app, int& exit_code);
 void RegisterPlanCommand(CLI::App& app, int& exit_code);
 void RegisterBenchCommand(CLI::App& app, int& exit_code);
+void RegisterCpCommand(CLI::App& app, int& exit_code);
 
 }  // namespace weft::cli

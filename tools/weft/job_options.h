@@ -21,6 +21,12 @@ inline void AddJobOptions(CLI::App* cmd, strategy::JobOptions& job) {
   cmd->add_option("--microbatches", job.num_microbatches, "microbatches per DP replica");
   cmd->add_option("--context", job.context_tokens, "packed sequence length in LLM tokens");
   cmd->add_option("--seed", job.seed, "seed of the synthetic data")->capture_default_str();
+  cmd->add_option("--placement", job.placement,
+                  "user placement file (YAML; docs/placements.md): per-module TP/CP/DP, layer "
+                  "split, GPUs and schedule rule, run as strategy `manual`");
+  cmd->add_flag("!--ignore-idle-gpus", job.charge_idle_gpus,
+                "MFU and per-GPU figures over the GPUs the placement uses only (default: over "
+                "every GPU of the cluster, idle ones included)");
 }
 
 }  // namespace weft::cli

@@ -8,7 +8,8 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "weft - plan, simulate and compare distributed training of multimodal LLMs.\n\n"
-      "Example:\n  weft presets\n  weft cost --model vlm-s --cluster h800 --tp 2\n"};
+      "Example:\n  weft presets\n  weft cost --model vlm-s --cluster h800 --tp 2\n"
+      "  weft cp --tokens 65536 --mask EE --ranks 8\n"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "weft 0.1.0");
   int exit_code = 0;
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   weft::cli::RegisterSimulateCommand(app, exit_code);
   weft::cli::RegisterPlanCommand(app, exit_code);
   weft::cli::RegisterBenchCommand(app, exit_code);
+  weft::cli::RegisterCpCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

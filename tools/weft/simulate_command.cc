@@ -13,17 +13,20 @@
 #include "weft/strategy/compare.h"
 #include "weft/strategy/planner.h"
 
+#include <fmt/format.h>
+
 namespace weft::cli {
 namespace {
 
 struct RunOptions {
   strategy::JobOptions job;
-  std::string strategy = "megatron-1f1b";
+  std::string strategy = "";  // "" = manual with --placement, else megatron-1f1b
   int iterations = 1;
   int first_iteration = 0;
   double budget_ms = 1000;
   std::string trace, svg, out, out_dir;
   int replica = -1;  // DP replica to trace / write; -1 = slowest (trace), every one (plan)
+  bool world = false;  // plan: one world plan per iteration (Planner::CompileWorld)
 };
 
 // What every run needs: the planner (job, strategy, static plan, memory policy) and the batches.
@@ -40,12 +43,23 @@ StatusOr<Prepared> PrepareRun(const RunOptions& o) {
   Prepared p;
   strategy::PlannerOptions options;
   options.budget.time_budget_s = o.budget_ms / 1000.0;
-  WEFT_ASSIGN_OR_RETURN(p.planner, strategy::Planner::Create(o.job, o.strategy, options));
+  // --placement alone runs the user's placement.
+  const std::string name =
+      !o.strategy.empty() ? o.strategy : !o.job.placement.empty() ? "manual" : "megatron-1f1b";
+  WEFT_ASSIGN_OR_RETURN(p.planner, strategy::Planner::Create(o.job, name, options));
   const auto& planner = *p.planner;
   std::cout << "strategy " << planner.strategy().Name() << ": "
             << planner.static_plan().description << "\n";
   std::cout << "memory policy: " << strategy::MemoryPolicyName(planner.memory_policy()) << "\n";
-  if (!planner.setup().notes.empty()) std::cout << "note: " << planner.setup().notes << "\n";
+  const spec::GpuSpec& gpu = planner.job().cluster.gpu;
+  std::cout << "memory: " << fmt::format("{:.2f}", gpu.memory_capacity_bytes / 1073741824.0)
+            << " GiB per GPU, " << fmt::format("{:.2f}", gpu.reserved_memory_bytes / 1073741824.0)
+            << " GiB reserved (CUDA context, communication buffers, fragmentation): plans use "
+            << fmt::format("{:.2f}", gpu.UsableMemoryBytes() / 1073741824.0) << " GiB\n";
+  // The setup notes describe the default configuration, which a user placement replaces.
+  if (!planner.setup().notes.empty() && name != "manual") {
+    std::cout << "note: " << planner.setup().notes << "\n";
+  }
   WEFT_ASSIGN_OR_RETURN(p.batches, planner.Batches(o.first_iteration, o.iterations));
   return p;
 }
@@ -97,8 +111,10 @@ StatusOr<int> ShownReplica(const RunOptions& o, const strategy::PlannedIteration
 
 void AddRunOptions(CLI::App* cmd, RunOptions& o) {
   AddJobOptions(cmd, o.job);
-  cmd->add_option("--strategy", o.strategy, "strategy name: " + StrategyList())
-      ->capture_default_str();
+  cmd->add_option("--strategy", o.strategy,
+                  "strategy name: " + StrategyList() +
+                      ", manual (with --placement) (default: manual with --placement, else "
+                      "megatron-1f1b)");
   cmd->add_option("--iterations", o.iterations, "iterations (batches) to plan")
       ->capture_default_str();
   cmd->add_option("--first-iteration", o.first_iteration, "index of the first batch")
@@ -164,6 +180,9 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
   AddRunOptions(cmd, *o);
   cmd->add_option("--out", o->out, "plan file of the (single) iteration");
   cmd->add_option("--out-dir", o->out_dir, "one plan file per iteration: plan_<i>.json");
+  cmd->add_flag("--world", o->world,
+                "write one world plan per iteration: every rank of every DP replica, each "
+                "gradient all-reduce naming its ranks (what a data-parallel runtime executes)");
   cmd->callback([o, &exit_code]() {
     if (o->out.empty() == o->out_dir.empty()) {
       exit_code = ReportError(InvalidArgumentError("plan: give exactly one of --out or --out-dir"));
@@ -197,6 +216,16 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
                                 ("plan_" + std::to_string(it) + ".json");
       std::vector<std::pair<std::string, std::string>> files;  // path, JSON
       std::vector<std::string> lines;
+      if (o->world) {
+        // One plan with every rank of every replica (what a data-parallel runtime runs).
+        plan::ValidationReport report;
+        WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan world, planner.CompileWorld(p, it, &report));
+        files.emplace_back(base.string(), plan::PlanToJson(world));
+        lines.push_back(base.string() + ": world plan of " + std::to_string(n) +
+                        " replica graph(s): " + report.BriefReport() + "; simulated " +
+                        std::to_string(e.iteration_time_s) + " s");
+        replicas.clear();
+      }
       for (int r : replicas) {
         plan::ValidationReport report;
         WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled, planner.Compile(p, r, it, &report));

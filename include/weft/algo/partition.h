@@ -51,4 +51,16 @@ StatusOr<ContiguousPartition> MinMaxContiguousPartition(std::span<const double> 
                                                         int parts,
                                                         const PartitionOptions& options = {});
 
+// Fewest non-empty contiguous parts whose sums are all <= `bound` (Cornstarch Algorithm 1: the
+// fewest encoder stages meeting the LLM's per-stage time). The count comes from the greedy
+// furthest-fit scan (optimal for contiguous parts under an upper bound); the parts are then the
+// min-max partition into that many parts (so the result is as balanced as the count allows, and
+// its max part sum is <= bound). `max_parts` caps the count (0 = unlimited).
+// Complexity: O(n) for the count plus MinMaxContiguousPartition's.
+// Errors: InvalidArgument for empty or negative / non-finite weights, a negative or non-finite
+// bound, max_parts < 0; FailedPrecondition when one weight alone exceeds the bound or more than
+// max_parts parts would be needed (the message names the count needed).
+StatusOr<ContiguousPartition> FewestPartsUnderBound(std::span<const double> weights, double bound,
+                                                    int max_parts = 0);
+
 }  // namespace weft::algo

@@ -4,6 +4,7 @@
 // efficiency and the per-class memory efficiencies are calibrated on measured H100/A100 profiles
 // (docs/cost_model.md). Free functions; thread-safe.
 #include <array>
+#include <optional>
 
 #include "weft/cost/ops.h"
 #include "weft/spec/cluster.h"
@@ -54,6 +55,11 @@ struct CostOptions {
   double gradient_bytes_per_param = 4;   // fp32 main gradients (Megatron); 2 for bf16 grads
   double optimizer_bytes_per_param = 12; // fp32 master weights + Adam m and v
   bool zero1 = true;               // optimizer state sharded over the module's DP replicas
+  // Context parallelism (cp > 1) is all-gather based (Cornstarch §5.3): attention costs the most
+  // loaded rank's key-block work when the sequence's 128-token blocks are distributed by this
+  // method over a mask derived from the shape (cost/cp_attention.h); nullopt = perfectly
+  // balanced (Σs²/cp, the model before CP distributions existed). cp = 1 is unaffected.
+  std::optional<cp::Method> cp_distribution = cp::Method::kLpt;
   Status Validate() const;
 };
 

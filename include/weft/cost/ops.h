@@ -4,12 +4,14 @@
 // TP ranks are symmetric, so one rank stands for all of them (SEMU's spatial reuse).
 // Free functions of value types; thread-safe.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "weft/common/status.h"
+#include "weft/cp/distribution.h"
 #include "weft/spec/model.h"
 #include "weft/spec/parallel.h"
 
@@ -104,6 +106,9 @@ struct OpBuildContext {
   spec::ModuleParallel parallel;
   BackwardMode backward = BackwardMode::kFull;
   int gpus_per_node = 8;     // decides whether TP / CP groups span nodes
+  // cp > 1: the token distribution over the CP ranks; the attention op costs the worst rank's
+  // share (cost/cp_attention.h). nullopt = perfectly balanced (Σs²/cp). Mirrors CostOptions.
+  std::optional<cp::Method> cp_distribution = cp::Method::kLpt;
 };
 
 // The ops of layer `layer` of `module` (all passes that `ctx.backward` allows), latency unset.

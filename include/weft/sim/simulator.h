@@ -7,8 +7,10 @@
 //  - an edge between stages of the same group is free; an edge between groups is a transfer of
 //    latency_s + bytes / (bandwidth · efficiency.network) on NVLink when both groups lie in one
 //    node (decided by first_gpu, num_gpus and gpus_per_node), on the network otherwise; transfers
-//    overlap compute; transfers on one directed (src group, dst group) pair serialize in the
-//    order their sources finish;
+//    overlap compute; transfers serialize in the order their sources finish on each directed
+//    (src group, dst group) pair and on each group's ports: one egress and one ingress per link
+//    kind (NVLink, network), so a gather from 8 groups into one queues on its ingress and a
+//    group sending to two peers at once sends one after the other;
 //  - after its last stage each group all-reduces its gradients over its DP replicas (ring:
 //    2(d−1)/d · bytes / bandwidth + 2(d−1) · latency, on NVLink if all replicas share a node)
 //    then runs the optimizer step (optimizer_bytes / (HBM bandwidth · efficiency.memory));

@@ -12,6 +12,12 @@ struct GpuSpec {
   double peak_bf16_flops_per_s = 0;          // dense bf16 tensor-core peak
   double hbm_bandwidth_bytes_per_s = 0;
   int64_t memory_capacity_bytes = 0;
+  // Memory a training job cannot use: CUDA context and library workspaces, communication
+  // buffers, allocator fragmentation. A cluster file without the key gets
+  // DefaultReservedMemoryBytes(capacity); specs built in code default to 0.
+  int64_t reserved_memory_bytes = 0;
+  // What plans may use: capacity − reserved (every strategy, the simulator, the plan's ranks).
+  int64_t UsableMemoryBytes() const { return memory_capacity_bytes - reserved_memory_bytes; }
   bool operator==(const GpuSpec&) const = default;
 };
 
@@ -28,6 +34,13 @@ struct EfficiencyFactors {
   double network = 0.8;   // α_n: fraction of link bandwidth reached by NCCL
   bool operator==(const EfficiencyFactors&) const = default;
 };
+
+// The headroom of a card of `capacity_bytes`: 2 GiB (CUDA context and cuBLAS/cuDNN workspaces,
+// ~0.5–1 GiB per process; NCCL communicator buffers, NCCL_BUFFSIZE 4 MiB per channel and peer
+// over the TP/PP/DP communicators, ~0.5–1 GiB) + 5% of the card (caching-allocator
+// fragmentation). An engineering default, not a measurement: a cluster file overrides it with
+// gpu.reserved_memory_bytes. docs/spec.md.
+int64_t DefaultReservedMemoryBytes(int64_t capacity_bytes);
 
 struct ClusterSpec {
   std::string name;

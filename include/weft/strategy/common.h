@@ -51,11 +51,14 @@ struct IterationEvaluation {
   double iteration_time_s = 0;
   double lower_bound_s = 0;       // max over replicas
   double bubble_ratio = 0;        // of the slowest replica
-  double mfu = 0;                 // all replicas' model FLOPs over all GPUs
+  double mfu = 0;                 // all replicas' model FLOPs over gpus_charged
   double samples_per_s = 0;
   double tokens_per_s = 0;
   int64_t peak_memory_bytes = 0;  // max over replicas and groups
   bool oom = false;
+  int gpus_used = 0;     // GPUs of the placement's groups (all replicas)
+  int gpus_idle = 0;     // GPUs of the cluster no module uses
+  int gpus_charged = 0;  // MFU's denominator: used + idle unless Job::charge_idle_gpus is false
 };
 StatusOr<IterationEvaluation> EvaluateIteration(const Job& job, const IterationPlan& plan,
                                                 const sim::SimOptions& options = {});

@@ -28,7 +28,14 @@ struct JobOptions {
   int context_tokens = 0;          // 0 = the setup's (8192 when unset)
   uint64_t seed = 1;
   int profile_batches = 2;         // batches the static strategies may look at
+  std::string placement = "";      // user placement file (strategy `manual`); "" = none
+  bool charge_idle_gpus = true;    // Job::charge_idle_gpus
 };
+
+// The strategy `name` for a job: a registered strategy, or `manual` built from
+// options.placement (read and checked against the job's model and cluster).
+StatusOr<std::unique_ptr<Strategy>> MakeStrategyForJob(std::string_view name,
+                                                       const JobOptions& options, const Job& job);
 
 // An owned Job with its cost model and where it came from.
 struct JobSetup {

@@ -40,6 +40,9 @@ struct Job {
   std::vector<spec::Batch> profile_batches;
   const cost::CostModel* cost_model = nullptr;  // required; must outlive the calls
   uint64_t seed = 1;
+  // GPUs of the cluster that no module uses count in MFU and per-GPU figures (they are paid
+  // for); false = only the GPUs the placement uses.
+  bool charge_idle_gpus = true;
 
   // P: pipeline ranks (the first kLlm module's pp, else the largest pp).
   int PipelineSize() const;
@@ -100,6 +103,7 @@ struct StaticPlan {
   std::vector<cost::Recompute> recompute;
   bool split_backward = false;  // B and W as separate stages (zero-bubble)
   bool keep_empty_stages = false;  // see GraphBuildOptions::keep_empty_stages
+  int num_microbatches = 0;  // per anchor (LLM) replica; 0 = the job's (a user placement sets it)
 };
 
 // The microbatches of one DP replica: indices into batch.sequences (or batch.samples when the

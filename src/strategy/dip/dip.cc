@@ -33,7 +33,7 @@ namespace {
 std::vector<int64_t> ActivationCaps(const graph::StageGraph& g, const spec::ClusterSpec& cluster) {
   std::vector<int64_t> caps;
   for (const auto& group : g.groups()) {
-    caps.push_back(std::max<int64_t>(0, cluster.gpu.memory_capacity_bytes - group.static_bytes));
+    caps.push_back(std::max<int64_t>(0, cluster.gpu.UsableMemoryBytes() - group.static_bytes));
   }
   return caps;
 }

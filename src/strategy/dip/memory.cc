@@ -111,7 +111,7 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
     m.pairs_.push_back(std::move(pair));
   }
   for (const auto& group : base.groups()) {
-    m.cap_bytes_.push_back(cluster.gpu.memory_capacity_bytes - group.static_bytes);
+    m.cap_bytes_.push_back(cluster.gpu.UsableMemoryBytes() - group.static_bytes);
   }
   std::vector<int> lightest(m.pairs_.size(), 0), fastest(m.pairs_.size(), 0);
   for (size_t p = 0; p < m.pairs_.size(); ++p) {

@@ -28,6 +28,7 @@ spec::ClusterSpec Cluster(int64_t capacity_bytes) {
   EXPECT_TRUE(setup.ok());
   spec::ClusterSpec c = (*setup)->job.cluster;
   c.gpu.memory_capacity_bytes = capacity_bytes;
+  c.gpu.reserved_memory_bytes = 0;
   c.host_link_bandwidth_bytes_per_s = 0;  // no offload
   return c;
 }

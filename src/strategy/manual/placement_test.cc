@@ -1,0 +1,180 @@
+#include "weft/strategy/manual/placement.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "weft/plan/validator.h"
+#include "weft/spec/preset.h"
+#include "weft/strategy/compare.h"
+#include "weft/strategy/planner.h"
+
+namespace weft::strategy::manual {
+namespace {
+
+std::string Path(const std::string& name) {
+  return std::string(WEFT_SOURCE_DIR) + "/presets/placements/" + name;
+}
+
+// Heterogeneous DP (tiny-vlm): vision + projector at dp 2 on GPUs 0-1, the LLM at pp 2 on
+// GPUs 2-3. One graph for the iteration; every LLM microbatch's images are split over both
+// encoder replicas and gathered into the LLM's first stage; each module's gradients are reduced
+// over its own replica set; the world plan validates.
+TEST(ManualPlacement, HeterogeneousDpIsOneGraphWithAGatherAndPerModuleSyncs) {
+  auto planner = Planner::Create(
+      JobOptions{.model = "tiny-vlm", .gpus = 4, .placement = Path("tiny-vlm-hetero-dp.yaml")},
+      "manual");
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+  const Placement& placement = (*planner)->static_plan().placement;
+  EXPECT_TRUE(placement.unfolded);
+  ASSERT_EQ(placement.groups.size(), 4u);
+  EXPECT_EQ(placement.NumReplicas(0), 2);  // vision
+  EXPECT_EQ(placement.NumReplicas(2), 1);  // llm
+  ASSERT_EQ(placement.grad_syncs.size(), 2u);  // vision and projector over groups {0, 1}
+  for (const auto& sync : placement.grad_syncs) {
+    EXPECT_EQ(sync.groups, (std::vector<graph::GroupId>{0, 1}));
+    EXPECT_GT(sync.bytes, 0);
+  }
+  auto batches = (*planner)->Batches(0, 1);
+  ASSERT_TRUE(batches.ok());
+  auto planned = (*planner)->Plan(batches->front());
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  ASSERT_EQ(planned->plan.replicas.size(), 1u);
+  const auto& g = planned->plan.replicas[0].graph;
+  EXPECT_EQ(planned->evaluation.gpus_used, 4);
+  EXPECT_EQ(planned->evaluation.gpus_idle, 0);
+  // Each LLM first-stage forward receives from both encoder replicas' projector stages, and the
+  // samples carried in add up to the LLM stage's image samples.
+  int gathers = 0;
+  for (int s = 0; s < g.num_stages(); ++s) {
+    const auto& st = g.stage(s);
+    if (st.module != 2 || st.pass != graph::Pass::kForward || st.group != 2) continue;
+    std::set<int> from_groups;
+    for (graph::EdgeId e : g.in_edges(s)) {
+      const auto& from = g.stage(g.edge(e).from);
+      if (from.module == 1) from_groups.insert(from.group);
+    }
+    if (from_groups.size() == 2) ++gathers;
+  }
+  EXPECT_GT(gathers, 0);
+  plan::ValidationReport report;
+  auto world = (*planner)->CompileWorld(*planned, 0, &report);
+  ASSERT_TRUE(world.ok()) << world.status().ToString();
+  EXPECT_EQ(world->num_ranks(), 4);
+  for (const auto& a : world->ranks[0].actions) {
+    if (a.kind == plan::ActionKind::kAllReduceGrads) {
+      EXPECT_EQ(a.ranks, (std::vector<int>{0, 1}));
+    }
+  }
+}
+
+// The two shipped examples at scale, and the modality-parallel VALM: each encoder on its own
+// groups; the cluster's GPUs are all counted.
+TEST(ManualPlacement, ShippedExamplesPlanAndCountEveryGpu) {
+  struct Case {
+    const char* model;
+    int gpus;
+    const char* file;
+    int groups;
+  };
+  for (const Case& c : {Case{"llava-ov-qwen2.5-7b", 24, "llava-ov-qwen2.5-7b-hetero-dp.yaml", 12},
+                        Case{"cs-valm-mm", 20, "cs-valm-mm-modality-parallel.yaml", 6},
+                        Case{"tiny-valm", 4, "tiny-valm-modality-parallel.yaml", 4}}) {
+    auto planner = Planner::Create(
+        JobOptions{.model = c.model, .gpus = c.gpus, .placement = Path(c.file)}, "manual");
+    ASSERT_TRUE(planner.ok()) << c.file << ": " << planner.status().ToString();
+    EXPECT_EQ(static_cast<int>((*planner)->static_plan().placement.groups.size()), c.groups);
+    auto batches = (*planner)->Batches(0, 1);
+    ASSERT_TRUE(batches.ok());
+    auto planned = (*planner)->Plan(batches->front());
+    ASSERT_TRUE(planned.ok()) << c.file << ": " << planned.status().ToString();
+    EXPECT_EQ(planned->evaluation.gpus_used, c.gpus) << c.file;
+    EXPECT_EQ(planned->evaluation.gpus_charged, c.gpus) << c.file;
+    EXPECT_GT(planned->evaluation.iteration_time_s, 0);
+    EXPECT_LE(planned->evaluation.lower_bound_s, planned->evaluation.iteration_time_s);
+    auto world = (*planner)->CompileWorld(*planned, 0);
+    EXPECT_TRUE(world.ok()) << c.file << ": " << world.status().ToString();
+  }
+}
+
+// Idle GPUs are charged: megatron on cs-valm-mm uses 16 of the 20 GPUs.
+TEST(ManualPlacement, IdleGpusAreChargedUnlessTheUserSaysOtherwise) {
+  for (bool charge : {true, false}) {
+    auto planner = Planner::Create(
+        JobOptions{.model = "cs-valm-mm", .charge_idle_gpus = charge}, "megatron-1f1b");
+    ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+    auto batches = (*planner)->Batches(0, 1);
+    ASSERT_TRUE(batches.ok());
+    auto planned = (*planner)->Plan(batches->front());
+    ASSERT_TRUE(planned.ok());
+    EXPECT_EQ(planned->evaluation.gpus_used, 16);
+    EXPECT_EQ(planned->evaluation.gpus_idle, 4);
+    EXPECT_EQ(planned->evaluation.gpus_charged, charge ? 20 : 16);
+  }
+}
+
+// Bad placements: one line naming the file, the field and the rule.
+TEST(ManualPlacement, BadFilesNameFileFieldAndRule) {
+  auto model = spec::LoadModel("tiny-vlm");
+  ASSERT_TRUE(model.ok());
+  auto cluster = spec::LoadCluster("a100");
+  ASSERT_TRUE(cluster.ok());
+  auto four = cluster->WithTotalGpus(4);
+  ASSERT_TRUE(four.ok());
+  struct Case {
+    const char* yaml;
+    const char* expect;
+  };
+  const std::string head = "placement:\n  modules:\n";
+  const Case cases[] = {
+      {"placement:\n  modules:\n    vision: {dp: 2, layers: [2], first_gpu: 0}\n"
+       "    projector: {on: vision}\n    llm: {layers: [2, 2], first_gpu: 1}\n",
+       "placement.modules.llm: GPUs [1, 3) overlap module 'vision' GPUs [0, 2)"},
+      {"placement:\n  modules:\n    vision: {layers: [1], first_gpu: 0}\n"
+       "    projector: {on: vision}\n    llm: {layers: [2, 2], first_gpu: 1}\n",
+       "placement.modules.vision.layers sums to 1; module 'vision' has 2 layers"},
+      {"placement:\n  modules:\n    vision: {layers: [2], first_gpu: 0}\n"
+       "    projector: {on: vision}\n    llm: {dp: 2, layers: [2, 2], first_gpu: 1}\n",
+       "exceed the cluster's 4 GPUs"},
+      {"placement:\n  modules:\n    vision: {layers: [2], first_gpu: 0}\n"
+       "    projector: {on: vision}\n    llm: {tp: 3, layers: [4], first_gpu: 1}\n",
+       "placement.modules.llm.tp = 3; must divide num_attention_heads"},
+      {"placement:\n  modules:\n    vision: {layers: [2], first_gpu: 0}\n"
+       "    llm: {layers: [2, 2], first_gpu: 1}\n",
+       "does not place module 'projector'"},
+      {"placement:\n  modules:\n    vision: {layers: [2], first_gpu: 0, tpp: 2}\n",
+       "placement.modules.vision.tpp is not a known key"},
+      {"placement:\n  schedule: 2f2b\n  modules: {}\n", "placement.schedule = '2f2b'"},
+      {"placement:\n  modules:\n    vison: {layers: [2], first_gpu: 0}\n",
+       "placement.modules.vison is not a module of model"},
+      {"placement:\n  modules:\n    vision: {layers: [2], first_gpu: 0}\n"
+       "    projector: {on: llm}\n    llm: {on: vision}\n",
+       "which is itself `on`"},
+      {"placement: [1, 2\n", "malformed YAML"},
+  };
+  for (const Case& c : cases) {
+    auto spec = ParsePlacementYaml(c.yaml, "p.yaml", model->model, *four);
+    ASSERT_FALSE(spec.ok()) << c.yaml;
+    const std::string m = spec.status().message();
+    EXPECT_EQ(m.rfind("p.yaml: ", 0), 0u) << m;
+    EXPECT_NE(m.find(c.expect), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  // TP across nodes: a100 has 8 GPUs per node.
+  auto big = cluster->WithTotalGpus(32);
+  ASSERT_TRUE(big.ok());
+  auto wide = ParsePlacementYaml(
+      "placement:\n  modules:\n    vision: {layers: [2], first_gpu: 0}\n"
+      "    projector: {on: vision}\n    llm: {tp: 16, layers: [2, 2], first_gpu: 16}\n",
+      "p.yaml", model->model, *big);
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.status().message().find("TP and CP stay inside a node"), std::string::npos)
+      << wide.status().message();
+  // The manual strategy without a file says what it needs.
+  auto none = Planner::Create(JobOptions{.model = "tiny-vlm"}, "manual");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("needs --placement"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace weft::strategy::manual
