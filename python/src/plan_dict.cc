@@ -11,8 +11,9 @@ namespace weft::python {
 strategy::JobOptions MakeJobOptions(const std::string& model, const std::string& cluster,
                                     int gpus, const std::string& data, int num_microbatches,
                                     int sequences_per_batch, uint64_t seed,
-                                    int pipeline_size) {
+                                    int pipeline_size, const std::string& placement) {
   strategy::JobOptions o;
+  o.placement = placement;
   o.pipeline_size = pipeline_size;
   o.model = model;
   o.cluster = cluster;

@@ -16,7 +16,7 @@ namespace weft::python {
 strategy::JobOptions MakeJobOptions(const std::string& model, const std::string& cluster,
                                     int gpus, const std::string& data, int num_microbatches,
                                     int sequences_per_batch, uint64_t seed,
-                                    int pipeline_size = 0);
+                                    int pipeline_size = 0, const std::string& placement = "");
 
 // Replica 0 of an iteration, compiled into a validated ExecutionPlan (Planner::Compile), or the
 // world plan of every replica (Planner::CompileWorld).

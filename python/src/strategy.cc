@@ -43,9 +43,9 @@ void RegisterStrategy(py::module_& m) {
       [](const std::string& strategy_name, const std::string& model, const std::string& cluster,
          int gpus, const std::string& data, int64_t iteration, uint64_t seed,
          int num_microbatches, int sequences_per_batch, double budget_s, int pipeline_size,
-         int64_t work_budget, int threads, bool world) {
+         int64_t work_budget, int threads, bool world, const std::string& placement) {
         auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
-                                  sequences_per_batch, seed, pipeline_size);
+                                  sequences_per_batch, seed, pipeline_size, placement);
         strategy::PlanBudget budget;
         budget.time_budget_s = budget_s;
         budget.work_budget = work_budget;
@@ -64,7 +64,7 @@ void RegisterStrategy(py::module_& m) {
       py::arg("data") = "mixed", py::arg("iteration") = 0, py::arg("seed") = 1,
       py::arg("num_microbatches") = 0, py::arg("sequences_per_batch") = 0,
       py::arg("budget_s") = 1.0, py::arg("pipeline_size") = 0, py::arg("work_budget") = 0,
-      py::arg("threads") = 1, py::arg("world") = false,
+      py::arg("threads") = 1, py::arg("world") = false, py::arg("placement") = "",
       "Plans and simulates one iteration; returns the compiled, validated plan of replica 0 "
       "(plan_json), the simulated summary (iteration_time_s, mfu, bubble_ratio, ...), the "
       "placement chunks, the batch and replica 0's microbatches (sequence indices). "
@@ -72,6 +72,7 @@ void RegisterStrategy(py::module_& m) {
       "Planner::CompileWorld), microbatches every replica's, replica_microbatches per replica. "
       "Either way num_ranks = the plan's ranks and ranks[r] = {rank, replica, group, chunks}: "
       "the replica whose microbatches rank r's `mb` indices refer to and the chunks it holds. "
+      "placement: a user placement file (strategy 'manual', docs/placements.md). "
       "work_budget > 0 bounds a search by deterministic work units (PlanBudget::work_budget); "
       "threads = search threads. weft.plan_graph gives the stage graph and per-group order.");
   m.def(
