@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
                    "(0 = the model's setup)")
     p.add_argument("--pp", type=int, default=0,
                    help="pipeline ranks per replica (0 = the model's setup); DP = procs / pp")
+    p.add_argument("--placement", default="",
+                   help="user placement file (YAML, docs/placements.md; strategy manual, planned "
+                   "offline), e.g. presets/placements/tiny-vlm-hetero-dp.yaml with --procs 4")
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--data", default="coco-llava", help="generator profile or data file")
     p.add_argument("--seed", type=int, default=1)
@@ -74,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --lookahead = {a.lookahead}, --work-budget = {a.work_budget}; must be "
               ">= 1 and >= 0", file=sys.stderr)
         return 2
+    if a.placement:  # PlannerService takes no placement: plan offline
+        if a.online:
+            print("error: --placement plans offline (no --online)", file=sys.stderr)
+            return 2
+        a.strategy, a.online = "manual", False
     online = a.strategy in SEARCH_STRATEGIES if a.online is None else a.online
     try:
         if online:
@@ -92,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             first, jobs = plan_jobs(a.strategy, a.model, a.iterations, data=a.data, seed=a.seed,
                                     gpus=a.procs, pipeline_size=a.pp, budget_s=a.budget_s,
-                                    world=True)
+                                    world=True, placement=a.placement)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -101,9 +109,12 @@ def main(argv: list[str] | None = None) -> int:
               f"pipeline ranks x DP {first['dp']} = {first['num_ranks']} processes; use --procs "
               f"{first['num_ranks']} (or a multiple of the pipeline size)", file=sys.stderr)
         return 2
-    print(f"{a.strategy} on {first['model']}: {first['num_ranks']} ranks (pp "
-          f"{first['pipeline_size']} x dp {first['dp']}), {first['num_microbatches']} "
-          f"microbatches; {first['placement']}; {'online' if online else 'offline'} planning")
+    folded = len(first["replica_microbatches"]) * first["pipeline_size"] == first["num_ranks"]
+    shape = (f"pp {first['pipeline_size']} x dp {first['dp']}" if folded
+             else "per-module placement")
+    print(f"{a.strategy} on {first['model']}: {first['num_ranks']} ranks ({shape}), "
+          f"{first['num_microbatches']} microbatches; {first['placement']}; "
+          f"{'online' if online else 'offline'} planning")
     model = weft.load_model(a.model)
     def next_job(i: int, prev: dict | None) -> dict | None:
         return jobs[i] if i < len(jobs) else None
