@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import queue as queue_mod
+import socket
 import time
 import traceback
 from datetime import timedelta
@@ -544,6 +545,14 @@ def _stream_worker(rank: int, world: int, port: int, model: dict, chunks: list, 
         results.close()
         results.join_thread()
         os._exit(1)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (the CP runtime's rendezvous; run_streamed's store picks its
+    own)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _describe_layers(layers: Optional[list[tuple[int, int]]]) -> str:
