@@ -1,6 +1,8 @@
 // Shared by weft.plan and weft.PlannerService: see plan_dict.h.
 #include "plan_dict.h"
 
+#include <algorithm>
+
 #include "weft/plan/plan_json.h"
 #include "weft/plan/validator.h"
 
@@ -9,8 +11,9 @@ namespace weft::python {
 strategy::JobOptions MakeJobOptions(const std::string& model, const std::string& cluster,
                                     int gpus, const std::string& data, int num_microbatches,
                                     int sequences_per_batch, uint64_t seed,
-                                    int pipeline_size) {
+                                    int pipeline_size, const std::string& placement) {
   strategy::JobOptions o;
+  o.placement = placement;
   o.pipeline_size = pipeline_size;
   o.model = model;
   o.cluster = cluster;
@@ -26,10 +29,41 @@ Status CompileReplica0(const strategy::Planner& planner, int64_t iteration,
                        const strategy::PlannedIteration& planned, CompiledReplica& out) {
   if (planned.plan.replicas.empty()) return InvalidArgumentError("the plan has no replicas");
   out.microbatches = planned.plan.replicas[0].microbatches;
+  out.replica_microbatches = {out.microbatches};
   plan::ValidationReport report;
   WEFT_ASSIGN_OR_RETURN(auto compiled, planner.Compile(planned, 0, iteration, &report));
   out.validation = report.BriefReport();
   out.plan_json = plan::PlanToJson(compiled);
+  out.world = false;
+  out.num_ranks = out.ranks_per_replica = compiled.num_ranks();
+  return OkStatus();
+}
+
+Status CompileWorldPlan(const strategy::Planner& planner, int64_t iteration,
+                        const strategy::PlannedIteration& planned, CompiledReplica& out) {
+  const int replicas = static_cast<int>(planned.plan.replicas.size());
+  if (replicas == 0) return InvalidArgumentError("the plan has no replicas");
+  plan::ValidationReport report;
+  WEFT_ASSIGN_OR_RETURN(auto world, planner.CompileWorld(planned, iteration, &report));
+  out.microbatches.clear();
+  out.replica_microbatches.clear();
+  for (const auto& r : planned.plan.replicas) {
+    out.replica_microbatches.push_back(r.microbatches);
+    out.microbatches.insert(out.microbatches.end(), r.microbatches.begin(),
+                            r.microbatches.end());
+  }
+  out.validation = report.BriefReport();
+  out.plan_json = plan::PlanToJson(world);
+  out.world = true;
+  out.num_ranks = world.num_ranks();
+  out.ranks_per_replica = out.num_ranks / replicas;
+  // Rank r of the world plan runs group r % groups of replica r / groups (CompileWorld).
+  const int groups = static_cast<int>(planner.static_plan().placement.groups.size());
+  if (out.ranks_per_replica * replicas != out.num_ranks || out.ranks_per_replica != groups) {
+    return InternalError("world plan of " + std::to_string(out.num_ranks) + " ranks for " +
+                         std::to_string(replicas) + " replicas of a placement with " +
+                         std::to_string(groups) + " groups");
+  }
   return OkStatus();
 }
 
@@ -71,10 +105,13 @@ py::dict PlannedIterationDict(const strategy::Planner& planner, int64_t iteratio
   d["dp"] = setup.job.DataParallelSize();
   d["num_microbatches"] = static_cast<int>(compiled.microbatches.size());
   d["microbatches"] = compiled.microbatches;
+  d["replica_microbatches"] = compiled.replica_microbatches;
+  d["world"] = compiled.world;
+  d["num_ranks"] = compiled.num_ranks;
   d["batch"] = BatchToDict(batch);
   py::list modules, chunks;
   for (const auto& mod : setup.job.model.modules) modules.append(mod.name);
-  for (const auto& ch : fixed.placement.chunks) {
+  auto chunk_dict = [&](const strategy::Chunk& ch) {
     py::dict c;
     c["module"] = ch.module;
     c["module_name"] = setup.job.model.modules.at(ch.module).name;
@@ -82,10 +119,29 @@ py::dict PlannedIterationDict(const strategy::Planner& planner, int64_t iteratio
     c["num_layers"] = ch.num_layers;
     c["group"] = ch.group;
     c["chunk"] = ch.chunk;
-    chunks.append(c);
+    c["replica"] = ch.replica;  // the module's DP replica (unfolded placements; else 0)
+    return c;
+  };
+  for (const auto& ch : fixed.placement.chunks) chunks.append(chunk_dict(ch));
+  // Per rank of plan_json: the plan replica whose microbatches its `mb` indices refer to, the
+  // placement group it runs and that group's chunks.
+  py::list ranks;
+  const int per_replica = std::max(1, compiled.ranks_per_replica);
+  for (int r = 0; r < compiled.num_ranks; ++r) {
+    py::dict rd;
+    rd["rank"] = r;
+    rd["replica"] = r / per_replica;
+    rd["group"] = r % per_replica;
+    py::list held;
+    for (const auto& ch : fixed.placement.chunks) {
+      if (ch.group == r % per_replica) held.append(chunk_dict(ch));
+    }
+    rd["chunks"] = held;
+    ranks.append(rd);
   }
   d["modules"] = modules;
   d["chunks"] = chunks;
+  d["ranks"] = ranks;
   d["placement"] = fixed.placement.Describe(setup.job.model);
   return d;
 }

@@ -1,6 +1,6 @@
 #pragma once
-// Shared by weft.plan and weft.PlannerService: compiling replica 0 of a planned iteration and
-// turning it into the dict both return.
+// Shared by weft.plan and weft.PlannerService: compiling replica 0 (or the world plan: every
+// replica) of a planned iteration and turning it into the dict both return.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,13 +16,22 @@ namespace weft::python {
 strategy::JobOptions MakeJobOptions(const std::string& model, const std::string& cluster,
                                     int gpus, const std::string& data, int num_microbatches,
                                     int sequences_per_batch, uint64_t seed,
-                                    int pipeline_size = 0);
+                                    int pipeline_size = 0, const std::string& placement = "");
 
-// Replica 0 of an iteration, compiled into a validated ExecutionPlan (Planner::Compile).
+// Replica 0 of an iteration, compiled into a validated ExecutionPlan (Planner::Compile), or the
+// world plan of every replica (Planner::CompileWorld).
 struct CompiledReplica {
-  std::vector<std::vector<int>> microbatches;  // sequence indices per microbatch, as planned
+  // Sequence indices per microbatch, as planned: replica 0's, or for a world plan every
+  // replica's in replica order (the iteration's microbatches).
+  std::vector<std::vector<int>> microbatches;
+  // Per plan replica its microbatches: the list a rank's `mb` indices refer to (rank r belongs
+  // to replica r / ranks_per_replica).
+  std::vector<std::vector<std::vector<int>>> replica_microbatches;
   std::string plan_json;
   std::string validation;  // the validator's brief report
+  bool world = false;
+  int num_ranks = 0;          // ranks of plan_json
+  int ranks_per_replica = 0;  // = the placement's groups: rank r runs group r % this
 };
 
 // Compiles and validates replica 0 of `planned` (call without the GIL). The microbatches are
@@ -30,10 +39,16 @@ struct CompiledReplica {
 Status CompileReplica0(const strategy::Planner& planner, int64_t iteration,
                        const strategy::PlannedIteration& planned, CompiledReplica& out);
 
+// Compiles and validates the world plan of `planned` (every rank of every replica; call without
+// the GIL).
+Status CompileWorldPlan(const strategy::Planner& planner, int64_t iteration,
+                        const strategy::PlannedIteration& planned, CompiledReplica& out);
+
 // The simulated summary of an iteration (iteration_time_s, mfu, ...).
 void FillSummary(py::dict& d, const strategy::PlannedIteration& p);
 
-// The dict weft.plan returns: summary, plan_json, placement chunks, batch, microbatches.
+// The dict weft.plan returns: summary, plan_json, placement chunks, batch, microbatches, and per
+// rank of plan_json its replica, group and chunks (`ranks`).
 py::dict PlannedIterationDict(const strategy::Planner& planner, int64_t iteration,
                               const strategy::PlannedIteration& planned, const spec::Batch& batch,
                               const CompiledReplica& compiled);

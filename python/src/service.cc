@@ -25,9 +25,10 @@ namespace {
 class PyPlannerService {
  public:
   static Status Create(const std::string& strategy_name, const strategy::JobOptions& job,
-                       const service::PlannerServiceOptions& options,
+                       const service::PlannerServiceOptions& options, bool world,
                        std::unique_ptr<PyPlannerService>& out) {
     auto self = std::unique_ptr<PyPlannerService>(new PyPlannerService());
+    self->world_ = world;
     WEFT_RETURN_IF_ERROR(options.Validate());
     WEFT_ASSIGN_OR_RETURN(self->planner_, strategy::Planner::Create(job, strategy_name));
     self->service_ = std::make_unique<service::PlannerService>(*self->planner_, options);
@@ -54,7 +55,8 @@ class PyPlannerService {
                               std::chrono::duration<double>(timeout_s));
     WEFT_ASSIGN_OR_RETURN(out.served, service_->Get(iteration, deadline));
     out.batch = batch;
-    return CompileReplica0(*planner_, iteration, out.served.planned, out.compiled);
+    return world_ ? CompileWorldPlan(*planner_, iteration, out.served.planned, out.compiled)
+                  : CompileReplica0(*planner_, iteration, out.served.planned, out.compiled);
   }
 
   py::dict ToDict(int64_t iteration, const Output& out) const {
@@ -87,6 +89,7 @@ class PyPlannerService {
   PyPlannerService() = default;
   std::unique_ptr<strategy::Planner> planner_;
   std::unique_ptr<service::PlannerService> service_;
+  bool world_ = false;  // get() compiles the world plan (weft.plan(world=True))
 };
 
 }  // namespace
@@ -102,13 +105,14 @@ void RegisterService(py::module_& m) {
       "cancelled. Online planning: submit iteration i + lookahead when iteration i starts and "
       "report_iteration_time() each measured iteration; each search's time budget then follows "
       "the service's rule (see report_iteration_time). work_budget > 0: deterministic work-unit "
-      "searches (same seed, same plans), no time limit, no rule.")
+      "searches (same seed, same plans), no time limit, no rule. world=True: get() returns "
+      "world plans (as weft.plan(world=True)).")
       .def(py::init([](const std::string& strategy_name, const std::string& model,
                        const std::string& cluster, int gpus, const std::string& data,
                        uint64_t seed, int num_microbatches, int sequences_per_batch,
                        int pipeline_size, double budget_s, int threads, int search_threads,
                        int max_queued, int lookahead, int64_t work_budget, double min_budget_s,
-                       double max_budget_s, double margin_s, int time_window) {
+                       double max_budget_s, double margin_s, int time_window, bool world) {
              auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
                                        sequences_per_batch, seed, pipeline_size);
              service::PlannerServiceOptions options;
@@ -126,7 +130,7 @@ void RegisterService(py::module_& m) {
              Status status;
              {
                py::gil_scoped_release release;
-               status = PyPlannerService::Create(strategy_name, job, options, out);
+               status = PyPlannerService::Create(strategy_name, job, options, world, out);
              }
              Check(status);
              return out;
@@ -137,7 +141,7 @@ void RegisterService(py::module_& m) {
            py::arg("budget_s") = 1.0, py::arg("threads") = 1, py::arg("search_threads") = 1,
            py::arg("max_queued") = 64, py::arg("lookahead") = 1, py::arg("work_budget") = 0,
            py::arg("min_budget_s") = 0.005, py::arg("max_budget_s") = 0.0,
-           py::arg("margin_s") = 0.01, py::arg("time_window") = 5)
+           py::arg("margin_s") = 0.01, py::arg("time_window") = 5, py::arg("world") = false)
       .def(
           "submit",
           [](PyPlannerService& self, int64_t iteration) {

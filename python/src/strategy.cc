@@ -23,13 +23,15 @@ struct PlanOutput {
 };
 
 Status RunPlan(const std::string& strategy_name, const strategy::JobOptions& job,
-               int64_t iteration, const strategy::PlanBudget& budget, PlanOutput& out) {
+               int64_t iteration, const strategy::PlanBudget& budget, bool world,
+               PlanOutput& out) {
   WEFT_ASSIGN_OR_RETURN(out.planner,
                         strategy::Planner::Create(job, strategy_name, {.budget = budget}));
   WEFT_ASSIGN_OR_RETURN(auto batches, out.planner->Batches(iteration, 1));
   out.batch = batches.at(0);
   WEFT_ASSIGN_OR_RETURN(out.planned, out.planner->Plan(out.batch));
-  return CompileReplica0(*out.planner, iteration, out.planned, out.compiled);
+  return world ? CompileWorldPlan(*out.planner, iteration, out.planned, out.compiled)
+               : CompileReplica0(*out.planner, iteration, out.planned, out.compiled);
 }
 
 }  // namespace
@@ -41,9 +43,9 @@ void RegisterStrategy(py::module_& m) {
       [](const std::string& strategy_name, const std::string& model, const std::string& cluster,
          int gpus, const std::string& data, int64_t iteration, uint64_t seed,
          int num_microbatches, int sequences_per_batch, double budget_s, int pipeline_size,
-         int64_t work_budget, int threads) {
+         int64_t work_budget, int threads, bool world, const std::string& placement) {
         auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
-                                  sequences_per_batch, seed, pipeline_size);
+                                  sequences_per_batch, seed, pipeline_size, placement);
         strategy::PlanBudget budget;
         budget.time_budget_s = budget_s;
         budget.work_budget = work_budget;
@@ -52,7 +54,7 @@ void RegisterStrategy(py::module_& m) {
         Status status;
         {
           py::gil_scoped_release release;
-          status = RunPlan(strategy_name, job, iteration, budget, out);
+          status = RunPlan(strategy_name, job, iteration, budget, world, out);
         }
         Check(status);
         return PlannedIterationDict(*out.planner, iteration, out.planned, out.batch,
@@ -62,10 +64,15 @@ void RegisterStrategy(py::module_& m) {
       py::arg("data") = "mixed", py::arg("iteration") = 0, py::arg("seed") = 1,
       py::arg("num_microbatches") = 0, py::arg("sequences_per_batch") = 0,
       py::arg("budget_s") = 1.0, py::arg("pipeline_size") = 0, py::arg("work_budget") = 0,
-      py::arg("threads") = 1,
+      py::arg("threads") = 1, py::arg("world") = false, py::arg("placement") = "",
       "Plans and simulates one iteration; returns the compiled, validated plan of replica 0 "
       "(plan_json), the simulated summary (iteration_time_s, mfu, bubble_ratio, ...), the "
       "placement chunks, the batch and replica 0's microbatches (sequence indices). "
+      "world=True: plan_json is the world plan (every rank of every DP replica, "
+      "Planner::CompileWorld), microbatches every replica's, replica_microbatches per replica. "
+      "Either way num_ranks = the plan's ranks and ranks[r] = {rank, replica, group, chunks}: "
+      "the replica whose microbatches rank r's `mb` indices refer to and the chunks it holds. "
+      "placement: a user placement file (strategy 'manual', docs/placements.md). "
       "work_budget > 0 bounds a search by deterministic work units (PlanBudget::work_budget); "
       "threads = search threads. weft.plan_graph gives the stage graph and per-group order.");
   m.def(

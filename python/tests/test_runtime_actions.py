@@ -1,5 +1,5 @@
 """Typed plan actions: parse_plan turns every op into an Op once; the executor has one method per
-op; all_reduce_grads is a no-op with dp = 1."""
+op; all_reduce_grads is a no-op with dp = 1 (test_runtime_dp.py: dp > 1)."""
 import copy
 
 import pytest
@@ -84,11 +84,15 @@ def test_all_reduce_grads_with_dp_1_is_a_no_op():
     assert max_relative_error(got["grads"], want["grads"]) < 1e-5
 
 
-def test_all_reduce_grads_with_dp_2_needs_a_data_parallel_group():
+def test_all_reduce_grads_with_dp_2_needs_the_ranks_it_reduces_with():
+    # A one-replica plan of a dp-2 iteration names no ranks: the runtime executes world plans.
     first, job = _one_rank_job()
     plan = _with_all_reduce(job["plan"], dp=2)
+    for a in plan["ranks"][0]["actions"]:
+        a.pop("ranks", None)
     ex = RankExecutor(0, weft.load_model("tiny-vlm"), first["chunks"], 1, 0.1, 5.0)
     with pytest.raises(PlanExecutionError,
-                       match=r"rank 0 action \d+ \(all_reduce_grads m\d dp 2\): dp = 2 but this "
-                       r"runtime has no data-parallel process group"):
+                       match=r"rank 0 action \d+ \(all_reduce_grads m\d dp 2\): dp = 2 but the "
+                       r"plan names no ranks to reduce with \(a one-replica plan\); execute the "
+                       r"world plan"):
         ex.run_iteration(plan, job["batch"], job["microbatches"])

@@ -1,7 +1,9 @@
 """Train a tiny real model with weft plans: plan each iteration, execute it on one worker process
-per pipeline rank, print loss, wall time and planning time.
+per GPU of the placement (every rank of every data-parallel replica: the world plan), print loss,
+wall time and planning time.
 
   python -m weft.train --model tiny-vlm --strategy megatron-1f1b --procs 4 --iterations 5
+      (tiny-vlm's pipeline has 2 stages: 4 processes = pp 2 x dp 2; --pp 4 for one pipeline)
   python -m weft.train --model tiny-vlm --strategy dip --procs 4 --iterations 5 --check \\
       --trace out/measured.json
 
@@ -21,7 +23,7 @@ import torch
 import weft
 from weft.runtime.executor import PlanExecutionError, run_streamed
 from weft.runtime.harness import (SEARCH_STRATEGIES, OnlinePlannerSource, max_relative_error,
-                                  plan_jobs, reference)
+                                  plan_jobs, rank_chunk_table, reference)
 from weft.runtime.trace import write_trace
 
 
@@ -32,7 +34,13 @@ def main(argv: list[str] | None = None) -> int:
                    "tiny-valm (vision and audio encoders feeding one LLM)")
     p.add_argument("--strategy", default="megatron-1f1b")
     p.add_argument("--procs", type=int, default=0,
-                   help="worker processes = pipeline ranks of one pipeline (0 = the model's setup)")
+                   help="worker processes = GPUs of the placement: pipeline ranks x DP replicas "
+                   "(0 = the model's setup)")
+    p.add_argument("--pp", type=int, default=0,
+                   help="pipeline ranks per replica (0 = the model's setup); DP = procs / pp")
+    p.add_argument("--placement", default="",
+                   help="user placement file (YAML, docs/placements.md; strategy manual, planned "
+                   "offline), e.g. presets/placements/tiny-vlm-hetero-dp.yaml with --procs 4")
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--data", default="coco-llava", help="generator profile or data file")
     p.add_argument("--seed", type=int, default=1)
@@ -62,42 +70,56 @@ def main(argv: list[str] | None = None) -> int:
     if a.iterations <= 0:
         print(f"error: --iterations = {a.iterations}; must be > 0", file=sys.stderr)
         return 2
+    if a.procs < 0 or a.pp < 0:
+        print(f"error: --procs = {a.procs}, --pp = {a.pp}; must be >= 0", file=sys.stderr)
+        return 2
     if a.lookahead < 1 or a.work_budget < 0:
         print(f"error: --lookahead = {a.lookahead}, --work-budget = {a.work_budget}; must be "
               ">= 1 and >= 0", file=sys.stderr)
         return 2
+    if a.placement:  # PlannerService takes no placement: plan offline
+        if a.online:
+            print("error: --placement plans offline (no --online)", file=sys.stderr)
+            return 2
+        a.strategy, a.online = "manual", False
     online = a.strategy in SEARCH_STRATEGIES if a.online is None else a.online
     try:
         if online:
             # The placement (chunks) is static; a quick plan of iteration 0 gives it. Rank 0 then
             # plans every iteration with PlannerService and broadcasts the plans.
+            # World plans: every rank of every DP replica, one worker process each.
             first = weft.plan(a.strategy, a.model, data=a.data, iteration=0, seed=a.seed,
-                              gpus=a.procs, pipeline_size=a.procs, budget_s=0.01)
+                              gpus=a.procs, pipeline_size=a.pp, budget_s=0.01, world=True)
             source = OnlinePlannerSource(a.strategy, a.model, a.iterations, data=a.data,
                                          seed=a.seed, budget_s=a.budget_s,
                                          deadline_s=a.plan_deadline_s,
                                          lookahead=a.lookahead, work_budget=a.work_budget,
-                                         kwargs={"gpus": a.procs, "pipeline_size": a.procs})
+                                         kwargs={"gpus": a.procs, "pipeline_size": a.pp,
+                                                 "world": True})
             jobs = None
         else:
             first, jobs = plan_jobs(a.strategy, a.model, a.iterations, data=a.data, seed=a.seed,
-                                    gpus=a.procs, pipeline_size=a.procs, budget_s=a.budget_s)
+                                    gpus=a.procs, pipeline_size=a.pp, budget_s=a.budget_s,
+                                    world=True, placement=a.placement)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if first["dp"] != 1:
-        print(f"error: --procs {a.procs} plans {first['pipeline_size']} pipeline ranks x DP "
-              f"{first['dp']}; the runtime executes one pipeline (no DP all-reduce yet): use "
-              f"--procs {first['pipeline_size']}", file=sys.stderr)
+    if a.procs and first["num_ranks"] != a.procs:
+        print(f"error: --procs {a.procs}: {first['model']} plans {first['pipeline_size']} "
+              f"pipeline ranks x DP {first['dp']} = {first['num_ranks']} processes; use --procs "
+              f"{first['num_ranks']} (or a multiple of the pipeline size)", file=sys.stderr)
         return 2
-    print(f"{a.strategy} on {first['model']}: {first['pipeline_size']} ranks, "
+    folded = len(first["replica_microbatches"]) * first["pipeline_size"] == first["num_ranks"]
+    shape = (f"pp {first['pipeline_size']} x dp {first['dp']}" if folded
+             else "per-module placement")
+    print(f"{a.strategy} on {first['model']}: {first['num_ranks']} ranks ({shape}), "
           f"{first['num_microbatches']} microbatches; {first['placement']}; "
           f"{'online' if online else 'offline'} planning")
     model = weft.load_model(a.model)
     def next_job(i: int, prev: dict | None) -> dict | None:
         return jobs[i] if i < len(jobs) else None
     try:
-        runs = run_streamed(model, first["chunks"], first["pipeline_size"],
+        runs = run_streamed(model, rank_chunk_table(first), first["num_ranks"],
                             None if online else next_job, source=source if online else None,
                             seed=a.seed, timeout_s=a.timeout_s, record=bool(a.trace),
                             keep_grads=a.check)

@@ -1,11 +1,15 @@
-"""Executes weft execution plans with one worker process per pipeline rank.
+"""Executes weft execution plans with one worker process per rank of the plan.
 
-Each worker builds only the model chunks its rank holds, then runs its rank's actions in order,
-one executor method per op (weft.runtime.plan.Op): forward / backward / backward_input /
-backward_weight on chunks, isend / irecv of boundary buffers over torch.distributed (gloo on
-127.0.0.1), wait_send / wait_recv (polled with a timeout, never hanging), free, and
-all_reduce_grads (a no-op with dp = 1). Errors name the rank, the action index, the action and
-the peer.
+A plan is one pipeline (weft.plan) or a world plan (weft.plan(..., world=True): every rank of
+every data-parallel replica). Each worker builds only the model chunks its rank holds (the
+per-rank chunk table, rank_chunks), then runs its rank's actions in order, one executor method
+per op (weft.runtime.plan.Op): forward / backward / backward_input / backward_weight on chunks,
+isend / irecv of boundary buffers over torch.distributed (gloo on 127.0.0.1), wait_send /
+wait_recv (polled with a timeout, never hanging), free, and all_reduce_grads: a SUM all-reduce of
+the module's gradients over the action's `ranks`, on a gloo process group per (module, ranks)
+(created from the plan, in the same order on every rank; docs/runtime.md). Errors name the rank,
+the action index, the action and the peer; a collective that a member never joins times out
+naming the module, the ranks and the members that never arrived.
 """
 from __future__ import annotations
 
@@ -30,13 +34,48 @@ class PlanExecutionError(RuntimeError):
     """A rank could not execute its plan (bad plan, timeout, shape mismatch)."""
 
 
+def rank_chunks(chunks: list, num_ranks: Optional[int] = None) -> list[list[dict]]:
+    """Per rank of the plan, the chunks it holds ({module, first_layer, num_layers, chunk, ...}).
+
+    `chunks` is either that table already (a list of lists: weft.plan's
+    [r["chunks"] for r in result["ranks"]], what a world plan needs: rank r of replica q holds
+    group r % G's chunks) or a placement's chunk list (dicts with `group`), whose group g runs
+    as rank g: one pipeline, or an unfolded placement's world plan (one rank per group)."""
+    if all(isinstance(c, (list, tuple)) for c in chunks):
+        table = [list(c) for c in chunks]
+        if num_ranks is not None and len(table) != num_ranks:
+            raise ValueError(f"chunk table has {len(table)} ranks; the run has {num_ranks}")
+        return table
+    n = num_ranks if num_ranks is not None else 1 + max((c["group"] for c in chunks), default=-1)
+    return [[c for c in chunks if c["group"] == r] for r in range(n)]
+
+
+def module_layers(table: list[list[dict]], rank: int, module: int) -> list[tuple[int, int]]:
+    """The layers of `module` that `rank` holds, as sorted maximal ranges (first, count): two
+    ranks whose chunks cut the same layers differently hold the same parameters."""
+    layers = sorted({layer for c in table[rank] if c["module"] == module
+                     for layer in range(c["first_layer"], c["first_layer"] + c["num_layers"])})
+    out: list[tuple[int, int]] = []
+    for layer in layers:
+        if out and out[-1][0] + out[-1][1] == layer:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((layer, 1))
+    return out
+
+
 class _Iteration:
     """What one rank holds during one iteration of a plan."""
 
     def __init__(self, plan: ExecutionPlan, rank: int, batch: dict,
-                 microbatches: list[list[int]]):
+                 microbatches: list[list[int]], step: int):
         self.plan = plan
+        self.step = step  # iterations this executor ran before (names the collectives' keys)
         self.rank_plan = plan.ranks[rank]
+        # The stage data of this rank's replica (a world plan numbers microbatches per replica).
+        replica = plan.rank_replica[rank] if plan.rank_replica else 0
+        self.stage_instances = plan.replica_instances[replica] if plan.replica_instances else {}
+        self.stage_samples = plan.replica_samples[replica] if plan.replica_samples else {}
         self.batch, self.microbatches = batch, microbatches
         self.denom = float(batch_llm_tokens(batch))
         self.mb_data: dict[int, MicrobatchData] = {}
@@ -56,20 +95,30 @@ class RankExecutor:
 
     run_iteration executes a plan's actions for this rank in order, one method per Op (a
     dispatch table; the plan is parsed into typed actions once per iteration by parse_plan).
-    dp_group: the torch.distributed group of this rank's data-parallel peers, for
-    all_reduce_grads with dp > 1 (None: the runtime runs one pipeline, dp must be 1)."""
+    chunks: the per-rank chunk table or a placement's chunk list (rank_chunks). store: the
+    torch.distributed store of the workers (a collective's members record their arrival there,
+    so that a timeout names who never joined; None: not recorded). The data-parallel process
+    groups are created from each plan's all_reduce_grads `ranks` (ensure_groups)."""
 
-    def __init__(self, rank: int, model: dict, chunks: list[dict], seed: int, lr: float,
-                 timeout_s: float, dp_group=None):
+    def __init__(self, rank: int, model: dict, chunks: list, seed: int, lr: float,
+                 timeout_s: float, store=None):
         self.rank, self.model, self.seed, self.lr, self.timeout_s = rank, model, seed, lr, timeout_s
-        self.dp_group = dp_group
+        self.store = store
+        self.table = rank_chunks(chunks)
+        if rank >= len(self.table):
+            raise PlanExecutionError(f"rank {rank}: the chunk table has {len(self.table)} ranks")
         self.module_names = [m["name"] for m in model["modules"]]
         self.history: list[int] = []  # iterations run, in order
+        self._step = 0  # iterations started
+        # Process group per (module, ranks) of an all_reduce_grads with more than one member.
+        self.groups: dict[tuple[int, tuple[int, ...]], object] = {}
         self.chunks: dict[tuple[int, int], ModuleChunk] = {}
-        for c in chunks:
-            if c["group"] == rank:
-                self.chunks[(c["module"], c["chunk"])] = ModuleChunk(
-                    model, c["module"], c["first_layer"], c["num_layers"], seed)
+        for c in self.table[rank]:
+            key = (c["module"], c["chunk"])
+            if key in self.chunks:
+                raise PlanExecutionError(f"rank {rank}: two chunks of m{key[0]} in slot {key[1]}")
+            self.chunks[key] = ModuleChunk(model, c["module"], c["first_layer"],
+                                           c["num_layers"], seed)
         self._handlers = {
             Op.FORWARD: self._forward,
             Op.BACKWARD: self._backward,
@@ -118,7 +167,7 @@ class RankExecutor:
         plan's `instances` of that stage; its `samples` must be what those instances hold."""
         if key not in it.views:
             module, mb, sub = key
-            rng = it.plan.stage_instances.get(key)
+            rng = it.stage_instances.get(key)
             if rng is None:
                 self._fail(a, f"the plan has no compute of m{module} mb{mb}.{sub} (its "
                            f"instances are unknown)")
@@ -127,7 +176,7 @@ class RankExecutor:
             if rng[1] > n:
                 self._fail(a, f"instances {list(rng)} of m{module} mb{mb}.{sub}: microbatch "
                            f"{mb} has {n}")
-            want = it.plan.stage_samples.get(key)
+            want = it.stage_samples.get(key)
             if want is not None and tuple(data.samples(module, *rng)) != want:
                 self._fail(a, f"the plan gives m{module} mb{mb}.{sub} samples {list(want)}; "
                            f"its instances {list(rng)} hold samples "
@@ -299,38 +348,123 @@ class RankExecutor:
             self._fail(a, "freed while its send is in flight")
         it.buffers.pop(a.buffer, None)
 
+    def ensure_groups(self, plan: ExecutionPlan) -> None:
+        """Creates the gloo process group of every (module, ranks) of the plan's
+        all_reduce_grads that has none yet. Every rank runs the same plans in the same order and
+        walks them sorted, so every rank calls torch.distributed.new_group identically (it must
+        be called by every rank, members or not). One group per module, not per ranks set: a
+        member that skips one module's all-reduce then cannot be matched with another module's
+        (gloo matches collectives of a group by order), and each side's timeout names its
+        module. Checks first that the members of each (module, ranks) hold the same layers of
+        the module: the all-reduce pairs their parameters by name."""
+        collectives = plan.collectives()
+        for module, members in collectives:
+            layers = module_layers(self.table, members[0], module)
+            for r in members[1:]:
+                if r >= len(self.table) or module_layers(self.table, r, module) != layers:
+                    other = module_layers(self.table, r, module) if r < len(self.table) else None
+                    raise PlanExecutionError(
+                        f"all_reduce_grads of {self._module_name(module)} over ranks "
+                        f"{list(members)}: rank {members[0]} holds layers "
+                        f"{_describe_layers(layers)}, rank {r} {_describe_layers(other)} (members "
+                        f"must hold the same layers)")
+        new = [c for c in collectives if c not in self.groups]
+        if new and not dist.is_initialized():
+            raise PlanExecutionError(f"rank {self.rank}: the plan all-reduces "
+                                     f"{self._module_name(new[0][0])} over ranks "
+                                     f"{list(new[0][1])} but torch.distributed is not "
+                                     f"initialized")
+        for module, members in new:
+            self.groups[(module, members)] = dist.new_group(
+                list(members), backend="gloo", timeout=timedelta(seconds=self.timeout_s))
+
+    def _module_name(self, module: int) -> str:
+        name = self.module_names[module] if 0 <= module < len(self.module_names) else "?"
+        return f"module {module} ({name})"
+
     def _all_reduce_grads(self, it: _Iteration, a: Action) -> None:
-        """Sums this rank's gradients of module a.module over its dp data-parallel peers (each
-        replica's loss is already divided by the whole batch's LLM tokens, so the sum is the
-        gradient of the batch). dp = 1: nothing to reduce."""
-        if a.dp == 1:
+        """Sums this rank's gradients of module a.module over a.ranks (SUM, not mean: every
+        microbatch's loss is already divided by the whole global batch's loss denominator, so
+        the sum over all ranks is the gradient of the global batch's mean loss; docs/runtime.md).
+        One member: nothing to reduce. The gradients travel as one flat tensor, parameters in
+        name order (the members hold the same layers: ensure_groups)."""
+        if len(a.ranks) <= 1:
+            if a.dp > 1 and not a.ranks:
+                self._fail(a, f"dp = {a.dp} but the plan names no ranks to reduce with (a "
+                           f"one-replica plan); execute the world plan: "
+                           f"weft.plan(..., world=True)")
             return
-        if self.dp_group is None:
-            self._fail(a, f"dp = {a.dp} but this runtime has no data-parallel process group "
-                       f"(it executes one pipeline)")
-        for (module, _), chunk in sorted(self.chunks.items()):
-            if module != a.module:
-                continue
-            for p in chunk.parameters():
-                if p.requires_grad:
-                    if p.grad is None:
-                        p.grad = torch.zeros_like(p)
-                    dist.all_reduce(p.grad, op=dist.ReduceOp.SUM, group=self.dp_group)
+        group = self.groups.get((a.module, a.ranks))
+        if group is None:
+            self._fail(a, f"no process group for ranks {list(a.ranks)} (ensure_groups)")
+        params = [p for chunk in self.chunks.values() if chunk.module == a.module
+                  for p in chunk.parameter_names().items()]
+        params = [p for _, p in sorted(params, key=lambda kv: kv[0]) if p.requires_grad]
+        if not params:  # a frozen module: no member has gradients to reduce
+            return
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                          for p in params])
+        key = f"weft/all_reduce/{it.step}/{a.module}/{','.join(map(str, a.ranks))}/"
+        if self.store is not None:
+            self.store.set(key + str(self.rank), "1")  # arrived
+        work = dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group, async_op=True)
+        t0 = time.monotonic()
+        try:
+            work.wait(timeout=timedelta(seconds=self.timeout_s))
+        except RuntimeError as e:
+            waited_s = time.monotonic() - t0
+            missing = "some members"
+            if self.store is not None:
+                try:
+                    gone = [r for r in a.ranks if not self.store.check([key + str(r)])]
+                    missing = f"rank{'s' if len(gone) != 1 else ''} {', '.join(map(str, gone))}"
+                except RuntimeError:
+                    pass
+            # A member that fails first closes its connections: this wait then ends early.
+            how = (f"timed out after {self.timeout_s:g} s" if waited_s >= 0.9 * self.timeout_s
+                   else f"failed after {waited_s:.1f} s")
+            self._fail(a, f"{how}: the all-reduce of {self._module_name(a.module)} over ranks "
+                       f"{list(a.ranks)}: {missing} never joined "
+                       f"({str(e).splitlines()[0][-60:]})")
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.grad = flat[offset:offset + n].view_as(p).clone()
+            offset += n
 
     # --- one iteration ------------------------------------------------------------------------
 
     def run_iteration(self, plan: dict | ExecutionPlan, batch: dict,
-                      microbatches: list[list[int]], on_action=None) -> dict:
+                      microbatches: list[list[int]], on_action=None,
+                      replica_microbatches: Optional[list[list[list[int]]]] = None,
+                      rank_replica: Optional[list[int]] = None) -> dict:
         """Runs this rank's actions of `plan` (a parsed JSON dict, parsed here once, or an
-        ExecutionPlan) on `batch`, then the SGD step. Returns {loss, grads}.
+        ExecutionPlan) on `batch` (the global batch: losses are divided by its denominator),
+        then the SGD step. Returns {loss, grads}.
 
+        microbatches: the microbatches the rank's `mb` indices refer to. A world plan of several
+        replicas instead gives replica_microbatches (per replica) and rank_replica (per rank its
+        replica: weft.plan's ranks[r]["replica"]); this rank takes its replica's list.
         on_action, when given, is called as on_action(index, action, t_start_s, t_end_s) after
         each action, with time.perf_counter() timestamps taken around the action."""
         if not isinstance(plan, ExecutionPlan):
-            plan = parse_plan(plan)
+            plan = parse_plan(plan, rank_replica)
         if self.rank >= len(plan.ranks):
             raise PlanExecutionError(f"rank {self.rank}: the plan has {len(plan.ranks)} ranks")
-        it = _Iteration(plan, self.rank, batch, microbatches)
+        if replica_microbatches is not None:
+            replica = plan.rank_replica[self.rank] if plan.rank_replica else 0
+            if replica >= len(replica_microbatches):
+                raise PlanExecutionError(f"rank {self.rank}: replica {replica} has no "
+                                         f"microbatches ({len(replica_microbatches)} given)")
+            microbatches = replica_microbatches[replica]
+        for a in plan.ranks[self.rank].actions:
+            if a.op.is_compute and (a.stage.module, a.stage.chunk) not in self.chunks:
+                raise PlanExecutionError(
+                    f"rank {self.rank} action {a.index} ({a.describe()}): this rank holds no "
+                    f"such chunk (it holds {sorted(self.chunks)} as (module, chunk))")
+        self.ensure_groups(plan)
+        it = _Iteration(plan, self.rank, batch, microbatches, self._step)
+        self._step += 1
         handlers = self._handlers
         for a in it.rank_plan.actions:
             if on_action is None:
@@ -357,14 +491,18 @@ class RankExecutor:
         return {n: p.detach().clone() for n, p in self.params().items()}
 
 
-def _stream_worker(rank: int, world: int, port: int, model: dict, chunks: list[dict], seed: int,
+def _stream_worker(rank: int, world: int, port: int, model: dict, chunks: list, seed: int,
                    lr: float, timeout_s: float, record: bool, keep_grads: bool, keep_params: bool,
                    jobs, results, source=None) -> None:
     try:
         torch.set_num_threads(1)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world, timeout=timedelta(seconds=max(timeout_s, 30)))
-        ex = RankExecutor(rank, model, chunks, seed, lr, timeout_s)
+        pg_timeout = timedelta(seconds=max(timeout_s, 30))
+        # The parent hosts the store, so it outlives a failing rank (its peers still read who
+        # arrived at a collective).
+        store = dist.TCPStore("127.0.0.1", port, world, False, pg_timeout)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                                timeout=pg_timeout)
+        ex = RankExecutor(rank, model, chunks, seed, lr, timeout_s, store=store)
         # With a source, rank 0 plans (source() gives its next_job) and broadcasts every job to
         # the other ranks over torch.distributed; else each job comes from the parent's queue.
         next_job = source() if source is not None and rank == 0 else None
@@ -383,7 +521,9 @@ def _stream_worker(rank: int, world: int, port: int, model: dict, chunks: list[d
             dist.barrier()
             t0 = time.perf_counter()
             r = ex.run_iteration(job["plan"], job["batch"], job["microbatches"],
-                                 on_action=on_action)
+                                 on_action=on_action,
+                                 replica_microbatches=job.get("replica_microbatches"),
+                                 rank_replica=job.get("rank_replica"))
             wall_s = time.perf_counter() - t0
             grads = {n: g.numpy() for n, g in r["grads"].items()} if keep_grads else {}
             out = {"step": len(ex.history), "iteration": job["iteration"], "loss": r["loss"],
@@ -408,26 +548,55 @@ def _stream_worker(rank: int, world: int, port: int, model: dict, chunks: list[d
 
 
 def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (the CP runtime's rendezvous; run_streamed's store picks its
+    own)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def run_plans(model: dict, chunks: list[dict], jobs: list[dict], num_ranks: int, seed: int = 1,
+def _describe_layers(layers: Optional[list[tuple[int, int]]]) -> str:
+    if layers is None:
+        return "nothing (no such rank)"
+    return " ".join(f"[{f}, {f + n})" for f, n in layers) or "none"
+
+
+def _merge_copies(per_rank: list[dict]) -> tuple[dict, float]:
+    """One dict of arrays by name from every rank's (the lowest rank's copy of a name held by
+    several ranks) and the largest relative difference between copies of one name."""
+    out: dict = {}
+    diff = 0.0
+    for d in per_rank:
+        for n, v in d.items():
+            if n in out:
+                scale = max(float(abs(out[n]).max()) if out[n].size else 0.0, 1e-12)
+                if v.size:
+                    diff = max(diff, float(abs(v - out[n]).max()) / scale)
+            else:
+                out[n] = v
+    return out, diff
+
+
+def run_plans(model: dict, chunks: list, jobs: list[dict], num_ranks: int, seed: int = 1,
               lr: float = 0.1, timeout_s: float = 30.0) -> list[dict]:
-    """Runs the iterations `jobs` ({plan (parsed JSON), batch, microbatches}) on num_ranks worker
-    processes. Returns per iteration {loss, grads (all ranks' parameters), wall_s}; the last one
-    also has params (every parameter after its SGD step). Raises
+    """Runs the iterations `jobs` ({plan (parsed JSON), batch, microbatches; for a world plan
+    also replica_microbatches and rank_replica}) on num_ranks worker processes; chunks: the
+    per-rank chunk table or a placement's chunk list (rank_chunks). Returns per iteration {loss,
+    grads (all ranks' parameters), wall_s, replica_max_rel_diff}; the last one also has params
+    (every parameter after its SGD step). A parameter held by several ranks (data-parallel
+    replicas) is reported once, from the lowest rank; replica_max_rel_diff is the largest
+    relative difference between the copies (0 when the all-reduce kept them equal). Raises
     PlanExecutionError with every failing rank's message."""
     jobs = [dict(job, iteration=job.get("iteration", i)) for i, job in enumerate(jobs)]
     for job in jobs:  # a malformed plan fails here, before any worker starts (ValueError)
-        parse_plan(job["plan"])
+        parse_plan(job["plan"], job.get("rank_replica"))
     runs = run_streamed(model, chunks, num_ranks,
                         lambda i, _: jobs[i] if i < len(jobs) else None, seed=seed, lr=lr,
                         timeout_s=timeout_s, keep_grads=True, keep_params=True)
     merged = []
     for run in runs:
         out = {"loss": run["loss"], "wall_s": run["wall_s"],
+               "replica_max_rel_diff": run["replica_max_rel_diff"],
                "grads": {n: torch.from_numpy(g) for n, g in run["grads"].items()}}
         if "params" in run:
             out["params"] = {n: torch.from_numpy(v) for n, v in run["params"].items()}
@@ -453,10 +622,14 @@ def run_streamed(model: dict, chunks: list[dict], num_ranks: int,
     message; a rank that hangs fails on its own wait timeout (timeout_s)."""
     if (next_job is None) == (source is None):
         raise ValueError("run_streamed: give exactly one of next_job and source")
+    chunks = rank_chunks(chunks, num_ranks)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     queues = [ctx.Queue() for _ in range(num_ranks)]
-    port = free_port()
+    # The workers' rendezvous store, served from this process (port 0: the OS picks one).
+    store = dist.TCPStore("127.0.0.1", 0, num_ranks, True, timedelta(seconds=max(timeout_s, 30)),
+                          wait_for_workers=False)
+    port = store.port
     procs = [ctx.Process(target=_stream_worker,
                          args=(r, num_ranks, port, model, chunks, seed, lr, timeout_s, record,
                                keep_grads, keep_params, queues[r], results, source), daemon=True)
@@ -478,7 +651,11 @@ def run_streamed(model: dict, chunks: list[dict], num_ranks: int,
             for key in (("ok", step), ("done",)):
                 if len(pending.get(key, {})) == num_ranks:
                     return key[0], pending.pop(key)
-            if errors and (len(errors) >= num_ranks or not any(p.is_alive() for p in procs)
+            # Every rank failed or finished this step: nothing more will come for it.
+            failed = {r for r, _ in errors}
+            finished = set(pending.get(("ok", step), {})) | set(pending.get(("done",), {}))
+            if errors and (len(failed | finished) >= num_ranks
+                           or not any(p.is_alive() for p in procs)
                            or time.monotonic() > deadline):
                 break
             try:
@@ -499,10 +676,11 @@ def run_streamed(model: dict, chunks: list[dict], num_ranks: int,
         raise PlanExecutionError("; ".join(msg for _, msg in errors))
 
     def merge(job: dict, outs: dict) -> dict:
+        grads, diff = _merge_copies([outs[r]["grads"] for r in sorted(outs)])
         return {"iteration": job["iteration"], "job": job,
                 "loss": sum(o["loss"] for o in outs.values()),
                 "wall_s": max(o["wall_s"] for o in outs.values()),
-                "grads": {n: g for o in outs.values() for n, g in o["grads"].items()},
+                "grads": grads, "replica_max_rel_diff": diff,
                 "records": {r: o["records"] for r, o in outs.items()}}
 
     try:
@@ -527,7 +705,8 @@ def run_streamed(model: dict, chunks: list[dict], num_ranks: int,
                 q.put(None)
             _, params = collect(len(merged))
         if keep_params and merged:
-            merged[-1]["params"] = {n: v for p in params.values() for n, v in p.items()}
+            merged[-1]["params"], diff = _merge_copies([params[r] for r in sorted(params)])
+            merged[-1]["replica_max_rel_diff"] = max(merged[-1]["replica_max_rel_diff"], diff)
     finally:
         for p in procs:
             p.join(timeout=5 if not errors else 0.5)

@@ -14,7 +14,8 @@ from weft.runtime.model import build_chunks, reference_step
 
 def plan_jobs(strategy: str, model: str = "tiny-vlm", iterations: int = 2, data: str = "coco-llava",
               seed: int = 1, **kwargs) -> tuple[dict, list[dict]]:
-    """Plans `iterations` iterations; returns (first plan result, jobs for run_plans)."""
+    """Plans `iterations` iterations; returns (first plan result, jobs for run_plans). kwargs go
+    to weft.plan (world=True: world plans, every rank of every DP replica)."""
     jobs, first = [], None
     for it in range(iterations):
         t0 = time.perf_counter()
@@ -27,12 +28,16 @@ def plan_jobs(strategy: str, model: str = "tiny-vlm", iterations: int = 2, data:
 def reference(model_name: str, chunks: list[dict], jobs: list[dict], seed: int = 1,
               lr: float = 0.1) -> list[dict]:
     """Single process: same chunks in model order, same batches and microbatches, same SGD.
+    A job's `microbatches` are every microbatch of the iteration (a world plan's job lists all
+    replicas'): the reference runs the whole global batch in one process. `chunks`: a
+    placement's chunk list (replica 0's chunks of each module are the model).
     Returns per iteration {loss, grads, samples (per microbatch, the batch samples it ran)};
     the last one also has params (after its SGD step)."""
     model = weft.load_model(model_name)
     # The bindings' topological order of the modules (ModelSpec::TopologicalOrder), then layers.
     position = {m: i for i, m in enumerate(model["topological_order"])}
-    ordered = sorted(chunks, key=lambda c: (position[c["module"]], c["first_layer"]))
+    ordered = sorted((c for c in chunks if c.get("replica", 0) == 0),
+                     key=lambda c: (position[c["module"]], c["first_layer"]))
     modules = build_chunks(model, ordered, seed)
     out = []
     for job in jobs:
@@ -61,11 +66,17 @@ def max_relative_error(a: dict, b: dict) -> float:
     return max(float((a[k] - b[k]).abs().max() / max(float(b[k].abs().max()), 1e-12)) for k in a)
 
 
+def rank_chunk_table(r: dict) -> list[list[dict]]:
+    """Per rank of a weft.plan result's plan, the chunks it holds (what the workers build)."""
+    return [x["chunks"] for x in r["ranks"]]
+
+
 def run(strategy: str, model_name: str = "tiny-vlm", iterations: int = 2, timeout_s: float = 30.0,
         **kwargs):
     first, jobs = plan_jobs(strategy, model_name, iterations, **kwargs)
     model = weft.load_model(model_name)
-    runs = run_plans(model, first["chunks"], jobs, first["pipeline_size"], timeout_s=timeout_s)
+    runs = run_plans(model, rank_chunk_table(first), jobs, first["num_ranks"],
+                     timeout_s=timeout_s)
     return first, jobs, runs
 
 
@@ -75,10 +86,14 @@ SEARCH_STRATEGIES = ("dip", "dip-interleave", "dip-reorder", "dip-partition-only
 
 
 def job_from_plan(r: dict, plan_wall_s: float) -> dict:
-    """A runtime job ({iteration, plan, batch, microbatches, ...}) from a weft.plan-style dict."""
+    """A runtime job ({iteration, plan, batch, microbatches, ...}) from a weft.plan-style dict.
+    microbatches: every microbatch of the plan (all replicas' for a world plan: the reference's);
+    replica_microbatches and rank_replica: which of them each rank's `mb` indices refer to."""
     return {"iteration": r["iteration"], "plan": json.loads(r["plan_json"]), "batch": r["batch"],
-            "microbatches": r["microbatches"], "plan_wall_s": plan_wall_s, "chunks": r["chunks"],
-            "summary": r}
+            "microbatches": r["microbatches"],
+            "replica_microbatches": r.get("replica_microbatches", [r["microbatches"]]),
+            "rank_replica": [x["replica"] for x in r["ranks"]] if "ranks" in r else None,
+            "plan_wall_s": plan_wall_s, "chunks": r["chunks"], "summary": r}
 
 
 class OnlinePlanner:

@@ -4,6 +4,10 @@ parse_plan(plan_dict) turns every action's "op" into an Op, its stage into a Sta
 buffer's two ends into StageRefs; an unknown op or a missing field raises ValueError naming the
 rank and the action. The executor then dispatches on Op (one method per op) without looking at
 strings again.
+
+A world plan (weft.plan(..., world=True)) holds every rank of every data-parallel replica; the
+`mb` indices of a rank's stages refer to its replica's microbatches (rank_replica), so stage
+data (instances, samples) is kept per replica.
 """
 from __future__ import annotations
 
@@ -89,6 +93,7 @@ class Action:
     module: int = -1          # all_reduce_grads
     bytes: int = 0            # all_reduce_grads
     dp: int = 1               # all_reduce_grads
+    ranks: tuple[int, ...] = ()  # all_reduce_grads: the ranks reducing together (() = unnamed)
     samples: Optional[tuple[int, ...]] = None    # compute: sample ids of the batch (None: [])
     instances: Optional[tuple[int, int]] = None  # compute: [begin, end) of the module's
                                                  # workload instances
@@ -103,7 +108,8 @@ class Action:
         if self.op in (Op.IRECV, Op.WAIT_RECV):
             return f"{op} buf {self.buffer} from rank {self.peer}"
         if self.op is Op.ALL_REDUCE_GRADS:
-            return f"{op} m{self.module} dp {self.dp}"
+            ranks = f" ranks {list(self.ranks)}" if self.ranks else ""
+            return f"{op} m{self.module} dp {self.dp}{ranks}"
         return f"{op} buf {self.buffer}"
 
 
@@ -120,18 +126,38 @@ class ExecutionPlan:
     ranks: list[RankPlan]
     replica: int
     num_replicas: int
-    # (module, microbatch, sub) -> [begin, end) of the module's workload instances and the
-    # samples of that stage, from the compute actions of every rank (the same on every chunk).
-    stage_instances: dict[tuple[int, int, int], tuple[int, int]]
-    stage_samples: dict[tuple[int, int, int], tuple[int, ...]]
+    # Per replica (index = rank_replica[rank]): (module, microbatch, sub) -> [begin, end) of the
+    # module's workload instances and the samples of that stage, from the compute actions of
+    # every rank of the replica (the same on every chunk).
+    replica_instances: list[dict[tuple[int, int, int], tuple[int, int]]]
+    replica_samples: list[dict[tuple[int, int, int], tuple[int, ...]]]
+    # Per rank: the replica whose microbatches its `mb` indices refer to (all 0 for one pipeline
+    # or an unfolded world plan, r // ranks per replica for a folded world plan).
+    rank_replica: tuple[int, ...] = ()
 
-    def compute_samples(self, module: int) -> dict[int, set[int]]:
-        """Microbatch -> the samples the compute actions of `module` process."""
+    @property
+    def stage_instances(self) -> dict[tuple[int, int, int], tuple[int, int]]:
+        """Replica 0's stage instances (a one-pipeline plan's)."""
+        return self.replica_instances[0] if self.replica_instances else {}
+
+    @property
+    def stage_samples(self) -> dict[tuple[int, int, int], tuple[int, ...]]:
+        """Replica 0's stage samples (a one-pipeline plan's)."""
+        return self.replica_samples[0] if self.replica_samples else {}
+
+    def compute_samples(self, module: int, replica: int = 0) -> dict[int, set[int]]:
+        """Microbatch -> the samples the compute actions of `module` process (in `replica`)."""
         out: dict[int, set[int]] = {}
-        for (m, mb, _), samples in self.stage_samples.items():
+        for (m, mb, _), samples in self.replica_samples[replica].items():
             if m == module:
                 out.setdefault(mb, set()).update(samples)
         return out
+
+    def collectives(self) -> list[tuple[int, tuple[int, ...]]]:
+        """Every (module, ranks) of the plan's all_reduce_grads with more than one member, sorted:
+        the data-parallel process groups a runtime creates, in the same order on every rank."""
+        return sorted({(a.module, a.ranks) for r in self.ranks for a in r.actions
+                       if a.op is Op.ALL_REDUCE_GRADS and len(a.ranks) > 1})
 
 
 SCHEMA = "weft.plan/v2"
@@ -160,9 +186,11 @@ def _stage_ref(d: dict, where: str) -> StageRef:
     return StageRef(_int(d, "rank", where), _stage_key(d, where), p)
 
 
-def parse_plan(plan: dict) -> ExecutionPlan:
+def parse_plan(plan: dict, rank_replica=None) -> ExecutionPlan:
     """Parses a plan dict (json.loads of a weft.plan/v2 file, docs/plan_schema.md). Raises
-    ValueError with one line naming the rank and the action (or buffer) on a malformed plan."""
+    ValueError with one line naming the rank and the action (or buffer) on a malformed plan.
+    rank_replica: per rank the replica whose microbatches its `mb` indices refer to (weft.plan's
+    ranks[r]["replica"]; None = all 0, one microbatch list)."""
     schema = plan.get("schema", "")
     if schema == "weft.plan/v1":
         raise ValueError("plan: weft.plan/v1 is no longer read (no buffer ends or samples); "
@@ -170,9 +198,20 @@ def parse_plan(plan: dict) -> ExecutionPlan:
     if schema != SCHEMA:
         raise ValueError(f"plan: schema = {schema!r}; expected {SCHEMA!r}")
     ranks: list[RankPlan] = []
-    stage_instances: dict[tuple[int, int, int], tuple[int, int]] = {}
-    stage_samples: dict[tuple[int, int, int], tuple[int, ...]] = {}
+    num_ranks = len(plan.get("ranks", []))
+    if rank_replica is None:
+        rank_replica = (0,) * num_ranks
+    rank_replica = tuple(rank_replica)
+    if len(rank_replica) != num_ranks or any(
+            not isinstance(q, int) or q < 0 for q in rank_replica):
+        raise ValueError(f"plan: rank_replica {list(rank_replica)} must give a replica >= 0 for "
+                         f"each of the plan's {num_ranks} ranks")
+    replicas = max(rank_replica, default=0) + 1
+    replica_instances: list[dict] = [{} for _ in range(replicas)]
+    replica_samples: list[dict] = [{} for _ in range(replicas)]
     for r, rank in enumerate(plan.get("ranks", [])):
+        stage_instances = replica_instances[rank_replica[r]]
+        stage_samples = replica_samples[rank_replica[r]]
         buffers: dict[int, Buffer] = {}
         for j, b in enumerate(rank.get("buffers", [])):
             where = f"plan: rank {r} buffers[{j}]"
@@ -197,8 +236,17 @@ def parse_plan(plan: dict) -> ExecutionPlan:
                 dp = _int(a, "dp", where)
                 if dp < 1:
                     raise ValueError(f"{where}: all_reduce_grads dp = {dp}; must be >= 1")
+                members = a.get("ranks", [])
+                if not (isinstance(members, list) and all(
+                        isinstance(x, int) and not isinstance(x, bool) and 0 <= x < num_ranks
+                        for x in members)) or (members and (
+                        len(members) != dp or r not in members
+                        or any(x >= y for x, y in zip(members, members[1:])))):
+                    raise ValueError(f"{where}: all_reduce_grads ranks = {members!r}; must be "
+                                     f"{dp} ascending ranks < {num_ranks}, rank {r} included")
                 actions.append(Action(i, op, None, module=_int(a, "module", where),
-                                      bytes=_int(a, "bytes", where, 0), dp=dp, raw=a))
+                                      bytes=_int(a, "bytes", where, 0), dp=dp,
+                                      ranks=tuple(members), raw=a))
                 continue
             if "stage" not in a:
                 raise ValueError(f"{where}: {op.value} has no stage")
@@ -217,7 +265,9 @@ def parse_plan(plan: dict) -> ExecutionPlan:
                 if stage_instances.setdefault(k, act.instances) != act.instances:
                     raise ValueError(f"{where}: instances {list(act.instances)} of {stage}; "
                                      f"another stage of m{k[0]} mb{k[1]}.{k[2]} has "
-                                     f"{list(stage_instances[k])}")
+                                     f"{list(stage_instances[k])}"
+                                     + ("" if replicas > 1 else " (a world plan of several "
+                                        "replicas needs rank_replica)"))
                 if act.samples is not None:
                     stage_samples.setdefault(k, act.samples)
             else:
@@ -228,4 +278,5 @@ def parse_plan(plan: dict) -> ExecutionPlan:
             actions.append(act)
         ranks.append(RankPlan(r, buffers, actions))
     return ExecutionPlan(schema, ranks, _int(plan, "replica", "plan", 0),
-                         _int(plan, "num_replicas", "plan", 1), stage_instances, stage_samples)
+                         _int(plan, "num_replicas", "plan", 1), replica_instances,
+                         replica_samples, rank_replica)

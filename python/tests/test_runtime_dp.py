@@ -1,0 +1,192 @@
+"""Runtime with data parallelism: world plans (every rank of every DP replica) executed on one
+worker process per rank, gradients all-reduced over each all_reduce_grads' ranks, equal to the
+single-process reference over the whole global batch (loss, every gradient, weights after the
+SGD step)."""
+import copy
+import json
+import pathlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from weft.runtime.executor import PlanExecutionError, RankExecutor, run_plans  # noqa: E402
+from weft.runtime.harness import (max_relative_error, plan_jobs, rank_chunk_table,  # noqa: E402
+                                  reference)
+from weft.runtime.plan import parse_plan  # noqa: E402
+
+import weft  # noqa: E402
+
+PLACEMENTS = pathlib.Path(__file__).resolve().parents[2] / "presets" / "placements"
+
+
+def test_world_plan_names_every_rank_its_replica_chunks_and_reduce_set():
+    r = weft.plan("megatron-1f1b", "tiny-vlm", data="coco-llava", gpus=4, pipeline_size=2,
+                  world=True)
+    assert r["world"] and r["pipeline_size"] == 2 and r["dp"] == 2 and r["num_ranks"] == 4
+    plan = json.loads(r["plan_json"])
+    assert plan["num_ranks"] == 4 and plan["num_replicas"] == 1
+    for rank in r["ranks"]:
+        q, p = divmod(rank["rank"], 2)
+        assert (rank["replica"], rank["group"]) == (q, p)
+        assert rank["chunks"] == [c for c in r["chunks"] if c["group"] == p]
+        reduces = [a for a in plan["ranks"][rank["rank"]]["actions"]
+                   if a["op"] == "all_reduce_grads"]
+        assert reduces and all(a["ranks"] == [p, p + 2] and a["dp"] == 2 for a in reduces)
+    # The replicas' microbatches are the iteration's, each sample in exactly one replica.
+    per_replica = r["replica_microbatches"]
+    assert len(per_replica) == 2 and sum(per_replica, []) == r["microbatches"]
+    seqs = [q for mbs in per_replica for mb in mbs for q in mb]
+    assert sorted(seqs) == list(range(len(r["batch"]["sequences"])))
+    # world=False keeps one replica's plan (2 ranks), with the same per-rank description.
+    one = weft.plan("megatron-1f1b", "tiny-vlm", data="coco-llava", gpus=4, pipeline_size=2)
+    assert not one["world"] and one["num_ranks"] == 2
+    assert one["microbatches"] == per_replica[0] and one["replica_microbatches"] == [per_replica[0]]
+    assert [x["replica"] for x in one["ranks"]] == [0, 0]
+
+
+@pytest.mark.parametrize("strategy", ["megatron-1f1b", "dip"])
+def test_pp2_dp2_matches_the_single_process_reference(strategy):
+    # tiny-vlm with the LLM (and its encoder) at pp 2 x dp 2: 4 processes, 3 iterations of fresh
+    # global batches. Each replica runs its half of the batch; the per-module all-reduce (SUM)
+    # over {pp rank p of both replicas} gives the gradient of the global batch's mean loss.
+    first, jobs = plan_jobs(strategy, iterations=3, gpus=4, pipeline_size=2, world=True,
+                            budget_s=0.2)
+    assert first["num_ranks"] == 4 and first["dp"] == 2
+    runs = run_plans(weft.load_model("tiny-vlm"), rank_chunk_table(first), jobs, 4, timeout_s=30)
+    ref = reference("tiny-vlm", first["chunks"], jobs)
+    assert len(runs) == 3
+    for it, (got, want) in enumerate(zip(runs, ref)):
+        assert got["loss"] == pytest.approx(want["loss"], rel=1e-5), it
+        assert len(got["grads"]) == len(want["grads"]) > 10
+        assert max_relative_error(got["grads"], want["grads"]) <= 1e-5, it
+        assert got["replica_max_rel_diff"] == 0.0  # both replicas hold the same sums
+    assert max_relative_error(runs[-1]["params"], ref[-1]["params"]) <= 1e-5
+    # Different batches each iteration; the replicas ran disjoint halves of each.
+    assert len({json.dumps(job["batch"]["samples"]) for job in jobs}) == 3
+    plan = parse_plan(jobs[0]["plan"], jobs[0]["rank_replica"])
+    assert plan.rank_replica == (0, 0, 1, 1)
+    samples = [set().union(*plan.compute_samples(2, q).values()) for q in (0, 1)]
+    assert samples[0] and samples[1] and not samples[0] & samples[1]
+
+
+def _pp1_dp2_job():
+    first, jobs = plan_jobs("megatron-1f1b", iterations=1, gpus=2, pipeline_size=1, world=True)
+    assert first["num_ranks"] == 2 and first["dp"] == 2
+    return first, jobs
+
+
+def test_a_collective_a_rank_never_joins_times_out_naming_module_and_ranks():
+    # Rank 1 skips its all-reduce of the vision encoder (module 0): rank 0 waits in module 0's,
+    # rank 1 in the projector's (module 1), each on its own (module, ranks) group, and each
+    # timeout names the module, the ranks and who never arrived.
+    first, jobs = _pp1_dp2_job()
+    plan = jobs[0]["plan"]
+    acts = plan["ranks"][1]["actions"]
+    del acts[next(i for i, a in enumerate(acts)
+                  if a["op"] == "all_reduce_grads" and a["module"] == 0)]
+    with pytest.raises(PlanExecutionError) as e:
+        run_plans(weft.load_model("tiny-vlm"), rank_chunk_table(first), jobs, 2, timeout_s=3)
+    msg = str(e.value)
+    assert ("rank 0 action" in msg and "(all_reduce_grads m0 dp 2 ranks [0, 1]): timed out after "
+            "3 s: the all-reduce of module 0 (vision) over ranks [0, 1]: rank 1 never joined"
+            in msg), msg
+    # (Rank 1's wait may end before its own timeout, when rank 0 fails first.)
+    assert ("rank 1 action" in msg and "(all_reduce_grads m1 dp 2 ranks [0, 1]): " in msg
+            and "the all-reduce of module 1 (projector) over ranks [0, 1]: rank 0 never joined"
+            in msg), msg
+
+
+def test_reduce_set_members_must_hold_the_same_layers():
+    # A chunk table where the two members of the LLM's reduce set hold different layers is
+    # refused before any collective runs.
+    first, jobs = _pp1_dp2_job()
+    table = copy.deepcopy(rank_chunk_table(first))
+    llm = next(c for c in table[1] if c["module_name"] == "llm")
+    llm["num_layers"] -= 1
+    ex = RankExecutor(0, weft.load_model("tiny-vlm"), table, 1, 0.1, 5.0)
+    with pytest.raises(PlanExecutionError,
+                       match=r"all_reduce_grads of module 2 \(llm\) over ranks \[0, 1\]: rank 0 "
+                       r"holds layers \[0, 4\), rank 1 \[0, 3\) \(members must hold the same "
+                       r"layers\)"):
+        ex.ensure_groups(parse_plan(jobs[0]["plan"], jobs[0]["rank_replica"]))
+
+
+def test_rank_replica_and_reduce_sets_are_checked_when_the_plan_is_loaded():
+    _, jobs = _pp1_dp2_job()
+    with pytest.raises(ValueError, match=r"rank_replica \[0\] must give a replica >= 0 for each "
+                       r"of the plan's 2 ranks"):
+        parse_plan(jobs[0]["plan"], [0])
+    bad = copy.deepcopy(jobs[0]["plan"])
+    a = next(a for a in bad["ranks"][1]["actions"] if a["op"] == "all_reduce_grads")
+    a["ranks"] = [0]
+    with pytest.raises(ValueError, match=r"rank 1 action \d+: all_reduce_grads ranks = \[0\]; "
+                       r"must be 2 ascending ranks < 2, rank 1 included"):
+        parse_plan(bad, jobs[0]["rank_replica"])
+
+
+def test_train_cli_runs_data_parallel(capsys):
+    from weft.train import main
+    assert main(["--model", "tiny-vlm", "--strategy", "megatron-1f1b", "--procs", "4",
+                 "--iterations", "3", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "4 ranks (pp 2 x dp 2)" in out and "PASS" in out
+    assert main(["--procs", "3", "--iterations", "1"]) == 2
+    assert "--procs 3: tiny-vlm plans 2 pipeline ranks x DP 1 = 2 processes" in \
+        capsys.readouterr().err
+
+
+def test_planner_service_serves_world_plans():
+    # What online planning hands the workers at dp 2: the same world plan weft.plan gives.
+    service = weft.PlannerService("megatron-1f1b", "tiny-vlm", data="coco-llava", gpus=4,
+                                  world=True)
+    service.submit(0)
+    got = service.get(0, 60.0)
+    want = weft.plan("megatron-1f1b", "tiny-vlm", data="coco-llava", gpus=4, world=True)
+    assert got["world"] and got["num_ranks"] == 4
+    assert json.loads(got["plan_json"]) == json.loads(want["plan_json"])
+    assert got["ranks"] == want["ranks"]
+    assert got["replica_microbatches"] == want["replica_microbatches"]
+
+
+def _run_placement(model: str, placement: str, data: str):
+    """3 iterations of a user placement's world plan (strategy manual) on 4 processes, and the
+    single-process reference."""
+    first, jobs = plan_jobs("manual", model, iterations=3, data=data, gpus=4,
+                            placement=str(PLACEMENTS / placement), world=True)
+    assert first["num_ranks"] == 4
+    runs = run_plans(weft.load_model(model), rank_chunk_table(first), jobs, 4, timeout_s=30)
+    ref = reference(model, first["chunks"], jobs)
+    for it, (got, want) in enumerate(zip(runs, ref)):
+        assert got["loss"] == pytest.approx(want["loss"], rel=1e-5), it
+        assert max_relative_error(got["grads"], want["grads"]) <= 1e-5, it
+        assert got["replica_max_rel_diff"] == 0.0
+    assert max_relative_error(runs[-1]["params"], ref[-1]["params"]) <= 1e-5
+    return first, jobs
+
+
+def _senders_into(plan: dict, rank: int) -> set[int]:
+    """Ranks that send rank `rank` forward activations."""
+    return {b["producer"]["rank"] for b in plan["ranks"][rank]["buffers"]
+            if b["producer"]["pass"] == "forward" and b["producer"]["rank"] != rank}
+
+
+def test_heterogeneous_dp_placement_matches_the_reference():
+    # Issue 12 item 5b: the vision encoder + projector at dp 2 on ranks 0-1, the LLM at pp 2 x
+    # dp 1 on ranks 2-3 (presets/placements/tiny-vlm-hetero-dp.yaml): one unfolded replica, each
+    # microbatch's images split over both encoder replicas and gathered into the LLM's first
+    # stage; the encoder's gradients all-reduced over ranks [0, 1].
+    first, jobs = _run_placement("tiny-vlm", "tiny-vlm-hetero-dp.yaml", "coco-llava")
+    assert [x["replica"] for x in first["ranks"]] == [0, 0, 0, 0]
+    plan = jobs[0]["plan"]
+    assert _senders_into(plan, 2) == {0, 1}
+    reduces = {(a["module"], tuple(a["ranks"])) for r in plan["ranks"] for a in r["actions"]
+               if a["op"] == "all_reduce_grads"}
+    assert (0, (0, 1)) in reduces and (1, (0, 1)) in reduces
+
+
+def test_modality_parallel_placement_matches_the_reference(valm_data):
+    # Issue 12 item 5c: tiny-valm with the vision branch on rank 0, the audio branch on rank 1,
+    # the LLM at pp 2 on ranks 2-3 (presets/placements/tiny-valm-modality-parallel.yaml).
+    _, jobs = _run_placement("tiny-valm", "tiny-valm-modality-parallel.yaml", valm_data)
+    assert _senders_into(jobs[0]["plan"], 2) == {0, 1}
