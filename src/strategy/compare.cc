@@ -185,19 +185,25 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, i
   data::BatchingReport used;
   WEFT_ASSIGN_OR_RETURN(auto batches,
                         data::MakeBatches(job.model, read.samples, batching, &used));
+  std::string short_note;
   if (batches.empty()) {
-    return InvalidArgumentError(
-        setup.data_name + ": " + std::to_string(used.packing.sequences) +
-        " packed sequence(s) from " + std::to_string(used.packing.samples_packed) +
-        " sample(s); a batch needs " + std::to_string(setup.sequences_per_batch) +
-        " (set --sequences to at most " + std::to_string(used.packing.sequences) + ")");
+    // Less than one batch in the whole file: that short batch is the data (said below).
+    batching.drop_last = false;
+    WEFT_ASSIGN_OR_RETURN(batches, data::MakeBatches(job.model, read.samples, batching, &used));
+    if (batches.empty()) {
+      return InvalidArgumentError(setup.data_name + ": no sample could be packed into " +
+                                  std::to_string(setup.context_tokens) + "-token sequences");
+    }
+    short_note = "; the whole file packs into " + std::to_string(used.packing.sequences) +
+                 " sequence(s), fewer than a batch of " +
+                 std::to_string(setup.sequences_per_batch) + ": every iteration uses them";
   }
   const int64_t given = static_cast<int64_t>(read.samples.size()) + read.num_malformed;
   const int64_t unused = read.num_malformed +
                          static_cast<int64_t>(used.packing.rejected_ids.size()) +
                          used.samples_in_dropped_batch;
-  if (warning != nullptr &&
-      (read.num_malformed > 0 || used.sequences_in_dropped_batch > 0 || 100 * unused > given)) {
+  if (warning != nullptr && (read.num_malformed > 0 || used.sequences_in_dropped_batch > 0 ||
+                             100 * unused > given || !short_note.empty())) {
     *warning = setup.data_name + ": " + std::to_string(given) + " records given, " +
                std::to_string(given - unused) + " samples used (" +
                std::to_string(read.num_malformed) + " malformed, " +
@@ -205,7 +211,7 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, i
                " rejected by packing into " + std::to_string(setup.context_tokens) +
                "-token sequences, " + std::to_string(used.samples_in_dropped_batch) +
                " in a short last batch of " + std::to_string(used.sequences_in_dropped_batch) +
-               " sequence(s), dropped)";
+               " sequence(s), dropped)" + short_note;
   }
   for (int64_t it = first; it < first + count; ++it) {
     const int64_t n = static_cast<int64_t>(batches.size());
