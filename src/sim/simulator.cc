@@ -249,33 +249,34 @@ double TransferTimeS(int64_t bytes, LinkKind link, const spec::ClusterSpec& clus
          static_cast<double>(bytes) / (spec.bandwidth_bytes_per_s * cluster.efficiency.network);
 }
 
+// Ring all-reduce of `bytes` over d members whose GPUs span [first_gpu, first_gpu + span):
+// reduce-scatter + all-gather, each (d−1) steps of bytes/d, on NVLink if the span is one node.
+double RingAllReduceTimeS(int d, int64_t bytes, int first_gpu, int span,
+                          const spec::ClusterSpec& cluster) {
+  if (d <= 1 || bytes <= 0) return 0.0;
+  const bool intra = cluster.gpus_per_node > 0 && OneNode(first_gpu, span, cluster);
+  const spec::LinkSpec& spec = intra ? cluster.intra_node : cluster.inter_node;
+  return 2.0 * (d - 1) * spec.latency_s +
+         2.0 * (d - 1) / d * static_cast<double>(bytes) /
+             (spec.bandwidth_bytes_per_s * cluster.efficiency.network);
+}
+
 double GradSyncTimeS(const graph::DeviceGroup& group, const spec::ClusterSpec& cluster) {
-  if (group.dp <= 1 || group.grad_sync_bytes <= 0) return 0.0;
   const int d = group.dp;
   const int span = (d - 1) * group.DpStrideGpus() + group.num_gpus;
-  const bool intra = cluster.gpus_per_node > 0 && OneNode(group.first_gpu, span, cluster);
-  const spec::LinkSpec& spec = intra ? cluster.intra_node : cluster.inter_node;
-  // Ring all-reduce: reduce-scatter + all-gather, each (d−1) steps of bytes/d.
-  return 2.0 * (d - 1) * spec.latency_s +
-         2.0 * (d - 1) / d * static_cast<double>(group.grad_sync_bytes) /
-             (spec.bandwidth_bytes_per_s * cluster.efficiency.network);
+  return RingAllReduceTimeS(d, group.grad_sync_bytes, group.first_gpu, span, cluster);
 }
 
 // Ring all-reduce of `sync.bytes` over the set's groups: NVLink if they all share one node.
 double GradSyncSetTimeS(const graph::StageGraph& graph, const graph::GradSync& sync,
                         const spec::ClusterSpec& cluster) {
-  const int d = static_cast<int>(sync.groups.size());
-  if (d <= 1 || sync.bytes <= 0) return 0.0;
   int lo = std::numeric_limits<int>::max(), hi = 0;
   for (GroupId g : sync.groups) {
     lo = std::min(lo, graph.group(g).first_gpu);
     hi = std::max(hi, graph.group(g).first_gpu + graph.group(g).num_gpus);
   }
-  const bool intra = cluster.gpus_per_node > 0 && OneNode(lo, hi - lo, cluster);
-  const spec::LinkSpec& spec = intra ? cluster.intra_node : cluster.inter_node;
-  return 2.0 * (d - 1) * spec.latency_s +
-         2.0 * (d - 1) / d * static_cast<double>(sync.bytes) /
-             (spec.bandwidth_bytes_per_s * cluster.efficiency.network);
+  return RingAllReduceTimeS(static_cast<int>(sync.groups.size()), sync.bytes, lo, hi - lo,
+                            cluster);
 }
 
 double OptimizerStepTimeS(const graph::DeviceGroup& group, const spec::ClusterSpec& cluster) {

@@ -249,11 +249,7 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
   cmp.cluster = setup->cluster_name;
   cmp.num_gpus = setup->job.cluster.TotalGpus();
   cmp.data_profile = setup->data_name;
-  cmp.planning_budget =
-      options.budget.work_budget > 0
-          ? "work " + std::to_string(options.budget.work_budget) + " units (deterministic)"
-          : "wall clock " + std::to_string(static_cast<int64_t>(options.budget.time_budget_s * 1000)) +
-                " ms";
+  cmp.planning_budget = DescribeBudget(options.budget);
   cmp.num_iterations = options.iterations;
   if (std::find(names.begin(), names.end(), options.baseline) != names.end()) {
     cmp.baseline = options.baseline;

@@ -146,6 +146,13 @@ Status Placement::Validate(const spec::ModelSpec& model) const {
   return OkStatus();
 }
 
+std::string DescribeBudget(const PlanBudget& budget) {
+  return budget.work_budget > 0
+             ? "work " + std::to_string(budget.work_budget) + " units (deterministic)"
+             : "wall clock " + std::to_string(static_cast<int64_t>(budget.time_budget_s * 1000)) +
+                   " ms";
+}
+
 std::vector<std::string> StrategyNames() {
   std::vector<std::string> names;
   for (const auto& entry : internal::Registry()) names.emplace_back(entry.name);

@@ -292,7 +292,7 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
       std::cout << "iteration " << it << ": simulated " << e.iteration_time_s << " s";
       if (n > 1) std::cout << " (slowest of " << n << " DP replicas: " << e.slowest_replica << ")";
       std::cout << "; planned in " << p.plan.plan_time_s * 1e3 << " ms (budget "
-                << DescribeBudget(planner.options().budget) << ")" << (p.plan.notes.empty() ? "" : "; " + p.plan.notes) << "\n";
+                << strategy::DescribeBudget(planner.options().budget) << ")" << (p.plan.notes.empty() ? "" : "; " + p.plan.notes) << "\n";
       const size_t show = lines.size() <= 8 ? lines.size() : 4;
       for (size_t i = 0; i < show; ++i) std::cout << "  " << lines[i] << "\n";
       if (show < lines.size()) {

@@ -78,9 +78,6 @@ struct Placement {
   std::vector<bool> replicated;                // indexed by module (empty = none)
   bool unfolded = false;
   std::vector<graph::GradSync> grad_syncs;     // unfolded: filled by FillGroupStateBytes
-  // GPUs of the cluster the placement may use (unfolded: for idle-GPU accounting; 0 = the
-  // groups' GPUs).
-  int cluster_gpus = 0;
 
   std::vector<int> ChunksOf(int module) const;   // replica 0's, indices into `chunks`, layer order
   std::vector<int> ChunksOf(int module, int replica) const;
@@ -139,6 +136,9 @@ struct PlanBudget {
   // returns its best plan so far. May be null.
   const std::atomic<bool>* interrupt = nullptr;
 };
+
+// "work 100 units (deterministic)" or "wall clock 1000 ms", for headers and JSON.
+std::string DescribeBudget(const PlanBudget& budget);
 
 class Strategy {
  public:

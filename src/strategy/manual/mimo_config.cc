@@ -11,6 +11,7 @@
 
 #include "weft/data/workload.h"
 #include "weft/spec/parallel.h"
+#include "strict_yaml.h"
 
 namespace weft::strategy::manual {
 namespace {
@@ -36,38 +37,12 @@ std::string Field(const MimoModuleParallelism& m, std::string_view field) {
 
 StatusOr<int> ReadInt(const YAML::Node& node, std::string_view source, std::string_view path,
                       int min_value) {
-  if (!node.IsScalar()) return Bad(source, fmt::format("{} must be an integer", path));
-  long long v = 0;
-  try {
-    size_t used = 0;
-    const std::string text = node.Scalar();
-    v = std::stoll(text, &used);
-    if (used != text.size()) throw std::invalid_argument("trailing");
-  } catch (...) {
-    return Bad(source, fmt::format("{} = '{}'; must be an integer", path,
-                                   node.Scalar().substr(0, 40)));
-  }
-  if (v < min_value || v > kMaxRanks) {
-    return Bad(source, fmt::format("{} = {}; must be in [{}, {}]", path, v, min_value, kMaxRanks));
-  }
-  return static_cast<int>(v);
+  return internal::ReadBoundedInt(node, source, path, min_value, kMaxRanks);
 }
 
 Status CheckKeys(const YAML::Node& node, std::string_view source, std::string_view path,
                  const std::vector<std::string>& known) {
-  if (!node.IsMap()) return Bad(source, fmt::format("{} must be a map", path));
-  std::set<std::string> seen;
-  for (const auto& kv : node) {
-    const std::string key = kv.first.as<std::string>("");
-    if (!seen.insert(key).second) {
-      return Bad(source, fmt::format("{}.{} appears twice; keys must be unique", path, key));
-    }
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      return Bad(source, fmt::format("{}.{} is not a known key; known: {}", path, key,
-                                     fmt::join(known, ", ")));
-    }
-  }
-  return OkStatus();
+  return internal::CheckMapKeys(node, source, path, known);
 }
 
 std::string ModuleNames(const spec::ModelSpec& model) {

@@ -14,6 +14,7 @@
 #include "weft/sched/generators.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/graph_builder.h"
+#include "strict_yaml.h"
 #include "weft/strategy/manual/mimo_config.h"
 
 namespace weft::strategy::manual {
@@ -29,40 +30,15 @@ class Reader {
     return InvalidArgumentError(fmt::format("{}: {}{}", source_, field, rule));
   }
 
-  // A map whose keys are all in `known` (else "did you mean" the closest).
+  // A map whose keys are all in `known`.
   Status CheckKeys(const YAML::Node& node, std::string_view path,
                    const std::vector<std::string>& known) const {
-    if (!node.IsMap()) return Bad(path, " must be a map");
-    std::set<std::string> seen;
-    for (const auto& kv : node) {
-      const std::string key = kv.first.as<std::string>("");
-      if (!seen.insert(key).second) {
-        return Bad(fmt::format("{}.{}", path, key), " appears twice; keys must be unique");
-      }
-      if (std::find(known.begin(), known.end(), key) == known.end()) {
-        return Bad(fmt::format("{}.{}", path, key),
-                   fmt::format(" is not a known key; known: {}", fmt::join(known, ", ")));
-      }
-    }
-    return OkStatus();
+    return internal::CheckMapKeys(node, source_, path, known);
   }
 
   StatusOr<int> Int(const YAML::Node& node, std::string_view path, int min_value,
                     int max_value) const {
-    if (!node.IsScalar()) return Bad(path, " must be an integer");
-    long long v = 0;
-    try {
-      size_t used = 0;
-      const std::string text = node.Scalar();
-      v = std::stoll(text, &used);
-      if (used != text.size()) throw std::invalid_argument("trailing");
-    } catch (...) {
-      return Bad(path, fmt::format(" = '{}'; must be an integer", node.Scalar().substr(0, 40)));
-    }
-    if (v < min_value || v > max_value) {
-      return Bad(path, fmt::format(" = {}; must be in [{}, {}]", v, min_value, max_value));
-    }
-    return static_cast<int>(v);
+    return internal::ReadBoundedInt(node, source_, path, min_value, max_value);
   }
 
  private:
@@ -331,7 +307,6 @@ StatusOr<Placement> BuildPlacement(const PlacementSpec& spec, const spec::ModelS
   }
   Placement placement;
   placement.unfolded = true;
-  placement.cluster_gpus = cluster.TotalGpus();
   // Groups of modules with GPUs of their own: [module][stage][replica] -> group id.
   std::vector<std::vector<std::vector<graph::GroupId>>> group_of(n);
   for (int m = 0; m < n; ++m) {
