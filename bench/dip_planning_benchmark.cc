@@ -8,7 +8,7 @@
 //
 // Cases (VLM-XL on 1,024 GPUs: TP 8 × PP <arg> × DP 1024/(8·PP); laion data, seed 1; the
 // per-replica numbers do not depend on the DP size, which only multiplies the work):
-//  - DipNoSearch/<pp>: Planner::Plan with a 1 µs budget: every replica takes dip's hurried path
+//  - DipNoSearch/pp:<pp>/threads:<t>: Planner::Plan with a 1 µs budget on t threads: every replica takes dip's hurried path
 //    (fast graph + dual-queue / rule decode, the recompute variants, the greedy per-rank
 //    selection with its buffer check, no search, no CBC), plus the evaluation of every replica.
 //    Counter per_replica_ms = wall time / DP replicas.
@@ -49,9 +49,10 @@ spec::Batch FirstBatch(const Planner& planner) {
   return (*batches)[0];
 }
 
-PlanBudget NoSearch() {
+PlanBudget NoSearch(int threads = 1) {
   PlanBudget budget;
   budget.time_budget_s = kNoSearchBudgetS;
+  budget.threads = threads;
   return budget;
 }
 
@@ -60,7 +61,7 @@ void BM_DipNoSearch(benchmark::State& state) {
   const spec::Batch batch = FirstBatch(*planner);
   const int replicas = planner->job().DataParallelSize();
   for (auto _ : state) {
-    auto planned = planner->Plan(batch, NoSearch());
+    auto planned = planner->Plan(batch, NoSearch(static_cast<int>(state.range(1))));
     if (!planned.ok()) state.SkipWithError(planned.status().ToString().c_str());
     benchmark::DoNotOptimize(planned);
   }
@@ -68,7 +69,14 @@ void BM_DipNoSearch(benchmark::State& state) {
   state.counters["per_replica_ms"] = benchmark::Counter(
       replicas / 1e3, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_DipNoSearch)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DipNoSearch)
+    ->ArgNames({"pp", "threads"})
+    ->Args({8, 1})
+    ->Args({8, 2})
+    ->Args({16, 1})
+    ->Args({16, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_BuildStageGraph(benchmark::State& state) {
   auto planner = MakeVlmXl(static_cast<int>(state.range(0)));

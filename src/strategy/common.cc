@@ -1,5 +1,7 @@
 #include "weft/strategy/common.h"
 
+#include "weft/common/parallel.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -123,6 +125,13 @@ StatusOr<Placement> ChainPlacement(const Job& job, const std::vector<int>& modul
 
 StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
                                      const spec::Batch& batch, const ScheduleFn& schedule) {
+  return PlanReplicas(
+      job, plan, batch, [&](int, const graph::StageGraph& g) { return schedule(g); }, 1);
+}
+
+StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
+                                     const spec::Batch& batch, const ReplicaScheduleFn& schedule,
+                                     int threads) {
   const auto start = std::chrono::steady_clock::now();
   const Placement& placement = plan.placement;
   const int anchor = std::max(0, data::FirstLlmModule(job.model));
@@ -155,12 +164,15 @@ StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
     split.replicas.assign(1, std::move(joint));
   }
   const int llm = data::FirstLlmModule(job.model);
-  for (auto& microbatches : split.replicas) {
-    ReplicaPlan replica;
+  out.replicas.resize(split.replicas.size());
+  WEFT_RETURN_IF_ERROR(ParallelFor(static_cast<int>(split.replicas.size()), threads,
+                                   [&](int r) -> Status {
+    Microbatches& microbatches = split.replicas[r];
+    ReplicaPlan& replica = out.replicas[r];
     WEFT_ASSIGN_OR_RETURN(replica.graph,
                           BuildStageGraph(job.model, plan.placement, batch, microbatches,
                                           *job.cost_model, job.workload, options));
-    WEFT_ASSIGN_OR_RETURN(replica.schedule, schedule(replica.graph));
+    WEFT_ASSIGN_OR_RETURN(replica.schedule, schedule(r, replica.graph));
     for (const auto& mb : microbatches) {
       for (int seq : mb) {
         if (batch.sequences.empty()) {
@@ -175,9 +187,11 @@ StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
         replica.tokens += static_cast<double>(w.TotalTokens());
       }
     }
-    for (const auto& stage : replica.graph.stages()) out.model_flops += stage.flops;
     replica.microbatches = std::move(microbatches);
-    out.replicas.push_back(std::move(replica));
+    return OkStatus();
+  }));
+  for (const ReplicaPlan& replica : out.replicas) {
+    for (const auto& stage : replica.graph.stages()) out.model_flops += stage.flops;
   }
   out.plan_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

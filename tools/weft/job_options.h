@@ -40,6 +40,7 @@ inline constexpr int64_t kDefaultWorkBudget = 100;  // dip: 0.37 s (vlm-m) to 1.
 struct BudgetFlags {
   double budget_ms = 0;                   // > 0: wall clock
   int64_t budget_work = kDefaultWorkBudget;
+  int threads = 1;                        // planning threads (DIP: DP replicas in parallel)
 };
 
 inline void AddBudgetOptions(CLI::App* cmd, BudgetFlags& b) {
@@ -49,6 +50,10 @@ inline void AddBudgetOptions(CLI::App* cmd, BudgetFlags& b) {
       ->capture_default_str();
   cmd->add_option("--budget-ms", b.budget_ms,
                   "wall-clock planning budget per iteration instead (plans then vary run to run)");
+  cmd->add_option("--threads", b.threads,
+                  "planning threads of search strategies (dip: DP replicas planned in parallel; "
+                  "under --budget-work the plan does not depend on it), 1..256")
+      ->capture_default_str();
 }
 
 // The PlanBudget of the flags, or InvalidArgument naming the flag.
@@ -61,7 +66,12 @@ inline StatusOr<strategy::PlanBudget> MakePlanBudget(const BudgetFlags& b) {
     return InvalidArgumentError("--budget-work = " + std::to_string(b.budget_work) +
                                 "; must be in [1, 100000000]");
   }
+  if (b.threads < 1 || b.threads > 256) {
+    return InvalidArgumentError("--threads = " + std::to_string(b.threads) +
+                                "; must be in [1, 256]");
+  }
   strategy::PlanBudget p;
+  p.threads = b.threads;
   if (b.budget_ms > 0) {
     p.time_budget_s = b.budget_ms / 1000.0;
     p.work_budget = 0;

@@ -38,11 +38,19 @@ StaticPlan MakeStaticPlan(Placement placement, std::string_view description,
 std::vector<spec::ModuleParallel> ModuleParallels(const Job& job);
 
 using ScheduleFn = std::function<StatusOr<sched::Schedule>(const graph::StageGraph&)>;
+// Same with the index of the replica whose graph it orders.
+using ReplicaScheduleFn =
+    std::function<StatusOr<sched::Schedule>(int replica, const graph::StageGraph&)>;
 
 // Splits the batch over DP replicas and microbatches, builds one graph per replica with the
 // static plan's options and orders it with `schedule`.
 StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
                                      const spec::Batch& batch, const ScheduleFn& schedule);
+// Same, replicas built and ordered on up to `threads` threads (common/parallel.h: the plan does
+// not depend on the thread count; `schedule` runs concurrently for different replicas).
+StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
+                                     const spec::Batch& batch, const ReplicaScheduleFn& schedule,
+                                     int threads);
 
 // Simulates every replica of an iteration plan. The iteration time is the slowest replica's.
 struct IterationEvaluation {

@@ -130,6 +130,8 @@ struct IterationPlan {
 struct PlanBudget {
   double time_budget_s = 1.0;
   int64_t work_budget = 0;   // deterministic work units (0 = unlimited)
+  // Planning threads (dip: DP replicas in parallel; each search on one thread under a work
+  // budget, so the plan does not depend on the count).
   int threads = 1;
   uint64_t seed = 0;         // search seed; 0 = the job's seed
   // Set by the caller (e.g. PlannerService's destructor) to stop a search early; the strategy

@@ -2,6 +2,8 @@
 // reordering and the §5.3 per-layer memory optimization (memory.h) (PlanIteration).
 #include "weft/strategy/dip/dip.h"
 
+#include "weft/common/parallel.h"
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -251,9 +253,19 @@ void PolishOrder(SearchResult& best, const Evaluator& evaluate, int64_t max_eval
 // §5.1 + §5.2: the default dual-queue schedule, improved by MCTS over segment priorities, then
 // polished by adjacent swaps.
 // `evaluate` scores a schedule of `g` (nullptr: simulate `g` as it is).
+// The orders a search starts from: the dual-queue order and the rule order of one graph. Both
+// depend only on the graph, so searches of the same graph with different evaluators share them.
+struct StartOrders {
+  std::optional<sched::Schedule> dual_queue;
+  std::optional<sched::Schedule> rule;  // nullopt: no rule order for this graph
+  double dual_queue_decode_s = 0;
+};
+
+// `start_orders`: the graph's start orders, filled on first use (nullptr: not kept).
 StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g, bool search,
                                       const PlanBudget& budget, double time_share,
-                                      const DipOptions& options, Evaluator evaluate = nullptr) {
+                                      const DipOptions& options, Evaluator evaluate = nullptr,
+                                      StartOrders* start_orders = nullptr) {
   const bool custom_evaluator = static_cast<bool>(evaluate);
   if (!evaluate) {
     evaluate = [&](const sched::Schedule& s) { return Evaluate(g, s, job.cluster); };
@@ -261,20 +273,30 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   auto dq = std::make_shared<DualQueueOptions>();
   dq->activation_cap_bytes = ActivationCaps(g, job.cluster);
   dq->cluster = &job.cluster;
+  StartOrders local;
+  StartOrders* orders = start_orders != nullptr ? start_orders : &local;
+  if (!orders->dual_queue) {
+    const auto decode_start = std::chrono::steady_clock::now();
+    WEFT_ASSIGN_OR_RETURN(orders->dual_queue, DualQueueSchedule(g, *dq));
+    orders->dual_queue_decode_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - decode_start).count();
+    if (auto rule = RuleSchedule(g); rule.ok()) orders->rule = std::move(*rule);
+  }
   SearchResult best;
-  const auto decode_start = std::chrono::steady_clock::now();
-  WEFT_ASSIGN_OR_RETURN(best.schedule, DualQueueSchedule(g, *dq));
+  best.schedule = *orders->dual_queue;
+  const auto evaluate_start = std::chrono::steady_clock::now();
   best.score = evaluate(best.schedule);
   // Wall time of one decode + evaluation: what each MCTS rollout costs.
   const double evaluation_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - decode_start).count();
+      orders->dual_queue_decode_s +
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - evaluate_start).count();
   best.schedule.name = "dip-interleave";
   // Keep the best seen: the rule order is a candidate too (the dual-queue rules are a heuristic
   // and can lose a fraction of a percent to 1F1B on balanced graphs).
-  if (auto rule = RuleSchedule(g); rule.ok()) {
-    const Score score = evaluate(*rule);
+  if (orders->rule) {
+    const Score score = evaluate(*orders->rule);
     if (score.Cost() < best.score.Cost()) {
-      best.schedule = std::move(*rule);
+      best.schedule = *orders->rule;
       best.score = score;
     }
   }
@@ -361,6 +383,8 @@ struct MemoryCandidate {
 struct FittedChoice {
   MemoryChoice choice;
   Score score;
+  // (group, simulated P2P buffer peak) of every group that ran out of memory.
+  std::vector<std::pair<int, int64_t>> oom_buffers;
 };
 
 // What dip's memory step did over the replicas of an iteration (the iteration's notes).
@@ -414,28 +438,41 @@ struct MemoryTally {
 // The per-rank selection caps activations only; the simulation also counts the compiled plan's
 // P2P buffers (exactly: docs/simulator.md). `reserve` (per group, grown here) lowers the caps;
 // while a group peaks above the capacity, raise its reserve to its simulated buffer peak and
-// select again (at most `rounds` times).
+// select again (at most `rounds` times). `first`, when given, is this schedule's selection
+// under an empty reserve, already made (it stands for the first round when `reserve` is empty).
 StatusOr<FittedChoice> SelectFitting(const Job& job, const MemoryOptimizer& memory,
                                      const sched::Schedule& schedule,
                                      algo::LiveSelectionMethod method, int rounds,
-                                     std::vector<int64_t>& reserve) {
+                                     std::vector<int64_t>& reserve,
+                                     const FittedChoice* first = nullptr) {
   const sim::SimOptions options{.record_transfers = false,
                                 .record_memory_curves = false,
                                 .validate_schedule = false};
+  const bool reuse_first =
+      first != nullptr &&
+      std::all_of(reserve.begin(), reserve.end(), [](int64_t bytes) { return bytes == 0; });
   for (int round = 0;; ++round) {
-    WEFT_ASSIGN_OR_RETURN(MemoryChoice choice, memory.Optimize(schedule, method, reserve));
-    auto t = sim::Simulate(choice.graph, schedule, job.cluster, options);
-    if (!t.ok()) return FittedChoice{std::move(choice), Score{}};
-    bool grew = false;
-    if (round < rounds) {
-      reserve.resize(choice.graph.num_groups(), 0);
+    FittedChoice fitted;
+    if (round == 0 && reuse_first) {
+      fitted = *first;
+    } else {
+      WEFT_ASSIGN_OR_RETURN(fitted.choice, memory.Optimize(schedule, method, reserve));
+      auto t = sim::Simulate(fitted.choice.graph, schedule, job.cluster, options);
+      if (!t.ok()) return fitted;
+      fitted.score = Score{t->iteration_time_s, !t->oom.empty()};
       for (const sim::OutOfMemory& o : t->oom) {
-        const int64_t buffers = t->groups[o.group].peak_buffer_bytes;
-        grew = grew || buffers > reserve[o.group];
-        reserve[o.group] = std::max(reserve[o.group], buffers);
+        fitted.oom_buffers.emplace_back(o.group, t->groups[o.group].peak_buffer_bytes);
       }
     }
-    if (!grew) return FittedChoice{std::move(choice), Score{t->iteration_time_s, !t->oom.empty()}};
+    bool grew = false;
+    if (round < rounds) {
+      reserve.resize(fitted.choice.graph.num_groups(), 0);
+      for (const auto& [group, buffers] : fitted.oom_buffers) {
+        grew = grew || buffers > reserve[group];
+        reserve[group] = std::max(reserve[group], buffers);
+      }
+    }
+    if (!grew) return fitted;
   }
 }
 
@@ -478,11 +515,12 @@ class DipStrategy final : public Strategy {
   // dip-partition-only, dip-interleave, dip-reorder: one uniform recompute level per replica.
   StatusOr<IterationPlan> PlanUniformLevels(const Job& job, const StaticPlan& plan,
                                             const spec::Batch& batch, const PlanBudget& budget,
-                                            double share) const;
+                                            double share, int workers) const;
   // dip, step 1: every replica's graph without recomputation, searched (MCTS + polish).
   StatusOr<IterationPlan> PlanFastGraphs(const Job& job, const StaticPlan& plan,
                                          const spec::Batch& batch, const PlanBudget& budget,
-                                         double share, std::vector<Score>& scores) const;
+                                         double share, int workers,
+                                         std::vector<Score>& scores) const;
   // dip, step 2: the best memory candidate of one replica (per-layer §5.3 options or a uniform
   // level), searched unless `hurry`; nullopt when none could be made.
   StatusOr<std::optional<MemoryCandidate>> ChooseReplicaMemory(
@@ -601,22 +639,35 @@ StatusOr<StaticPlan> DipStrategy::Prepare(const Job& job) const {
 StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticPlan& plan,
                                                    const spec::Batch& batch,
                                                    const PlanBudget& budget) const {
+  // Replicas are independent: with budget.threads > 1 they are planned concurrently (the plan
+  // does not depend on how replicas are spread over threads). Under a work budget each search
+  // runs on one thread (MCTS is deterministic only there); under a wall-clock budget on
+  // threads / workers threads.
+  const int dp = std::max(1, job.DataParallelSize());
+  const int workers = std::clamp(budget.threads, 1, dp);
+  PlanBudget replica_budget = budget;
+  replica_budget.threads =
+      budget.work_budget > 0 ? 1 : std::max(1, budget.threads / workers);
   // Search time per DP replica; `dip` keeps a fifth of the budget for graph builds, the per-rank
   // selections and the buffer check around its searches, the variants a twentieth for their
   // graph builds and simulations.
-  const double share = (variant_ == DipVariant::kFull ? 0.8 : 0.95) /
-                       std::max(1, job.DataParallelSize());
-  if (variant_ != DipVariant::kFull) return PlanUniformLevels(job, plan, batch, budget, share);
+  const double share = (variant_ == DipVariant::kFull ? 0.8 : 0.95) * workers / dp;
+  if (variant_ != DipVariant::kFull) {
+    return PlanUniformLevels(job, plan, batch, replica_budget, share, workers);
+  }
   // dip: reorder on the fastest graph (no recomputation); reorder again scoring each schedule
   // after the per-rank §5.3 selection (greedy inside the search, CBC on the final schedule);
   // reorder on the uniform selective and full graphs; keep the fastest that fits.
   const auto start = std::chrono::steady_clock::now();
-  std::vector<Score> scores;
-  WEFT_ASSIGN_OR_RETURN(IterationPlan out,
-                        PlanFastGraphs(job, plan, batch, budget, share, scores));
-  MemoryTally tally;
+  std::vector<Score> scores(dp);
+  WEFT_ASSIGN_OR_RETURN(IterationPlan out, PlanFastGraphs(job, plan, batch, replica_budget, share,
+                                                          workers, scores));
   const bool time_mode = budget.work_budget <= 0 && budget.time_budget_s > 0;
-  for (size_t r = 0; r < out.replicas.size() && r < scores.size(); ++r) {
+  const int replicas = static_cast<int>(std::min(out.replicas.size(), scores.size()));
+  enum class Outcome { kKept, kSkipped, kHurried, kSearched };
+  std::vector<Outcome> outcome(replicas, Outcome::kKept);
+  std::vector<std::optional<MemoryCandidate>> chosen(replicas);
+  WEFT_RETURN_IF_ERROR(ParallelFor(replicas, workers, [&](int r) -> Status {
     // Also when the fastest graph fits (a memory-capped schedule without recomputation can be
     // slower than one with per-layer options or a uniform level) — unless the time budget is
     // spent (many DP replicas): then only replicas that do not fit go on, without search or CBC
@@ -625,13 +676,20 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const bool hurry = time_mode && elapsed_s > budget.time_budget_s;
     if (!scores[r].oom && hurry) {
-      ++tally.skipped_replicas;
-      continue;
+      outcome[r] = Outcome::kSkipped;
+      return OkStatus();
     }
-    if (hurry) ++tally.hurried_replicas;
-    WEFT_ASSIGN_OR_RETURN(std::optional<MemoryCandidate> best,
-                          ChooseReplicaMemory(job, plan, batch, out.replicas[r].microbatches,
-                                              budget, share, hurry));
+    outcome[r] = hurry ? Outcome::kHurried : Outcome::kSearched;
+    WEFT_ASSIGN_OR_RETURN(chosen[r], ChooseReplicaMemory(job, plan, batch,
+                                                         out.replicas[r].microbatches,
+                                                         replica_budget, share, hurry));
+    return OkStatus();
+  }));
+  MemoryTally tally;
+  for (int r = 0; r < replicas; ++r) {
+    tally.skipped_replicas += outcome[r] == Outcome::kSkipped;
+    tally.hurried_replicas += outcome[r] == Outcome::kHurried;
+    std::optional<MemoryCandidate>& best = chosen[r];
     if (best && best->score.Cost() < scores[r].Cost()) {
       tally.Add(*best);
       out.replicas[r].graph = std::move(best->graph);
@@ -647,16 +705,19 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
 StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const StaticPlan& plan,
                                                     const spec::Batch& batch,
                                                     const PlanBudget& budget, double share,
+                                                    int workers,
                                                     std::vector<Score>& scores) const {
   StaticPlan fast = plan;
   fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
-  return PlanReplicas(job, fast, batch,
-                      [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
-                        WEFT_ASSIGN_OR_RETURN(
-                            auto r, SearchSchedule(job, g, true, budget, share / 3, options_));
-                        scores.push_back(r.score);
-                        return std::move(r.schedule);
-                      });
+  return PlanReplicas(
+      job, fast, batch,
+      [&](int r, const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
+        WEFT_ASSIGN_OR_RETURN(auto result,
+                              SearchSchedule(job, g, true, budget, share / 3, options_));
+        scores[r] = result.score;
+        return std::move(result.schedule);
+      },
+      workers);
 }
 
 // The replica graph at every uniform recompute level the memory optimizer reads (none,
@@ -703,11 +764,18 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
                                .selection = {.time_limit_s = budget.work_budget > 0 ? 0.0 : 0.02}}));
   // Inside the search one selection per schedule (its P2P buffers count; the candidates below
   // are fitted). Across the candidates the reserves carry over.
+  // Without search (hurry) the search evaluates only its start orders; the best one's selection
+  // is kept for the first candidate below instead of being made again.
+  std::optional<std::pair<sched::Schedule, FittedChoice>> best_evaluated;
   Evaluator evaluate = [&](const sched::Schedule& s) -> Score {
     std::vector<int64_t> no_reserve;
     auto fitted = SelectFitting(job, memory, s, algo::LiveSelectionMethod::kGreedy, 0, no_reserve);
     if (!fitted.ok()) return {};
-    return fitted->score;
+    const Score score = fitted->score;
+    if (hurry && (!best_evaluated || score.Cost() < best_evaluated->second.score.Cost())) {
+      best_evaluated.emplace(s, std::move(*fitted));
+    }
+    return score;
   };
   std::vector<int64_t> reserve;
   // Candidates: (a) the search scored after the per-rank selection (the dual-queue's memory caps
@@ -717,26 +785,31 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
   // as it is and after the per-rank selection. The best simulated one wins.
   std::optional<MemoryCandidate> best;
   auto consider = [&](const sched::Schedule& schedule, const graph::StageGraph* plain,
-                      Score plain_score) -> Status {
+                      Score plain_score, const FittedChoice* first) -> Status {
     if (plain != nullptr && (!best || plain_score.Cost() < best->score.Cost())) {
       best = MemoryCandidate{*plain, schedule, plain_score, {}, false};
     }
-    WEFT_ASSIGN_OR_RETURN(
-        FittedChoice fitted,
-        SelectFitting(job, memory, schedule, algo::LiveSelectionMethod::kGreedy, 3, reserve));
+    WEFT_ASSIGN_OR_RETURN(FittedChoice fitted,
+                          SelectFitting(job, memory, schedule, algo::LiveSelectionMethod::kGreedy,
+                                        3, reserve, first));
     if (!best || fitted.score.Cost() < best->score.Cost()) {
       graph::StageGraph g = std::move(fitted.choice.graph);
       best = MemoryCandidate{std::move(g), schedule, fitted.score, std::move(fitted.choice), true};
     }
     return OkStatus();
   };
+  StartOrders full_start;  // variants[2] is searched twice: with the selection, then as it is
   WEFT_ASSIGN_OR_RETURN(auto searched, SearchSchedule(job, variants[2], !hurry, budget, share / 3,
-                                                      options_, evaluate));
-  WEFT_RETURN_IF_ERROR(consider(searched.schedule, nullptr, {}));
+                                                      options_, evaluate, &full_start));
+  const bool reuse = best_evaluated && best_evaluated->first.order == searched.schedule.order;
+  WEFT_RETURN_IF_ERROR(
+      consider(searched.schedule, nullptr, {}, reuse ? &best_evaluated->second : nullptr));
+  best_evaluated.reset();
   for (int level : {1, 2}) {  // selective, full
-    WEFT_ASSIGN_OR_RETURN(auto uniform, SearchSchedule(job, variants[level], !hurry, budget,
-                                                       share / 6, options_));
-    WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score));
+    WEFT_ASSIGN_OR_RETURN(auto uniform,
+                          SearchSchedule(job, variants[level], !hurry, budget, share / 6, options_,
+                                         nullptr, level == 2 ? &full_start : nullptr));
+    WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score, nullptr));
   }
   if (best && best->per_layer && !hurry) {
     // CBC on the winner's selection (warm-started by the greedy one); kept if the span is not
@@ -756,7 +829,7 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
 StatusOr<IterationPlan> DipStrategy::PlanUniformLevels(const Job& job, const StaticPlan& plan,
                                                        const spec::Batch& batch,
                                                        const PlanBudget& budget,
-                                                       double share) const {
+                                                       double share, int workers) const {
   // Without §5.3 the variants use one uniform recompute level per replica: the StaticPlan's
   // when it names one (non-empty), else the fastest of none / selective / full whose plan fits (a
   // memory-capped schedule without recomputation can be slower than one with it).
@@ -779,23 +852,31 @@ StatusOr<IterationPlan> DipStrategy::PlanUniformLevels(const Job& job, const Sta
   for (size_t l = 0; l < levels.size(); ++l) {
     StaticPlan p = plan;
     p.recompute = levels[l];
-    std::vector<Score> scores;
-    dual_queue_fallback.emplace_back();
+    const int dp = std::max(1, job.DataParallelSize());
+    std::vector<Score> scores(dp);
+    std::vector<char> fell_back_by_replica(dp, 0);
     WEFT_ASSIGN_OR_RETURN(
         IterationPlan planned,
-        PlanReplicas(job, p, batch, [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
-          if (variant_ == DipVariant::kPartitionOnly) {
-            bool fell_back = false;
-            WEFT_ASSIGN_OR_RETURN(sched::Schedule s, RuleSchedule(g, &fell_back));
-            dual_queue_fallback.back().push_back(fell_back);
-            scores.push_back(Evaluate(g, s, job.cluster));
-            return s;
-          }
-          WEFT_ASSIGN_OR_RETURN(auto r, SearchSchedule(job, g, variant_ == DipVariant::kReorder,
-                                                       budget, level_share, options_));
-          scores.push_back(r.score);
-          return std::move(r.schedule);
-        }));
+        PlanReplicas(
+            job, p, batch,
+            [&](int r, const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
+              if (variant_ == DipVariant::kPartitionOnly) {
+                bool fell_back = false;
+                WEFT_ASSIGN_OR_RETURN(sched::Schedule s, RuleSchedule(g, &fell_back));
+                fell_back_by_replica[r] = fell_back;
+                scores[r] = Evaluate(g, s, job.cluster);
+                return s;
+              }
+              WEFT_ASSIGN_OR_RETURN(auto result,
+                                    SearchSchedule(job, g, variant_ == DipVariant::kReorder,
+                                                   budget, level_share, options_));
+              scores[r] = result.score;
+              return std::move(result.schedule);
+            },
+            workers));
+    scores.resize(planned.replicas.size());
+    dual_queue_fallback.emplace_back(fell_back_by_replica.begin(),
+                                     fell_back_by_replica.begin() + planned.replicas.size());
     plan_time_s += planned.plan_time_s;
     if (!out) {
       out = std::move(planned);

@@ -206,6 +206,43 @@ TEST(Dip, DeterministicUnderASeedWithAWorkBudget) {
   }
 }
 
+TEST(Dip, ReplicasPlannedOnSeveralThreadsGiveTheSamePlan) {
+  // Under a work budget every replica's search runs on one thread: the plan is the sequential
+  // one, whichever thread plans which replica, also with more threads than replicas.
+  for (auto variant : {DipVariant::kFull, DipVariant::kReorder}) {
+    JobOptions o;
+    o.model = "tiny-vlm";
+    o.gpus = 6;
+    o.pipeline_size = 2;
+    o.data = "mixed";
+    o.num_microbatches = 4;
+    auto setup = MakeJobSetup(o);
+    ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+    const int dp = (*setup)->job.DataParallelSize();
+    ASSERT_EQ(dp, 3);
+    auto strategy = MakeDipStrategy(variant);
+    const Job& job = (*setup)->job;
+    auto fixed = strategy->Prepare(job);
+    ASSERT_TRUE(fixed.ok());
+    auto batches = MakeIterationBatches(**setup, 0, 1);
+    ASSERT_TRUE(batches.ok());
+    PlanBudget one{.time_budget_s = 0, .work_budget = 10, .threads = 1};
+    PlanBudget spread = one;
+    spread.threads = dp + 2;
+    auto a = strategy->PlanIteration(job, *fixed, batches->front(), one);
+    auto b = strategy->PlanIteration(job, *fixed, batches->front(), spread);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
+    ASSERT_EQ(a->replicas.size(), b->replicas.size());
+    EXPECT_EQ(a->notes, b->notes);
+    EXPECT_DOUBLE_EQ(a->model_flops, b->model_flops);
+    for (size_t r = 0; r < a->replicas.size(); ++r) {
+      EXPECT_EQ(a->replicas[r].schedule.order, b->replicas[r].schedule.order) << "replica " << r;
+      EXPECT_EQ(a->replicas[r].microbatches, b->replicas[r].microbatches);
+      EXPECT_EQ(a->replicas[r].graph.num_stages(), b->replicas[r].graph.num_stages());
+    }
+  }
+}
+
 class DipAblation : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DipAblation, StepsNeverSlowTheIterationDown) {

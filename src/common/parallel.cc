@@ -1,0 +1,34 @@
+#include "weft/common/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+namespace weft {
+
+Status ParallelFor(int n, int threads, const std::function<Status(int)>& fn) {
+  std::vector<Status> status(std::max(0, n));
+  std::atomic<int> next{0};
+  const auto work = [&] {
+    for (int i = next.fetch_add(1); i < n; i = next.fetch_add(1)) status[i] = fn(i);
+  };
+  std::vector<std::thread> workers;
+  const int extra = std::min(threads, n) - 1;
+  for (int t = 0; t < extra; ++t) {
+    try {
+      workers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // the threads already started (and the caller) take the rest
+    }
+  }
+  work();
+  for (auto& w : workers) w.join();
+  for (const Status& s : status) {
+    if (!s.ok()) return s;
+  }
+  return OkStatus();
+}
+
+}  // namespace weft
