@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <tuple>
@@ -102,6 +103,11 @@ double ValidationPoint::RelativeError() const {
   return measured_s > 0 ? std::abs(predicted_s - measured_s) / measured_s : 0.0;
 }
 
+double ValidationPoint::SignedError() const {
+  return measured_s > 0 ? (predicted_s - measured_s) / measured_s : 0.0;
+}
+
+
 spec::ClusterSpec ReferenceH100Dgx() {
   spec::ClusterSpec c;
   c.name = "h100-dgx-reference";
@@ -158,12 +164,36 @@ StatusOr<std::vector<ValidationPoint>> ValidateVidurCompute(const std::string& c
                                                             double min_tokens) {
   using internal::Number;
   WEFT_ASSIGN_OR_RETURN(internal::Table t, internal::ReadTable(csv_path, ','));
-  const spec::ModuleSpec llama = Llama2_7bModule();
+  if (t.rows.empty()) return InvalidArgumentError(fmt::format("{}: no rows", csv_path));
+  // The profiled model, from the file's own columns (vidur writes them on every row).
+  spec::ModuleSpec llama = Llama2_7bModule();
+  {
+    const auto& row = t.rows.front();
+    WEFT_ASSIGN_OR_RETURN(double heads, Number(t, row, "n_head", csv_path));
+    WEFT_ASSIGN_OR_RETURN(double kv_heads, Number(t, row, "n_kv_head", csv_path));
+    WEFT_ASSIGN_OR_RETURN(double hidden, Number(t, row, "n_embd", csv_path));
+    WEFT_ASSIGN_OR_RETURN(double ffn, Number(t, row, "n_expanded_embd", csv_path));
+    WEFT_ASSIGN_OR_RETURN(double vocab, Number(t, row, "vocab_size", csv_path));
+    const int c_gated = t.Column("use_gated_mlp");
+    llama.num_attention_heads = static_cast<int>(heads);
+    llama.num_kv_groups = static_cast<int>(kv_heads);
+    llama.hidden_size = static_cast<int>(hidden);
+    llama.ffn_hidden_size = static_cast<int>(ffn);
+    llama.vocab_size = static_cast<int>(vocab);
+    if (c_gated >= 0 && c_gated < static_cast<int>(row.size())) {
+      llama.gated_mlp = row[c_gated] == "True" || row[c_gated] == "true" || row[c_gated] == "1";
+    }
+  }
+  // compute_<gpu>_<org>_<model>_mlp.csv -> <model>
+  std::string model = std::filesystem::path(csv_path).stem().string();
+  if (model.size() > 4 && model.ends_with("_mlp")) model.resize(model.size() - 4);
+  if (const size_t cut = model.rfind('_'); cut != std::string::npos) model = model.substr(cut + 1);
   // vidur column -> (weft op, layer holding it).
   const std::vector<std::pair<std::string, std::string>> ops = {
       {"attn_pre_proj", "qkv_proj"}, {"attn_post_proj", "out_proj"},
       {"mlp_up_proj", "mlp_up"},     {"mlp_down_proj", "mlp_down"},
       {"mlp_act", "mlp_act"},        {"input_layernorm", "input_norm"},
+      {"post_attention_layernorm", "post_attn_norm"},
       {"add", "residual_add"},       {"attn_rope", "rope"},
       {"emb", "embedding"}};
   // Mean of repeated (tokens, tp) rows, as MeasuredOpTable does.
@@ -190,6 +220,7 @@ StatusOr<std::vector<ValidationPoint>> ValidateVidurCompute(const std::string& c
                                    tp, op, cluster, options));
     points.push_back({.source = "vidur",
                       .gpu = gpu,
+                      .model = model,
                       .op = op,
                       .tp = tp,
                       .size = tokens,
@@ -223,6 +254,7 @@ StatusOr<std::vector<ValidationPoint>> ValidateDistcaAttention(const std::string
                                 static_cast<int>(tp), "attention", h100, options, true));
       points.push_back({.source = "distca",
                         .gpu = "h100",
+                        .model = "",
                         .op = "attention fwd+bwd (Megatron, 1 seq)",
                         .tp = static_cast<int>(tp),
                         .size = s,
@@ -247,6 +279,7 @@ StatusOr<std::vector<ValidationPoint>> ValidateDistcaAttention(const std::string
                                      static_cast<int>(tp), "attention", h100, options));
       points.push_back({.source = "distca",
                         .gpu = "h100",
+                        .model = "",
                         .op = "attention fwd (varlen, 32K packed)",
                         .tp = static_cast<int>(tp),
                         .size = static_cast<double>(per_doc),
@@ -283,6 +316,7 @@ StatusOr<std::vector<ValidationPoint>> ValidateCollectives(const std::string& di
       }
       points.push_back({.source = "vidur",
                         .gpu = "h100",
+                        .model = "",
                         .op = op,
                         .tp = static_cast<int>(n),
                         .size = bytes,
@@ -306,6 +340,7 @@ StatusOr<std::vector<ValidationPoint>> ValidateCollectives(const std::string& di
       else if (name != "all_reduce") continue;
       points.push_back({.source = "nccl-tests",
                         .gpu = "h100",
+                        .model = "",
                         .op = name,
                         .tp = static_cast<int>(n),
                         .size = bytes,
@@ -323,12 +358,24 @@ StatusOr<std::vector<ValidationPoint>> ValidateAll(const std::string& dir,
   const std::pair<const char*, spec::ClusterSpec> gpus[] = {{"h100", ReferenceH100Dgx()},
                                                             {"a100", ReferenceA100Dgx()}};
   for (const auto& [gpu, cluster] : gpus) {
-    WEFT_ASSIGN_OR_RETURN(
-        auto points,
-        ValidateVidurCompute(
-            fmt::format("{}/vidur/compute_{}_meta-llama_Llama-2-7b-hf_mlp.csv", dir, gpu), gpu,
-            cluster, options, min_tokens));
-    all.insert(all.end(), points.begin(), points.end());
+    // Every model profiled on this GPU, in name order (Llama-2-7B is required: it is the fit set).
+    std::vector<std::string> files;
+    std::error_code ec;
+    const std::string prefix = fmt::format("compute_{}_", gpu);
+    for (const auto& entry : std::filesystem::directory_iterator(dir + "/vidur", ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.starts_with(prefix) && name.ends_with("_mlp.csv")) files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) {
+      return NotFoundError(fmt::format("{}/vidur: no {}*_mlp.csv (vidur compute profiles)", dir,
+                                       prefix));
+    }
+    for (const std::string& file : files) {
+      WEFT_ASSIGN_OR_RETURN(auto points,
+                            ValidateVidurCompute(file, gpu, cluster, options, min_tokens));
+      all.insert(all.end(), points.begin(), points.end());
+    }
   }
   WEFT_ASSIGN_OR_RETURN(auto attention, ValidateDistcaAttention(dir, options));
   all.insert(all.end(), attention.begin(), attention.end());
@@ -337,37 +384,145 @@ StatusOr<std::vector<ValidationPoint>> ValidateAll(const std::string& dir,
   return all;
 }
 
+StatusOr<std::vector<ValidationPoint>> ValidateHarnessTable(const std::string& csv_path,
+                                                            const spec::ClusterSpec& cluster,
+                                                            const CostOptions& options) {
+  using internal::Number;
+  WEFT_ASSIGN_OR_RETURN(internal::Table t, internal::ReadTable(csv_path, ','));
+  const int c_kind = t.Column("kind");
+  const int c_op = t.Column("op");
+  if (c_kind < 0 || c_op < 0) {
+    return InvalidArgumentError(fmt::format("{}: columns op and kind are required", csv_path));
+  }
+  std::vector<ValidationPoint> points;
+  for (const auto& row : t.rows) {
+    if (c_kind >= static_cast<int>(row.size()) || c_op >= static_cast<int>(row.size())) {
+      return InvalidArgumentError(fmt::format("{}: short row", csv_path));
+    }
+    const std::string& kind = row[c_kind];
+    WEFT_ASSIGN_OR_RETURN(double ms, Number(t, row, "latency_ms", csv_path));
+    WEFT_ASSIGN_OR_RETURN(double bytes, Number(t, row, "bytes", csv_path));
+    WEFT_ASSIGN_OR_RETURN(double tokens, Number(t, row, "tokens", csv_path));
+    Op op;
+    double size = tokens;
+    double predicted_s = 0;
+    if (kind == "gemm") {
+      WEFT_ASSIGN_OR_RETURN(double m, Number(t, row, "m", csv_path));
+      WEFT_ASSIGN_OR_RETURN(double n, Number(t, row, "n", csv_path));
+      WEFT_ASSIGN_OR_RETURN(double k, Number(t, row, "k", csv_path));
+      op.kind = OpKind::kGemm;
+      op.gemm_m = m;
+      op.gemm_n = n;
+      op.gemm_k = k;
+      op.flops = 2 * m * n * k;
+      op.hbm_bytes = 2 * (m * k + k * n + m * n);
+      predicted_s = OpLatency(op, cluster, options);
+      size = m;
+    } else if (kind == "attention") {
+      WEFT_ASSIGN_OR_RETURN(double heads, Number(t, row, "heads", csv_path));
+      WEFT_ASSIGN_OR_RETURN(double head_dim, Number(t, row, "head_dim", csv_path));
+      WEFT_ASSIGN_OR_RETURN(double causal, Number(t, row, "causal", csv_path));
+      op.kind = OpKind::kAttention;
+      op.flops = 4 * tokens * tokens * head_dim * heads * (causal != 0 ? 0.5 : 1.0);
+      op.hbm_bytes = bytes;
+      op.attention_mean_tokens = tokens;
+      op.attention_segment_heads = heads;
+      predicted_s = OpLatency(op, cluster, options);
+    } else if (kind == "norm") {
+      op.kind = OpKind::kMemory;
+      op.memory_class = MemoryClass::kNorm;
+      op.hbm_bytes = bytes;
+      predicted_s = OpLatency(op, cluster, options);
+    } else if (kind == "h2d" || kind == "d2h") {
+      if (cluster.host_link_bandwidth_bytes_per_s <= 0) {
+        return InvalidArgumentError(fmt::format(
+            "cluster {}: host_link_bandwidth_bytes_per_s = {}; needed for {} rows", cluster.name,
+            cluster.host_link_bandwidth_bytes_per_s, kind));
+      }
+      predicted_s = bytes / cluster.host_link_bandwidth_bytes_per_s;
+      size = bytes;
+    } else {
+      return InvalidArgumentError(fmt::format(
+          "{}: kind = '{}'; must be gemm, attention, norm, h2d or d2h", csv_path, kind));
+    }
+    points.push_back({.source = "harness",
+                      .gpu = cluster.gpu.name,
+                      .model = "",
+                      .op = row[c_op],
+                      .tp = 1,
+                      .size = size,
+                      .measured_s = ms * 1e-3,
+                      .predicted_s = predicted_s});
+  }
+  return points;
+}
+
 std::vector<ValidationSummary> Summarize(const std::vector<ValidationPoint>& points) {
   std::vector<ValidationSummary> out;
-  std::vector<std::vector<double>> errors;
+  std::vector<std::vector<double>> errors, signed_errors;
   for (const ValidationPoint& p : points) {
     size_t i = 0;
-    while (i < out.size() && !(out[i].source == p.source && out[i].gpu == p.gpu && out[i].op == p.op)) {
+    while (i < out.size() && !(out[i].source == p.source && out[i].gpu == p.gpu &&
+                               out[i].model == p.model && out[i].op == p.op)) {
       ++i;
     }
     if (i == out.size()) {
-      out.push_back({.source = p.source, .gpu = p.gpu, .op = p.op});
+      out.push_back({.source = p.source, .gpu = p.gpu, .model = p.model, .op = p.op});
       errors.emplace_back();
+      signed_errors.emplace_back();
     }
     errors[i].push_back(p.RelativeError());
+    signed_errors[i].push_back(p.SignedError());
   }
+  auto median = [](std::vector<double>& e) {
+    std::sort(e.begin(), e.end());
+    const size_t n = e.size();
+    return n % 2 == 1 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
+  };
   for (size_t i = 0; i < out.size(); ++i) {
     std::vector<double>& e = errors[i];
-    std::sort(e.begin(), e.end());
     out[i].count = static_cast<int>(e.size());
-    const size_t n = e.size();
-    out[i].median_error = n % 2 == 1 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
+    out[i].median_error = median(e);
+    // Nearest rank: the smallest error at or above 90% of the points.
+    const size_t rank = static_cast<size_t>(std::ceil(0.9 * static_cast<double>(e.size())));
+    out[i].p90_error = e[std::max<size_t>(rank, 1) - 1];
     out[i].max_error = e.back();
+    out[i].median_signed_error = median(signed_errors[i]);
   }
   return out;
 }
 
 std::string SummaryMarkdown(const std::vector<ValidationSummary>& summaries) {
-  std::string s = "| source | gpu | op | points | median error | max error |\n";
-  s += "|---|---|---|---:|---:|---:|\n";
+  std::string s =
+      "| source | gpu | model | op | points | median error | p90 error | max error | bias |\n";
+  s += "|---|---|---|---|---:|---:|---:|---:|---:|\n";
   for (const ValidationSummary& v : summaries) {
-    s += fmt::format("| {} | {} | {} | {} | {:.1f}% | {:.1f}% |\n", v.source, v.gpu, v.op, v.count,
-                     100 * v.median_error, 100 * v.max_error);
+    s += fmt::format("| {} | {} | {} | {} | {} | {:.1f}% | {:.1f}% | {:.1f}% | {:+.1f}% |\n",
+                     v.source, v.gpu, v.model.empty() ? "-" : v.model, v.op, v.count,
+                     100 * v.median_error, 100 * v.p90_error, 100 * v.max_error,
+                     100 * v.median_signed_error);
+  }
+  return s;
+}
+
+std::string CompareMarkdown(const std::vector<ValidationSummary>& before,
+                            const std::vector<ValidationSummary>& after) {
+  std::string s = "| op | model | gpu | source | points | median error | p90 error | bias |\n";
+  s += "|---|---|---|---|---:|---:|---:|---:|\n";
+  for (const ValidationSummary& a : after) {
+    const ValidationSummary* b = nullptr;
+    for (const ValidationSummary& c : before) {
+      if (c.source == a.source && c.gpu == a.gpu && c.model == a.model && c.op == a.op) b = &c;
+    }
+    if (b == nullptr) continue;
+    auto arrow = [](double x, double y, const char* fmt_spec) {
+      return fmt::format(fmt::runtime(fmt_spec), 100 * x, 100 * y);
+    };
+    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", a.op,
+                     a.model.empty() ? "-" : a.model, a.gpu, a.source, a.count,
+                     arrow(b->median_error, a.median_error, "{:.1f}% → {:.1f}%"),
+                     arrow(b->p90_error, a.p90_error, "{:.1f}% → {:.1f}%"),
+                     arrow(b->median_signed_error, a.median_signed_error, "{:+.1f}% → {:+.1f}%"));
   }
   return s;
 }

@@ -50,6 +50,25 @@ TEST(Validation, AttentionAndCollectivesTrackMeasurements) {
   }
 }
 
+TEST(Validation, VidurPointsNameTheirModelAndSummariesCarryP90AndBias) {
+  auto points = ValidateAll(kTimings, {}, 512);
+  ASSERT_TRUE(points.ok()) << points.status().ToString();
+  const auto summary = Summarize(*points);
+  int llama7b = 0;
+  for (const ValidationSummary& s : summary) {
+    if (s.source != "vidur" || s.model != "Llama-2-7b-hf") continue;
+    ++llama7b;
+    EXPECT_LE(s.median_error, s.p90_error) << s.op;
+    EXPECT_LE(s.p90_error, s.max_error) << s.op;
+    EXPECT_LE(std::abs(s.median_signed_error), s.max_error) << s.op;
+  }
+  // 10 ops (post_attn_norm included) on each of H100 and A100.
+  EXPECT_EQ(llama7b, 20);
+  const std::string table = CompareMarkdown(summary, summary);
+  EXPECT_THAT(table, ::testing::HasSubstr("| post_attn_norm | Llama-2-7b-hf | h100 | vidur |"));
+  EXPECT_THAT(table, ::testing::HasSubstr(" → "));
+}
+
 TEST(Validation, MissingDirectoryIsNotFound) {
   auto points = ValidateAll("/nonexistent/gpu_timings");
   ASSERT_FALSE(points.ok());

@@ -24,6 +24,7 @@ struct CostArgs {
   int images = -1;
   bool json = false;
   std::string validate_dir;
+  std::string validate_table;
   double min_tokens = 512;
 };
 
@@ -59,26 +60,41 @@ StatusOr<cost::TokenShape> ShapeFor(const spec::ModelSpec& model, const spec::Mo
 }
 
 int RunValidate(const CostArgs& args) {
-  auto points = cost::ValidateAll(args.validate_dir, {}, args.min_tokens);
+  StatusOr<std::vector<cost::ValidationPoint>> points = std::vector<cost::ValidationPoint>{};
+  if (!args.validate_table.empty()) {
+    if (args.cluster.empty()) {
+      return ReportError(InvalidArgumentError("--validate-table needs --cluster"));
+    }
+    auto cluster = spec::LoadCluster(args.cluster);
+    if (!cluster.ok()) return ReportError(cluster.status());
+    points = cost::ValidateHarnessTable(args.validate_table, *cluster);
+  } else {
+    points = cost::ValidateAll(args.validate_dir, {}, args.min_tokens);
+  }
   if (!points.ok()) return ReportError(points.status());
   const auto summary = cost::Summarize(*points);
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& s : summary) {
-      out.push_back({{"source", s.source}, {"gpu", s.gpu}, {"op", s.op}, {"points", s.count},
-                     {"median_error", s.median_error}, {"max_error", s.max_error}});
+      out.push_back({{"source", s.source}, {"gpu", s.gpu}, {"model", s.model}, {"op", s.op},
+                     {"points", s.count}, {"median_error", s.median_error},
+                     {"p90_error", s.p90_error}, {"max_error", s.max_error},
+                     {"median_signed_error", s.median_signed_error}});
     }
     std::cout << out.dump(2) << "\n";
   } else {
-    std::cout << fmt::format("Model error vs measured timings (compute ops: tokens >= {}):\n\n",
-                             args.min_tokens)
+    std::cout << (args.validate_table.empty()
+                      ? fmt::format("Model error vs measured timings (compute ops: tokens >= {}):\n\n",
+                                    args.min_tokens)
+                      : fmt::format("Model error on {} vs {}:\n\n", args.cluster,
+                                    args.validate_table))
               << cost::SummaryMarkdown(summary);
   }
   return 0;
 }
 
 int Run(const CostArgs& args) {
-  if (!args.validate_dir.empty()) return RunValidate(args);
+  if (!args.validate_dir.empty() || !args.validate_table.empty()) return RunValidate(args);
   if (args.model.empty() || args.cluster.empty()) {
     return ReportError(InvalidArgumentError("--model and --cluster are required (or --validate DIR)"));
   }
@@ -203,6 +219,8 @@ void RegisterCostCommand(CLI::App& app, int& exit_code) {
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->add_option("--validate", args->validate_dir,
                   "print the model's error vs the gpu_timings directory instead");
+  cmd->add_option("--validate-table", args->validate_table,
+                  "print the model's error on --cluster vs a bench/gpu_harness.py CSV instead");
   cmd->add_option("--min-tokens", args->min_tokens, "--validate: smallest token count compared");
   cmd->callback([args, &exit_code] { exit_code = Run(*args); });
 }
