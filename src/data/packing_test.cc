@@ -136,6 +136,90 @@ TEST(PackSamples, InvalidOptionsAndModelsWithoutAnLlmAreErrors) {
   EXPECT_EQ(PackSamples(no_llm, samples).status().code(), StatusCode::kFailedPrecondition);
 }
 
+spec::Sample Clip(int64_t id, int text_tokens, double seconds, double fps = 0) {
+  spec::Sample s;
+  s.id = id;
+  s.text_tokens = text_tokens;
+  s.videos.push_back({.fps = fps, .duration_s = seconds, .width_px = 728, .height_px = 728});
+  return s;
+}
+
+TEST(PackSamples, ALongVideoIsFrameSampledToFitTheContextInsteadOfRejected) {
+  const auto model = DipVlm();  // 169 LLM tokens per frame
+  PackingOptions o;
+  o.context_tokens = 8192;
+  // 60 s at 2 fps = 120 frames = 20,280 tokens: over the context. With 200 text tokens, the
+  // most frames that fit: floor((8192 - 200) / 169) = 47.
+  const std::vector<spec::Sample> samples = {Clip(1, 200, 60), Clip(2, 100, 2)};
+  auto r = PackSamples(model, samples, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectValidPacking(*r, o, model);
+  EXPECT_TRUE(r->report.rejected_ids.empty());
+  ASSERT_EQ(r->batch.samples.size(), 2u);
+  EXPECT_EQ(r->batch.samples[0].videos[0].frames, 47);
+  EXPECT_EQ(*SampleLlmTokens(model, r->batch.samples[0]), 200 + 47 * 169);
+  EXPECT_EQ(r->report.frame_sampled_samples, 1);
+  EXPECT_EQ(r->report.vit_frames_in, 120 + 4);
+  EXPECT_EQ(r->report.vit_frames_packed, 47 + 4);
+  EXPECT_EQ(r->report.videos_in, 2);
+  EXPECT_EQ(r->report.videos_packed, 2);
+  EXPECT_THAT(r->report.BriefReport(), ::testing::HasSubstr("ViT frames 51 of 124"));
+  // The old behaviour on request: rejected.
+  o.sample_frames_to_fit = false;
+  auto rejected = PackSamples(model, samples, o);
+  ASSERT_TRUE(rejected.ok());
+  EXPECT_EQ(rejected->report.rejected_ids, std::vector<int64_t>{1});
+  EXPECT_EQ(rejected->report.frame_sampled_samples, 0);
+}
+
+TEST(PackSamples, ATextThatAloneOverflowsIsTruncatedAfterFrameSampling) {
+  const auto model = DipVlm();
+  PackingOptions o;
+  o.context_tokens = 1000;
+  // 9,000 text tokens + 10 frames: one frame (169) fits with truncated text.
+  const std::vector<spec::Sample> one = {Clip(1, 9000, 5)};
+  auto r = PackSamples(model, one, o);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->batch.samples.size(), 1u);
+  EXPECT_EQ(r->report.frame_sampled_samples, 1);
+  EXPECT_EQ(r->report.truncated_samples, 1);
+  EXPECT_LE(*SampleLlmTokens(model, r->batch.samples[0]), 1000);
+  EXPECT_GE(r->batch.samples[0].videos[0].frames, 1);
+}
+
+TEST(PackSamples, LongDitClipsAreTruncatedOrSplitByTheRule) {
+  const auto model = testing::T2v();
+  PackingOptions o;
+  o.context_tokens = 100000;
+  o.max_video_s_per_sequence = 16;
+  o.workload.max_dit_video_s = 16;
+  const std::vector<spec::Sample> samples = {Clip(7, 50, 40, 16), Clip(8, 50, 10, 16)};
+  auto truncated = PackSamples(model, samples, o);
+  ASSERT_TRUE(truncated.ok()) << truncated.status().ToString();
+  EXPECT_TRUE(truncated->report.rejected_ids.empty());
+  ASSERT_EQ(truncated->batch.samples.size(), 2u);
+  EXPECT_DOUBLE_EQ(truncated->batch.samples[0].videos[0].duration_s, 16);
+  EXPECT_EQ(truncated->batch.samples[0].videos[0].frames, 0);  // derived from duration x fps
+  EXPECT_EQ(truncated->report.long_clips, 1);
+  EXPECT_DOUBLE_EQ(truncated->report.video_s_in, 50);
+  EXPECT_DOUBLE_EQ(truncated->report.video_s_packed, 26);
+
+  o.long_clips = LongClipRule::kSplit;
+  auto split = PackSamples(model, samples, o);
+  ASSERT_TRUE(split.ok());
+  ASSERT_EQ(split->batch.samples.size(), 4u);  // 16 + 16 + 8 s pieces, then the 10-s clip
+  std::vector<double> seconds;
+  for (const auto& smp : split->batch.samples) {
+    EXPECT_EQ(smp.text_tokens, 50);
+    seconds.push_back(smp.videos.at(0).duration_s);
+  }
+  EXPECT_THAT(seconds, ::testing::ElementsAre(16, 16, 8, 10));
+  EXPECT_DOUBLE_EQ(split->report.video_s_packed, 50);
+  EXPECT_EQ(split->report.videos_packed, 4);
+  EXPECT_EQ(ParseLongClipRule("split").value(), LongClipRule::kSplit);
+  EXPECT_FALSE(ParseLongClipRule("chop").ok());
+}
+
 TEST(MakeBatches, CutsTheSequenceStreamIntoBatchesOfNSequences) {
   std::vector<spec::Sample> samples;
   for (int i = 0; i < 50; ++i) samples.push_back(Doc(i, 4000, 0));  // 2 per 8192 sequence

@@ -563,6 +563,9 @@ const std::vector<Field<TrainingSetup>>& SetupFields() {
       {"context_tokens", &S::context_tokens},
       {"global_batch_sequences", &S::global_batch_sequences},
       {"data_profile", &S::data_profile},
+      {"max_video_frames", &S::max_video_frames},
+      {"max_clip_s", &S::max_clip_s},
+      {"long_clips", &S::long_clips},
   };
   return kFields;
 }
@@ -915,6 +918,18 @@ Status TrainingSetup::Validate(const ModelSpec& model) const {
   if (global_batch_sequences < 0) {
     return InvalidArgumentError(fmt::format(
         "global_batch_sequences = {}; must be >= 0 (0 = from data)", global_batch_sequences));
+  }
+  if (max_video_frames < 0 || max_video_frames > 100000) {
+    return InvalidArgumentError(fmt::format(
+        "max_video_frames = {}; must be in [0, 100000] (0 = no cap)", max_video_frames));
+  }
+  if (!(max_clip_s >= 0 && max_clip_s <= 86400)) {
+    return InvalidArgumentError(
+        fmt::format("max_clip_s = {}; must be in [0, 86400] s (0 = 16 s)", max_clip_s));
+  }
+  if (!long_clips.empty() && long_clips != "truncate" && long_clips != "split") {
+    return InvalidArgumentError(
+        fmt::format("long_clips = \"{}\"; must be truncate or split", long_clips.substr(0, 40)));
   }
   StatusOr<ClusterSpec> cluster_spec = LoadCluster(cluster);
   if (!cluster_spec.ok()) {

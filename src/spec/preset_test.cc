@@ -371,6 +371,26 @@ setup:
   EXPECT_THAT(p.status().message(), HasSubstr("did you mean 'h"));
 }
 
+TEST(ParseModelYaml, SetupVideoRulesAreReadAndRangeChecked) {
+  StatusOr<ModelPreset> p = ParseModelYaml(
+      std::string(kTinyModel) +
+          "setup: {cluster: h800, gpus: 8, max_video_frames: 32, max_clip_s: 8, long_clips: split}\n",
+      "v.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->setup->max_video_frames, 32);
+  EXPECT_DOUBLE_EQ(p->setup->max_clip_s, 8);
+  EXPECT_EQ(p->setup->long_clips, "split");
+  p = ParseModelYaml(std::string(kTinyModel) + "setup: {cluster: h800, gpus: 8, long_clips: chop}\n",
+                     "v.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("v.yaml: setup.long_clips = \"chop\"; must be truncate or split"));
+  p = ParseModelYaml(std::string(kTinyModel) + "setup: {cluster: h800, gpus: 8, max_clip_s: -1}\n",
+                     "v.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("setup.max_clip_s = -1; must be in [0, 86400]"));
+}
+
 // ---- errors name the file, the field, the value and the rule ---------------------------------
 
 TEST(ParseErrors, MalformedYamlNamesFileAndLine) {

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "weft/data/generators.h"
 #include "weft/data/packing.h"
 #include "weft/data/readers.h"
@@ -100,6 +102,12 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
                                   : training.parallel.num_microbatches > 1
                                       ? training.parallel.num_microbatches
                                       : 2 * p;
+  // Videos longer than the model takes (docs/data.md): the setup's rules.
+  if (training.max_video_frames > 0) job.workload.max_vit_video_frames = training.max_video_frames;
+  if (training.max_clip_s > 0) job.workload.max_dit_video_s = training.max_clip_s;
+  if (!training.long_clips.empty()) {
+    WEFT_ASSIGN_OR_RETURN(setup->long_clips, data::ParseLongClipRule(training.long_clips));
+  }
   setup->context_tokens = options.context_tokens > 0   ? options.context_tokens
                           : training.context_tokens > 0 ? training.context_tokens
                                                         : 8192;
@@ -144,10 +152,11 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, i
   for (const auto& m : job.model.modules) {
     if (m.kind == spec::ModuleKind::kDit) {
       batching.packing.max_videos_per_sequence = 8;
-      batching.packing.max_video_s_per_sequence = 16;
+      batching.packing.max_video_s_per_sequence = std::max(16.0, job.workload.max_dit_video_s);
     }
   }
   batching.packing.workload = job.workload;
+  batching.packing.long_clips = setup.long_clips;
   batching.sequences_per_batch = setup.sequences_per_batch;
   std::vector<spec::Batch> out;
   if (IsGeneratorProfile(setup.data_name)) {
@@ -202,8 +211,23 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, i
   const int64_t unused = read.num_malformed +
                          static_cast<int64_t>(used.packing.rejected_ids.size()) +
                          used.samples_in_dropped_batch;
+  // The video rules changed what trains on: say how much.
+  const data::PackingReport& pr = used.packing;
+  std::string rules;
+  if (pr.frame_sampled_samples > 0) {
+    rules += "; " + std::to_string(pr.frame_sampled_samples) +
+             " sample(s) frame-sampled to fit the context (ViT frames " +
+             std::to_string(pr.vit_frames_packed) + " packed of " + std::to_string(pr.vit_frames_in) +
+             " given)";
+  }
+  if (pr.long_clips > 0) {
+    rules += "; " + std::to_string(pr.long_clips) + " clip(s) longer than " +
+             fmt::format("{:g}", job.workload.max_dit_video_s) + " s " +
+             (setup.long_clips == data::LongClipRule::kSplit ? "split" : "truncated") +
+             fmt::format(" ({:.0f} of {:.0f} s of video packed)", pr.video_s_packed, pr.video_s_in);
+  }
   if (warning != nullptr && (read.num_malformed > 0 || used.sequences_in_dropped_batch > 0 ||
-                             100 * unused > given || !short_note.empty())) {
+                             100 * unused > given || !short_note.empty() || !rules.empty())) {
     *warning = setup.data_name + ": " + std::to_string(given) + " records given, " +
                std::to_string(given - unused) + " samples used (" +
                std::to_string(read.num_malformed) + " malformed, " +
@@ -211,7 +235,7 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, i
                " rejected by packing into " + std::to_string(setup.context_tokens) +
                "-token sequences, " + std::to_string(used.samples_in_dropped_batch) +
                " in a short last batch of " + std::to_string(used.sequences_in_dropped_batch) +
-               " sequence(s), dropped)" + short_note;
+               " sequence(s), dropped)" + short_note + rules;
   }
   for (int64_t it = first; it < first + count; ++it) {
     const int64_t n = static_cast<int64_t>(batches.size());

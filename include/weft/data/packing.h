@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "weft/common/status.h"
@@ -26,6 +27,15 @@ enum class PackingOrder {
   kFirstFit,  // each sample goes to the first open sequence with room (fewer, fuller sequences)
 };
 
+// What happens to a DiT clip longer than WorkloadOptions::max_dit_video_s (docs/data.md, "Videos
+// longer than a model takes").
+enum class LongClipRule {
+  kTruncate,  // trained on its first max_dit_video_s seconds (MovieGen / DIP §7.1)
+  kSplit,     // cut into consecutive pieces of at most max_dit_video_s, each a sample (same text)
+};
+std::string_view LongClipRuleName(LongClipRule rule);  // "truncate", "split"
+StatusOr<LongClipRule> ParseLongClipRule(std::string_view name);
+
 struct PackingOptions {
   int64_t context_tokens = 8192;      // LLM tokens per packed sequence (DIP: 8192)
   int max_images_per_sequence = 0;    // 0 = unlimited (DIP: 48 = ⌊8192/169⌋)
@@ -35,6 +45,12 @@ struct PackingOptions {
   PackingOrder order = PackingOrder::kNextFit;
   int llm_module = -1;                // which LLM's tokens count; -1 = the first kLlm module
   WorkloadOptions workload = {};      // how sample metadata becomes tokens
+  // Models with a ViT and no DiT: a sample whose videos overflow the context is frame-sampled
+  // (LLaVA-OneVision-style: its clips keep at most f frames each, f the largest that fits with
+  // its text; at least 1) instead of rejected. false = rejected.
+  bool sample_frames_to_fit = true;
+  // Models with a DiT: clips over workload.max_dit_video_s (> 0).
+  LongClipRule long_clips = LongClipRule::kTruncate;
   Status Validate() const;            // "packing.context_tokens = 0; must be > 0"
 };
 
@@ -48,6 +64,15 @@ struct PackingReport {
   std::vector<int64_t> rejected_ids;    // Sample::id of samples dropped
   int64_t packed_llm_tokens = 0;        // Σ PackedSequence::llm_tokens
   int64_t context_tokens = 0;           // the context packed to
+  // Given vs used by the video rules (PackingOptions::sample_frames_to_fit / long_clips).
+  int64_t images_in = 0, images_packed = 0;
+  int64_t videos_in = 0, videos_packed = 0;  // clips (a split clip counts once given, per piece used)
+  int64_t frame_sampled_samples = 0;    // samples whose clips were cut to fewer ViT frames
+  int64_t vit_frames_in = 0;            // ViT frames of the given clips (VitFramesForVideo)
+  int64_t vit_frames_packed = 0;        // ViT frames of the packed samples' clips, as trained
+  int64_t long_clips = 0;               // DiT clips over max_dit_video_s (truncated or split)
+  double video_s_in = 0;                // seconds of video given
+  double video_s_packed = 0;            // seconds of video trained on (after truncation)
   double FillFraction() const;          // packed tokens / (sequences · context)
   std::string BriefReport() const;      // one line
 };

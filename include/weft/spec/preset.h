@@ -22,6 +22,13 @@ struct TrainingSetup {
   int context_tokens = 0;        // packed LLM sequence length (e.g. 8192)
   int global_batch_sequences = 0;  // sequences per iteration
   std::string data_profile;      // default synthetic profile name
+  // Videos longer than the model takes (docs/data.md): a ViT samples at most max_video_frames
+  // frames per clip (0 = no cap; a sample that still overflows the context is frame-sampled to
+  // fit); a DiT trains on clips of at most max_clip_s seconds (0 = 16 s, DIP §7.1), longer ones
+  // handled by long_clips: "truncate" (default) or "split".
+  int max_video_frames = 0;
+  double max_clip_s = 0;
+  std::string long_clips;
   bool operator==(const TrainingSetup&) const = default;
   // gpus > 0, the cluster preset loads, parallel.Validate(model, cluster resized to gpus).
   Status Validate(const ModelSpec& model) const;

@@ -10,6 +10,7 @@
 
 #include "weft/common/status.h"
 #include "weft/cost/cost_model.h"
+#include "weft/data/packing.h"
 #include "weft/report/comparison.h"
 #include "weft/sim/timeline.h"
 #include "weft/spec/preset.h"
@@ -44,6 +45,7 @@ struct JobSetup {
   std::string model_name, cluster_name, data_name;
   int context_tokens = 8192;
   int sequences_per_batch = 0;
+  data::LongClipRule long_clips = data::LongClipRule::kTruncate;  // the model setup's rule
   std::string notes;  // given vs used
 };
 StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options);
