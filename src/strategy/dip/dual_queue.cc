@@ -88,20 +88,38 @@ StatusOr<sched::Schedule> DualQueueSchedule(const graph::StageGraph& g,
     return graph::IsBackward(g.stage(s).pass) || ignore_cap || forward_allowed(gi, s);
   };
 
+  // Per group: the earliest start among its eligible ready stages (under the cap / ignoring it).
+  // A ready stage's start time is final, so a group's minima change only when its queue or its
+  // held bytes change: recomputed for those groups only.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::vector<double> min_capped(num_groups, kInf), min_any(num_groups, kInf);
+  std::vector<char> dirty(num_groups, 1);
+  const auto refresh = [&](int gi) {
+    double capped = kInf, any = kInf;
+    for (graph::StageId s : ready[gi]) {
+      any = std::min(any, t_start[s]);
+      if (eligible(gi, s, false)) capped = std::min(capped, t_start[s]);
+    }
+    min_capped[gi] = capped;
+    min_any[gi] = any;
+    dirty[gi] = 0;
+  };
   for (int placed = 0; placed < n; ++placed) {
-    // 1. The group with the smallest minimum start time among its enabled queues.
+    // 1. The group with the smallest minimum start time among its enabled queues (the first
+    // such group on ties).
+    for (int gi = 0; gi < num_groups; ++gi) {
+      if (dirty[gi]) refresh(gi);
+    }
     int best_group = -1;
-    double best_t = std::numeric_limits<double>::infinity();
+    double best_t = kInf;
     bool ignore_cap = false;
     for (int pass = 0; pass < 2 && best_group < 0; ++pass) {
       ignore_cap = pass == 1;  // memory caps block everything: let the earliest forward run
+      const std::vector<double>& group_min = ignore_cap ? min_any : min_capped;
       for (int gi = 0; gi < num_groups; ++gi) {
-        for (graph::StageId s : ready[gi]) {
-          if (!eligible(gi, s, ignore_cap)) continue;
-          if (t_start[s] < best_t) {
-            best_t = t_start[s];
-            best_group = gi;
-          }
+        if (group_min[gi] < best_t) {
+          best_t = group_min[gi];
+          best_group = gi;
         }
       }
     }
@@ -157,6 +175,7 @@ StatusOr<sched::Schedule> DualQueueSchedule(const graph::StageGraph& g,
     last_forward[gi] = !graph::IsBackward(st.pass);
     held[gi] += st.activation_alloc_bytes - st.activation_free_bytes;
     out.order[gi].push_back(s);
+    dirty[gi] = 1;
     for (graph::EdgeId e : g.out_edges(s)) {
       const auto& edge = g.edge(e);
       const int to_group = g.stage(edge.to).group;
@@ -166,7 +185,10 @@ StatusOr<sched::Schedule> DualQueueSchedule(const graph::StageGraph& g,
         arrive += sim::TransferTimeS(edge.bytes, link, *options.cluster);
       }
       t_start[edge.to] = std::max(t_start[edge.to], arrive);
-      if (--preds_left[edge.to] == 0) ready[to_group].push_back(edge.to);
+      if (--preds_left[edge.to] == 0) {
+        ready[to_group].push_back(edge.to);
+        dirty[to_group] = 1;
+      }
     }
   }
   return out;
