@@ -50,6 +50,16 @@ expect 2 '^weft: error: --gpus: "1\\n2" is not an integer' -- simulate --model t
 # The derived batch (microbatches x DP) has the --sequences limit too.
 expect 2 '^weft: error: sequences per global batch = 4096000 \(microbatches 4000 x DP 1024\); must be <= 65536' -- simulate --model vlm-s --gpus 16384 --microbatches 4000
 
+# A thread the system cannot start (2 GB address space: 200 stacks of 8 MiB do not fit) is an
+# error, not "terminate called without an active exception".
+(ulimit -v 2000000; exec "$WEFT" bench dip search --threads 200 --budget-s 1 --seeds 1 --quiet) \
+  > "$tmp/out" 2> "$tmp/err"; rc=$?
+if grep -q 'AddressSanitizer' "$tmp/err"; then
+  :  # a sanitizer build cannot run under an address-space limit
+elif [[ $rc -ne 0 ]] && ! { [[ $rc -eq 2 ]] && grep -q '^weft: error: cannot start search thread [0-9]* of 200: .*; use fewer threads$' "$tmp/err"; }; then
+  echo "FAIL (exit $rc): bench dip search --threads 200 under ulimit -v"; cat "$tmp/err"; fail=1
+fi
+
 # A plan that does not fit memory is a user error naming the rank, bytes and capacity.
 expect 2 '^weft: error: iteration 0 replica 0: the plan does not fit memory: rank 0 \(pp0\): .*GiB > capacity .*GiB' -- plan --model vlm-l --pp 1 --strategy megatron-1f1b --out "$tmp/oom.json"
 [[ -e "$tmp/oom.json" ]] && { echo "FAIL: oom plan written"; fail=1; }
