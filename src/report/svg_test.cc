@@ -136,7 +136,9 @@ TEST(SeriesStyle, EveryStrategyOfACompareGetsItsOwnLook) {
   std::set<std::string> colors;
   for (int i = 0; i < 32; ++i) {
     EXPECT_TRUE(looks.insert({internal::SeriesColor(i), internal::SeriesDash(i)}).second) << i;
-    if (i < internal::kSeriesColors) EXPECT_TRUE(colors.insert(internal::SeriesColor(i)).second);
+    if (i < internal::kSeriesColors) {
+      EXPECT_TRUE(colors.insert(internal::SeriesColor(i)).second) << i;
+    }
   }
   EXPECT_EQ(internal::SeriesDash(0), "");
   EXPECT_NE(internal::SeriesDash(internal::kSeriesColors), "");

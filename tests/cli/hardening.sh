@@ -42,6 +42,7 @@ expect 2 '^weft: error: --seed: -1 is out of range; must be an integer in \[0, 1
 expect 2 '^weft: error: --seed: 18446744073709551616 is out of range' -- simulate --model tiny-vlm --seed 18446744073709551616
 expect 0 '' -- simulate --model tiny-vlm --seed 18446744073709551615
 expect 2 '^weft: error: --threads: 1000 is out of range; must be an integer in \[1, 256\]' -- bench dip search --threads 1000
+expect 2 '^weft: error: --threads: 1000 is out of range; must be an integer in \[1, 256\]' -- compare --model tiny-vlm --threads 1000
 expect 2 '^weft: error: --n: 100000000 is out of range; must be an integer in \[0, 2000000\] \(.*--iteration' -- data gen --profile mixed --n 100000000
 expect 2 '^weft: error: --tp: 3 does not divide the 4 attention heads of module vision; valid --tp for tiny-vlm: 1, 2, 4$' -- cost --model tiny-vlm --cluster h800 --tp 3
 expect 2 '^weft: error: --baseline: unknown strategy "nope"; known: megatron-1f1b, .*weft compare --list' -- compare --model tiny-vlm --baseline nope
@@ -98,6 +99,11 @@ for cmd in compare simulate plan cost data presets bench cp validate export; do
   "$WEFT" $cmd --help 2>&1 | { grep -o 'weft [a-z]* --[a-z-]*' || true; } | sort -u | while read -r _ sub flag; do
     "$WEFT" "$sub" --help 2>&1 | grep -q -- "$flag" || { echo "FAIL: $cmd --help points to weft $sub $flag"; exit 1; }
   done || fail=1
+done
+
+for doc in $(for cmd in compare simulate plan cost data presets bench cp validate export; do
+               "$WEFT" $cmd --help 2>&1; done | grep -o 'docs/[a-z_]*\.md' | sort -u); do
+  [[ -f "$2/$doc" ]] || { echo "FAIL: help points to missing $doc"; fail=1; }
 done
 
 # Progress without a terminal: plain lines, no escape codes; the table explains gap LB %.
