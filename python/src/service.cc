@@ -32,6 +32,7 @@ class PyPlannerService {
     WEFT_RETURN_IF_ERROR(options.Validate());
     WEFT_ASSIGN_OR_RETURN(self->planner_, strategy::Planner::Create(job, strategy_name));
     self->service_ = std::make_unique<service::PlannerService>(*self->planner_, options);
+    WEFT_RETURN_IF_ERROR(self->service_->status());  // planning threads could not start
     out = std::move(self);
     return OkStatus();
   }

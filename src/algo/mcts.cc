@@ -5,6 +5,7 @@
 #include <limits>
 #include <mutex>
 #include <random>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -42,8 +43,22 @@ class Search {
       Worker(0);
     } else {
       std::vector<std::thread> workers;
-      for (int t = 0; t < options_.threads; ++t) workers.emplace_back([this, t] { Worker(t); });
+      std::string failure;  // a thread the system could not start (limit on threads or memory)
+      for (int t = 0; t < options_.threads; ++t) {
+        try {
+          workers.emplace_back([this, t] { Worker(t); });
+        } catch (const std::system_error& e) {
+          failure = fmt::format("cannot start search thread {} of {}: {}", t + 1,
+                                options_.threads, e.what());
+          std::lock_guard<std::mutex> lock(mutex_);
+          stopped_ = true;  // the started workers stop at their next check
+          break;
+        }
+      }
       for (auto& w : workers) w.join();
+      if (!failure.empty()) {
+        return ResourceExhaustedError(failure + "; use fewer threads");
+      }
     }
     result_.tree_nodes = static_cast<int64_t>(nodes_.size());
     result_.elapsed_s = Elapsed();
@@ -296,8 +311,9 @@ Status MctsOptions::Validate() const {
     return InvalidArgumentError(
         "mcts_options.max_iterations = 0 and time_budget_s = 0; set at least one budget");
   }
-  if (threads < 1) {
-    return InvalidArgumentError(fmt::format("mcts_options.threads = {}; must be >= 1", threads));
+  if (threads < 1 || threads > kMaxThreads) {
+    return InvalidArgumentError(
+        fmt::format("mcts_options.threads = {}; must be in [1, {}]", threads, kMaxThreads));
   }
   if (expansions_per_sync < 1) {
     return InvalidArgumentError(fmt::format("mcts_options.expansions_per_sync = {}; must be >= 1",

@@ -641,8 +641,8 @@ std::string ValidationReport::BriefReport() const {
     }
   }
   return fmt::format(
-      "valid plan: {} ranks, {} actions ({} compute, {} transfers, {}), peak memory {} (rank {})",
-      ranks.size(), actions, compute, num_transfers, FormatBytes(p2p_bytes), FormatBytes(peak),
+      "valid plan: {} rank{}, {} actions ({} compute, {} transfers, {}), peak memory {} (rank {})",
+      ranks.size(), ranks.size() == 1 ? "" : "s", actions, compute, num_transfers, FormatBytes(p2p_bytes), FormatBytes(peak),
       peak_rank);
 }
 

@@ -154,7 +154,21 @@ std::string StageColor(int module, graph::Pass pass) {
   return HslToHex(ModuleHue(module), 0.62, lightness);
 }
 
-std::string SeriesColor(int index) { return HslToHex(ModuleHue(index), 0.7, 0.45); }
+std::string SeriesColor(int index) {
+  // Tableau 10, then navy, maroon, gold, near-black and teal: 15 colours that stay apart on a
+  // white background (hue steps alone put gpipe and dip both in green).
+  static constexpr const char* kColors[kSeriesColors] = {
+      "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+      "#bcbd22", "#17becf", "#000075", "#800000", "#e6b800", "#222222", "#469990"};
+  const int i = index < 0 ? -index : index;
+  return kColors[i % kSeriesColors];
+}
+
+std::string SeriesDash(int index) {
+  static constexpr const char* kDashes[] = {"", "6 3", "2 2", "8 3 2 3"};
+  const int i = index < 0 ? -index : index;
+  return kDashes[(i / kSeriesColors) % 4];
+}
 
 std::string ModuleName(const graph::StageGraph& graph, int module) {
   const auto& names = graph.module_names();

@@ -26,9 +26,14 @@ std::string FormatNumber(double value, int significant = 4);
 // Colour of a stage box, "#rrggbb": hue by module, lightness by pass (forward light, backward
 // darker, weight-gradient darkest). Deterministic.
 std::string StageColor(int module, graph::Pass pass);
-// Base colour of a module (the legend) and of the i-th series of a chart.
+// Base colour of a module (the legend).
 std::string ModuleColor(int module);
+// Colour and dash pattern ("" = solid) of the i-th series of a chart: kSeriesColors distinct
+// colours (a chart of every strategy gives each its own), then the colours again dashed, so no
+// two series of a chart look alike.
+inline constexpr int kSeriesColors = 15;
 std::string SeriesColor(int index);
+std::string SeriesDash(int index);
 
 // "vit" from StageGraph::module_names(), or "m<index>" if unnamed.
 std::string ModuleName(const graph::StageGraph& graph, int module);

@@ -321,6 +321,8 @@ StatusOr<std::string> LineChartSvg(std::span<const ChartSeries> series,
   for (size_t i = 0; i < series.size(); ++i) {
     const ChartSeries& s = series[i];
     const std::string color = internal::SeriesColor(static_cast<int>(i));
+    const std::string dash = internal::SeriesDash(static_cast<int>(i));
+    const std::string dash_attr = dash.empty() ? "" : " stroke-dasharray=\"" + dash + "\"";
     std::string points;
     for (size_t k = 0; k < s.x.size(); ++k) {
       if (options.step && k > 0) {
@@ -330,9 +332,9 @@ StatusOr<std::string> LineChartSvg(std::span<const ChartSeries> series,
     }
     if (!points.empty()) points.pop_back();
     svg += fmt::format(
-        "<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\" "
+        "<polyline class=\"series\" fill=\"none\" stroke=\"{}\"{} stroke-width=\"1.8\" "
         "points=\"{}\"><title>{}</title></polyline>\n",
-        color, points, XmlEscape(s.name));
+        color, dash_attr, points, XmlEscape(s.name));
     if (options.markers && s.x.size() <= 60) {
       for (size_t k = 0; k < s.x.size(); ++k) {
         svg += fmt::format(
@@ -345,10 +347,10 @@ StatusOr<std::string> LineChartSvg(std::span<const ChartSeries> series,
     const double lx = left + (i % 4) * (plot_w / 4);
     const double ly = options.height_px - legend_h + 16.0 * (i / 4) - 2;
     svg += fmt::format(
-        "<g class=\"legend\"><line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" "
+        "<g class=\"legend\"><line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\"{6} "
         "stroke-width=\"3\"/><text x=\"{4}\" y=\"{1}\" dominant-baseline=\"middle\">{5}</text>"
         "</g>\n",
-        Px(lx), Px(ly), Px(lx + 18), color, Px(lx + 22), XmlEscape(s.name));
+        Px(lx), Px(ly), Px(lx + 18), color, Px(lx + 22), XmlEscape(s.name), dash_attr);
   }
   svg += "</svg>\n";
   return svg;

@@ -1,10 +1,14 @@
 #include "weft/report/svg.h"
 
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "internal.h"
 #include "test_util.h"
 
 namespace weft::report {
@@ -123,6 +127,32 @@ TEST(LineChartSvg, DrawsOnePolylinePerSeriesAndRejectsBadInput) {
   auto empty = LineChartSvg({});
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(XmlProblem(*empty), "");
+}
+
+TEST(SeriesStyle, EveryStrategyOfACompareGetsItsOwnLook) {
+  // 15 registered strategies + manual: no two series share colour and dash; the first 15 (every
+  // strategy of `weft compare`) have 15 different colours (gpipe and dip used to share green).
+  std::set<std::pair<std::string, std::string>> looks;
+  std::set<std::string> colors;
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_TRUE(looks.insert({internal::SeriesColor(i), internal::SeriesDash(i)}).second) << i;
+    if (i < internal::kSeriesColors) {
+      EXPECT_TRUE(colors.insert(internal::SeriesColor(i)).second) << i;
+    }
+  }
+  EXPECT_EQ(internal::SeriesDash(0), "");
+  EXPECT_NE(internal::SeriesDash(internal::kSeriesColors), "");
+}
+
+TEST(LineChartSvg, DashesSeriesBeyondThePalette) {
+  std::vector<ChartSeries> series;
+  for (int i = 0; i < internal::kSeriesColors + 1; ++i) {
+    series.push_back({.name = "s" + std::to_string(i), .x = {0, 1}, .y = {1, 2}});
+  }
+  auto svg = LineChartSvg(series, {});
+  ASSERT_TRUE(svg.ok()) << svg.status().ToString();
+  EXPECT_EQ(XmlProblem(*svg), "");
+  EXPECT_EQ(CountOccurrences(*svg, "stroke-dasharray=\"6 3\""), 2);  // the line and its legend
 }
 
 TEST(MemoryCurveSvg, StepChartWithCapacityLineWhenThePeakComesClose) {

@@ -96,6 +96,7 @@ std::string TextTable(const Comparison& comparison) {
   for (size_t w : widths) total_width += w;
   out += std::string(total_width + 2 * (widths.size() - 1), '-') + "\n";
   for (const auto& row : rows) out += format_row(row);
+  out += std::string(kGapLegend) + "\n";
   for (const auto& [name, message] : cells.errors) out += "error: " + name + ": " + message + "\n";
   return out;
 }

@@ -1,5 +1,6 @@
 #include "weft/report/tables.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -129,6 +130,13 @@ TEST(TextTable, AlignsColumnsAndListsErrors) {
   EXPECT_THAT(lines[3], HasSubstr("40.0"));    // gap to lower bound: 2.1/1.5 - 1 = 40 %
   EXPECT_THAT(lines[5].substr(0, 10), HasSubstr("cornstarch"));
   EXPECT_THAT(text, HasSubstr("error: cornstarch: needs >= 2 encoders"));
+}
+
+TEST(TextTable, ExplainsGapLowerBoundUnderTheRows) {
+  const std::vector<std::string> lines = Lines(TextTable(ThreeStrategies()));
+  const auto legend = std::find(lines.begin(), lines.end(), std::string(kGapLegend));
+  ASSERT_NE(legend, lines.end());
+  EXPECT_EQ(legend - lines.begin(), 6);  // title, header, rule, three rows, then the legend
 }
 
 TEST(TextTable, NewlinesInNamesDoNotBreakRows) {

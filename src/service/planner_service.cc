@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string_view>
+#include <system_error>
 
 namespace weft::service {
 
@@ -42,10 +43,14 @@ Status PlannerServiceOptions::Validate() const {
   auto bad = [](std::string_view field, auto value, std::string_view rule) {
     return InvalidArgumentError(fmt::format("{} = {}; {}", field, value, rule));
   };
-  if (threads < 0) return bad("threads", threads, "must be >= 0");
+  if (threads < 0 || threads > kMaxThreads) {
+    return bad("threads", threads, fmt::format("must be in [0, {}] (0 = half the cores)", kMaxThreads));
+  }
   if (!(budget_s > 0)) return bad("budget_s", budget_s, "must be > 0");
   if (work_budget < 0) return bad("work_budget", work_budget, "must be >= 0");
-  if (search_threads < 1) return bad("search_threads", search_threads, "must be >= 1");
+  if (search_threads < 1 || search_threads > kMaxThreads) {
+    return bad("search_threads", search_threads, fmt::format("must be in [1, {}]", kMaxThreads));
+  }
   if (max_queued < 1) return bad("max_queued", max_queued, "must be >= 1");
   if (lookahead < 1) return bad("lookahead", lookahead, "must be >= 1");
   if (!(min_budget_s > 0)) return bad("min_budget_s", min_budget_s, "must be > 0");
@@ -104,7 +109,24 @@ PlannerService::PlannerService(const strategy::Planner& planner, PlannerServiceO
   int n = options_.threads;
   if (n <= 0) n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
   num_threads_ = n;  // before the workers start: they read it (the budget rule)
-  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < n; ++i) {
+    try {
+      workers_.emplace_back([this] { WorkerLoop(); });
+    } catch (const std::system_error& e) {
+      // A limit on threads or memory: an error the caller sees (status(), Submit), not an abort.
+      start_status_ = ResourceExhaustedError(
+          fmt::format("PlannerService: cannot start planning thread {} of {}: {}; use fewer threads",
+                      i + 1, n, e.what()));
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stopping_ = true;
+      }
+      work_cv_.notify_all();
+      for (auto& t : workers_) t.join();
+      workers_.clear();
+      return;
+    }
+  }
 }
 
 PlannerService::~PlannerService() {
@@ -119,6 +141,7 @@ PlannerService::~PlannerService() {
 }
 
 Status PlannerService::Submit(const spec::Batch& batch) {
+  if (!start_status_.ok()) return start_status_;
   std::lock_guard<std::mutex> lock(mutex_);
   if (entries_.count(batch.iteration)) {
     return InvalidArgumentError("batch " + std::to_string(batch.iteration) + " already submitted");

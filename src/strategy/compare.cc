@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "weft/common/text.h"
 #include "weft/data/generators.h"
 #include "weft/data/packing.h"
 #include "weft/data/readers.h"
@@ -39,7 +40,25 @@ StatusOr<std::unique_ptr<Strategy>> MakeStrategyForJob(std::string_view name,
   return manual::MakeManualStrategy(std::move(spec));
 }
 
+Status JobOptions::Validate() const {
+  auto range = [](const char* field, int64_t value, int64_t hi, const char* zero) -> Status {
+    if (value >= 0 && value <= hi) return OkStatus();
+    return InvalidArgumentError(std::string(field) + " = " + std::to_string(value) +
+                                "; must be in [0, " + std::to_string(hi) + "] (0 = " + zero + ")");
+  };
+  WEFT_RETURN_IF_ERROR(range("gpus", gpus, kMaxGpus, "the model's setup"));
+  WEFT_RETURN_IF_ERROR(range("pipeline_size", pipeline_size, kMaxPipelineSize, "the setup's pp"));
+  WEFT_RETURN_IF_ERROR(range("sequences_per_batch", sequences_per_batch, kMaxSequencesPerBatch,
+                             "microbatches x DP"));
+  WEFT_RETURN_IF_ERROR(range("num_microbatches", num_microbatches, kMaxMicrobatches,
+                             "the setup's, else 2 x pp"));
+  WEFT_RETURN_IF_ERROR(range("context_tokens", context_tokens, kMaxContextTokens,
+                             "the setup's, else 8192"));
+  return OkStatus();
+}
+
 StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
+  WEFT_RETURN_IF_ERROR(options.Validate());
   auto setup = std::make_unique<JobSetup>();
   WEFT_ASSIGN_OR_RETURN(spec::ModelPreset preset, spec::LoadModel(options.model));
   setup->model_name = options.model;
@@ -79,13 +98,13 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   }
   const int dp = gpus / replica;
   if (gpus % replica != 0) {
-    setup->notes += std::to_string(gpus % replica) +
-                    " GPUs unused by pipeline replicas of tp·pp·cp = " + std::to_string(replica) +
-                    "; ";
+    const int unused = gpus % replica;
+    setup->notes += std::to_string(unused) + (unused == 1 ? " GPU" : " GPUs") +
+                    " unused by pipeline replicas of tp·pp·cp = " + std::to_string(replica);
   }
   if (dp != lp.dp) {
-    setup->notes += "dp set to " + std::to_string(dp) + " to fill " + std::to_string(gpus) +
-                    " GPUs; ";
+    setup->notes += std::string(setup->notes.empty() ? "" : "; ") + "dp set to " +
+                    std::to_string(dp) + " to fill " + std::to_string(gpus) + " GPUs";
   }
   // Every module uses the backbone's DP (one pipeline replica per DP rank).
   std::vector<spec::ModuleParallel> entries;
@@ -116,14 +135,22 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
       : training.global_batch_sequences > 0
           ? training.global_batch_sequences
           : job.parallel.num_microbatches * dp;
+  // The derived batch too (microbatches x DP): beyond the limit a batch exhausts memory.
+  if (setup->sequences_per_batch > JobOptions::kMaxSequencesPerBatch) {
+    return InvalidArgumentError(
+        "sequences per global batch = " + std::to_string(setup->sequences_per_batch) +
+        " (microbatches " + std::to_string(job.parallel.num_microbatches) + " x DP " +
+        std::to_string(dp) + "); must be <= " + std::to_string(JobOptions::kMaxSequencesPerBatch) +
+        ": lower --microbatches or --gpus, or set --sequences");
+  }
   setup->data_name = !options.data.empty() ? options.data : training.data_profile;
   if (setup->data_name.empty() || (!IsGeneratorProfile(setup->data_name) &&
                                    !std::filesystem::exists(setup->data_name))) {
     if (!options.data.empty()) {
       std::string known;
       for (auto n : data::GeneratorProfileNames()) known += (known.empty() ? "" : ", ") + std::string(n);
-      return NotFoundError("--data = '" + options.data +
-                           "'; neither a file nor a profile (profiles: " + known + ")");
+      return NotFoundError("--data = " + QuoteForMessage(options.data) +
+                           "; neither a file nor a profile (profiles: " + known + ")");
     }
     setup->data_name = "mixed";
   }
@@ -189,6 +216,24 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, i
   WEFT_ASSIGN_OR_RETURN(data::ReadResult read, data::ReadSamples(setup.data_name));
   if (read.samples.empty()) {
     return InvalidArgumentError(setup.data_name + ": no usable samples");
+  }
+  // A DiT needs each clip's frame size (or the model's image_size_px): say so here, naming the
+  // file and the sample, not later in every strategy without the file's name.
+  for (const spec::ModuleSpec& m : job.model.modules) {
+    if (m.kind != spec::ModuleKind::kDit) continue;
+    for (const spec::Sample& sample : read.samples) {
+      for (size_t v = 0; v < sample.videos.size(); ++v) {
+        auto tokens = data::DitLatentTokensForVideo(m, sample.videos[v]);
+        if (!tokens.ok()) {
+          return InvalidArgumentError(
+              setup.data_name + ": sample " + std::to_string(sample.id) + " videos[" +
+              std::to_string(v) + "] (w " + std::to_string(sample.videos[v].width_px) + ", h " +
+              std::to_string(sample.videos[v].height_px) + "): " + tokens.status().message() +
+              "; give the frame size (w, h) in the data or set " + m.name +
+              ".image_size_px in the model");
+        }
+      }
+    }
   }
   batching.drop_last = true;
   data::BatchingReport used;

@@ -24,6 +24,7 @@ std::string_view MemoryPolicyName(MemoryPolicy policy) {
 StatusOr<std::unique_ptr<Planner>> Planner::Create(const JobOptions& job,
                                                    std::string_view strategy,
                                                    PlannerOptions options) {
+  WEFT_RETURN_IF_ERROR(options.budget.Validate());  // before the work of the setup
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<JobSetup> setup, MakeJobSetup(job));
   WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategyForJob(strategy, job, setup->job));
   return Create(std::shared_ptr<const JobSetup>(std::move(setup)), std::move(s),
@@ -48,6 +49,7 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetu
     return InvalidArgumentError("Planner::Create: a job with a cost model and a strategy are "
                                 "required");
   }
+  WEFT_RETURN_IF_ERROR(options.budget.Validate());
   std::unique_ptr<Planner> p(new Planner());
   p->setup_ = std::move(setup);
   p->strategy_ = std::move(strategy);
@@ -210,6 +212,14 @@ StatusOr<plan::ValidationReport> ValidateCompiled(const plan::ExecutionPlan& com
                                                   const PlannedIteration& planned,
                                                   int64_t iteration, const std::string& what) {
   auto validated = plan::ValidatePlan(compiled);
+  if (!validated.ok() && validated.status().code() == StatusCode::kResourceExhausted) {
+    // Memory: the job does not fit (a user error naming the rank, bytes and capacity).
+    return ResourceExhaustedError(
+        "iteration " + std::to_string(iteration) + " " + what + ": the plan does not fit memory: " +
+        validated.status().message() +
+        (planned.plan.notes.empty() ? "" : " [" + planned.plan.notes + "]") +
+        "; give more pipeline ranks (--pp) or GPUs, or a smaller model");
+  }
   if (!validated.ok()) {
     return InternalError("iteration " + std::to_string(iteration) + " " + what +
                          ": compiled plan does not validate: " + validated.status().message() +

@@ -1,9 +1,11 @@
 #include "weft/strategy/strategy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 
+#include "weft/common/text.h"
 #include "weft/data/workload.h"
 #include "weft/strategy/registry.h"
 
@@ -142,6 +144,26 @@ Status Placement::Validate(const spec::ModelSpec& model) const {
       return InvalidArgumentError("placement.chunks[" + std::to_string(i) + "].group = " +
                                   std::to_string(chunks[i].group) + "; out of range");
     }
+  }
+  return OkStatus();
+}
+
+Status PlanBudget::Validate() const {
+  // A work budget binds first: then a large time budget is "no time limit" (finite still).
+  if (!std::isfinite(time_budget_s) || time_budget_s < 0 ||
+      (work_budget == 0 && time_budget_s > kMaxTimeBudgetS)) {
+    return InvalidArgumentError("budget time_budget_s = " + NumberForMessage(time_budget_s) +
+                                "; must be finite and in [0, " + NumberForMessage(kMaxTimeBudgetS) +
+                                "] (any finite value >= 0 with a work budget)");
+  }
+  if (work_budget < 0 || work_budget > kMaxWorkBudget) {
+    return InvalidArgumentError("budget work_budget = " + std::to_string(work_budget) +
+                                "; must be in [0, " + std::to_string(kMaxWorkBudget) +
+                                "] (0 = no work limit)");
+  }
+  if (threads < 1 || threads > kMaxThreads) {
+    return InvalidArgumentError("budget threads = " + std::to_string(threads) +
+                                "; must be in [1, " + std::to_string(kMaxThreads) + "]");
   }
   return OkStatus();
 }

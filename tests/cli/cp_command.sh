@@ -40,7 +40,7 @@ bad 'layout[0][0] = "video"; kind must be' --layout "$(layout '[["video", 300]]'
 bad "layout[1][0] = 62; a modality index must lie in 1..61" --layout "$(layout '[["text", 300], [62, 10]]')" --ranks 1
 bad "malformed JSON" --layout "$(layout '[["text", 300]')" --ranks 1
 bad "l.json" --layout "$(layout '[["text", 300]')" --ranks 1
-bad "--ranks = 0; must be >= 1" --tokens 4096 --mask EE --ranks 0
+bad "--ranks: 0 is out of range; must be an integer in [1, 4096]" --tokens 4096 --mask EE --ranks 0
 bad "--ranks = 40; must be <= blocks (32" --tokens 4096 --mask EE --ranks 40
 bad "--tokens = 0; must be > 0" --tokens 0 --mask EE --ranks 2
 bad 'mask = "XY"' --tokens 4096 --mask XY --ranks 2

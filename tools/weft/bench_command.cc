@@ -1,17 +1,22 @@
 // weft bench dip <experiment>: the DIP evidence experiments (bench/dip/experiments.h).
 #include <filesystem>
+#include <limits>
 #include <iostream>
 #include <sstream>
 
 #include "cli_common.h"
+#include "job_options.h"
+#include "weft/common/text.h"
 #include "bench/dip/experiments.h"
+#include "weft/strategy/strategy.h"
 
 namespace weft::cli {
 namespace {
 
 // Parses "1,2,4" into integers; InvalidArgument naming the flag on a bad element.
 template <typename T>
-StatusOr<std::vector<T>> ParseList(const std::string& flag, const std::string& text) {
+StatusOr<std::vector<T>> ParseList(const std::string& flag, const std::string& text,
+                                   long long max) {
   std::vector<T> out;
   std::stringstream ss(text);
   for (std::string item; std::getline(ss, item, ',');) {
@@ -19,11 +24,12 @@ StatusOr<std::vector<T>> ParseList(const std::string& flag, const std::string& t
     try {
       size_t used = 0;
       const long long v = std::stoll(item, &used);
-      if (used != item.size() || v < 1) throw std::invalid_argument(item);
+      if (used != item.size() || v < 1 || v > max) throw std::invalid_argument(item);
       out.push_back(static_cast<T>(v));
     } catch (const std::exception&) {
-      return InvalidArgumentError(flag + " = \"" + text + "\": \"" + item +
-                                  "\" is not a positive integer");
+      return InvalidArgumentError(flag + " = " + QuoteForMessage(text) + ": " +
+                                  QuoteForMessage(item) + " is not an integer in [1, " +
+                                  std::to_string(max) + "]");
     }
   }
   return out;
@@ -51,16 +57,20 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
           "Example:\n  weft bench dip search --budget-s 60 --json out/search.json "
           "--figure-dir docs/figures\n  weft bench dip subbatch --sweep 1,4,16 --iterations 2");
   cmd->add_option("experiment", *experiment, "experiment name (see above)")->required();
-  cmd->add_option("--model", options->model, "model preset or file (default: the experiment's)");
-  cmd->add_option("--data", options->data, "data profile or file (default: the experiment's)");
+  cmd->add_option("--model", options->model, "model preset or file (default: the experiment's)")
+      ->check(InputFileCheck(kMaxSpecFileBytes));
+  cmd->add_option("--data", options->data, "data profile or file (default: the experiment's)")
+      ->check(InputFileCheck(kMaxDataFileBytes));
   auto budget_s = std::make_shared<double>(-1);
-  CLI::Option* budget_opt = cmd->add_option("--budget-s", *budget_s,
-                  "search budget per run (search, scalability) or planning budget per iteration "
-                  "(others), seconds (default: the experiment's)");
-  cmd->add_option("--iterations", options->iterations,
-                  "iterations of fresh batches (default: the experiment's)");
+  CLI::Option* budget_opt = AddNumberOption(
+      cmd, "--budget-s", *budget_s, 0.0, strategy::PlanBudget::kMaxTimeBudgetS,
+      "search budget per run (search, scalability) or planning budget per iteration (others), "
+      "seconds (default: the experiment's)");
+  AddNumberOption(cmd, "--iterations", options->iterations, 0, kMaxIterations,
+                  "iterations of fresh batches", "0 = the experiment's");
   cmd->add_option("--seeds", *seeds, "comma-separated search seeds (default 1,2,3)");
-  cmd->add_option("--threads", options->threads, "search / planning threads")
+  AddNumberOption(cmd, "--threads", options->threads, 1, strategy::PlanBudget::kMaxThreads,
+                  "search / planning threads")
       ->capture_default_str();
   cmd->add_option("--sweep", *sweep,
                   "comma-separated sweep values: microbatch counts (scalability) or encoder "
@@ -70,12 +80,12 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--figure-dir", *figure_dir, "write the experiment's SVG figures here");
   cmd->add_flag("--quiet", *quiet, "no progress on stderr");
   cmd->callback([=, &exit_code]() {
-    auto seed_list = ParseList<uint64_t>("--seeds", *seeds);
+    auto seed_list = ParseList<uint64_t>("--seeds", *seeds, std::numeric_limits<long long>::max());
     if (!seed_list.ok()) {
       exit_code = ReportError(seed_list.status());
       return;
     }
-    auto sweep_list = ParseList<int>("--sweep", *sweep);
+    auto sweep_list = ParseList<int>("--sweep", *sweep, strategy::JobOptions::kMaxMicrobatches);
     if (!sweep_list.ok()) {
       exit_code = ReportError(sweep_list.status());
       return;
@@ -83,17 +93,25 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
     bench::dip::ExperimentOptions o = *options;
     o.seeds = *seed_list;
     o.sweep = *sweep_list;
-    if (budget_opt->count() > 0) {
-      if (!(*budget_s >= 0)) {
-        exit_code = ReportError(InvalidArgumentError(
-            "--budget-s = " + std::to_string(*budget_s) + ": must be >= 0"));
+    if (budget_opt->count() > 0) o.budget_s = *budget_s;  // range checked at parse time
+    // Output paths are checked before the work.
+    for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--json", *json_path},
+                                     {"--markdown", *markdown_path}}) {
+      if (path.empty()) continue;
+      if (Status s = CheckOutputFile(path, flag); !s.ok()) {
+        exit_code = ReportError(s);
         return;
       }
-      o.budget_s = *budget_s;
     }
-    if (!*quiet) o.progress = [](const std::string& m) { std::cerr << "\r" << m << "\033[K"; };
+    if (!figure_dir->empty()) {
+      if (Status s = CheckOutputDir(*figure_dir, "--figure-dir"); !s.ok()) {
+        exit_code = ReportError(s);
+        return;
+      }
+    }
+    if (!*quiet) o.progress = ProgressPrinter();
     auto result = bench::dip::RunExperiment(*experiment, o);
-    if (!*quiet) std::cerr << "\r\033[K";
+    if (!*quiet) ClearProgress();
     if (!result.ok()) {
       exit_code = ReportError(result.status());
       return;

@@ -1,14 +1,34 @@
 #include "cli_common.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
 
+#include <fmt/format.h>
+
+#include "weft/common/text.h"
+#include "weft/data/generators.h"
+#include "weft/spec/preset.h"
 #include "weft/strategy/strategy.h"
 
 namespace weft::cli {
+namespace {
+
+// The value as typed, for a message: numbers as they are, anything else quoted and escaped.
+std::string ValueForMessage(const std::string& text) {
+  const bool plain = !text.empty() && text.size() <= 32 &&
+                     text.find_first_not_of("0123456789+-.eEinfatyINFATY") == std::string::npos;
+  return plain ? text : QuoteForMessage(text, 32);
+}
+
+}  // namespace
 
 std::string StrategyList() {
   std::string out;
@@ -16,11 +36,161 @@ std::string StrategyList() {
   return out;
 }
 
-int ReportError(const Status& status) {
-  std::string message = status.message();
-  for (char& c : message) {
-    if (c == '\n') c = ' ';
+Status CheckStrategyName(const std::string& name) {
+  if (name == "manual") return OkStatus();
+  for (const auto& known : strategy::StrategyNames()) {
+    if (known == name) return OkStatus();
   }
+  return NotFoundError("unknown strategy " + QuoteForMessage(name) + "; known: " + StrategyList() +
+                       ", manual (weft compare --list describes them)");
+}
+
+std::vector<std::pair<std::string, std::string>> StrategyDescriptions() {
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (const auto& name : strategy::StrategyNames()) {
+    auto s = strategy::MakeStrategy(name);
+    std::string description = s.ok() ? std::string((*s)->Description()) : "";
+    if (const size_t cut = description.find('\n'); cut != std::string::npos) {
+      description.resize(cut);  // one line per strategy
+    }
+    rows.emplace_back(name, description);
+  }
+  rows.emplace_back("manual", "the user's placement (--placement FILE; docs/placements.md)");
+  return rows;
+}
+
+std::string StrategyTable() {
+  const auto rows = StrategyDescriptions();
+  size_t width = 4;
+  for (const auto& row : rows) width = std::max(width, row.first.size());
+  std::string out;
+  for (const auto& [name, description] : rows) {
+    out += fmt::format("{:<{}}  {}\n", name, width, description);
+  }
+  return out;
+}
+
+std::string RangeText(int64_t lo, uint64_t hi, const std::string& note) {
+  return fmt::format("[{}, {}]{}", lo, hi, note.empty() ? "" : " (" + note + ")");
+}
+
+std::string RangeText(double lo, double hi, const std::string& note) {
+  return fmt::format("[{}, {}]{}", NumberForMessage(lo), NumberForMessage(hi),
+                     note.empty() ? "" : " (" + note + ")");
+}
+
+std::string CheckIntegerText(const std::string& text, int64_t lo, uint64_t hi,
+                             const std::string& note) {
+  const std::string rule = "must be an integer in " + RangeText(lo, hi, note);
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  bool in_range = false;
+  bool parsed = false;
+  if (!text.empty() && text[0] == '-') {
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(begin, end, v);
+    parsed = ptr == end && (ec == std::errc() || ec == std::errc::result_out_of_range);
+    in_range = ec == std::errc() && v >= lo && (v < 0 || static_cast<uint64_t>(v) <= hi);
+  } else {
+    const char* digits = !text.empty() && text[0] == '+' ? begin + 1 : begin;
+    uint64_t v = 0;
+    auto [ptr, ec] = std::from_chars(digits, end, v);
+    parsed = digits != end && ptr == end &&
+             (ec == std::errc() || ec == std::errc::result_out_of_range);
+    in_range = ec == std::errc() && v <= hi && (lo <= 0 || v >= static_cast<uint64_t>(lo));
+  }
+  if (!parsed) return ValueForMessage(text) + " is not an integer; " + rule;
+  if (!in_range) return ValueForMessage(text) + " is out of range; " + rule;
+  return "";
+}
+
+std::string CheckRealText(const std::string& text, double lo, double hi, const std::string& note) {
+  const std::string rule = "must be a number in " + RangeText(lo, hi, note);
+  double v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ptr != end || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+    return ValueForMessage(text) + " is not a number; " + rule;
+  }
+  if (ec == std::errc::result_out_of_range || !std::isfinite(v)) {
+    return ValueForMessage(text) + " is not a finite number; " + rule;
+  }
+  if (v < lo || v > hi) return ValueForMessage(text) + " is out of range; " + rule;
+  return "";
+}
+
+CLI::Validator InputFileCheck(int64_t max_bytes) {
+  return CLI::Validator(
+      [max_bytes](std::string& value) -> std::string {
+        // Preset and profile names are not files (the library resolves them first).
+        for (const auto& p : spec::ListPresets()) {
+          if (p.name == value) return "";
+        }
+        for (auto p : data::GeneratorProfileNames()) {
+          if (p == value) return "";
+        }
+        std::error_code ec;
+        if (!std::filesystem::exists(std::filesystem::symlink_status(value, ec)) &&
+            !std::filesystem::exists(value, ec)) {
+          return "";  // the library names what is missing, with the known names
+        }
+        Status s = CheckInputFile(value, max_bytes, "file");
+        return s.ok() ? "" : s.message();
+      },
+      "", "input file");
+}
+
+Status CheckOutputFile(const std::string& path, const std::string& flag) {
+  if (path == "-") return OkStatus();
+  namespace fs = std::filesystem;
+  const std::string name = flag + " " + QuoteForMessage(path, 200);
+  if (path.empty()) return InvalidArgumentError(flag + ": empty path");
+  fs::path target(path);
+  std::error_code ec;
+  const fs::file_status st = fs::status(target, ec);
+  if (fs::is_directory(st)) {
+    return InvalidArgumentError(name + ": is a directory; give a file path");
+  }
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    return InvalidArgumentError(name + ": exists and is not a regular file");
+  }
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  WEFT_RETURN_IF_ERROR(CheckOutputDir(dir.string(), flag + " directory"));
+  return OkStatus();
+}
+
+Status CheckOutputDir(const std::string& dir, const std::string& flag) {
+  namespace fs = std::filesystem;
+  const std::string name = flag + " " + QuoteForMessage(dir, 200);
+  if (dir.empty()) return InvalidArgumentError(flag + ": empty path");
+  std::error_code ec;
+  fs::file_status st = fs::status(dir, ec);
+  if (!fs::exists(st)) {
+    fs::create_directories(dir, ec);
+    if (ec) return InvalidArgumentError(name + ": cannot create directory: " + ec.message());
+    st = fs::status(dir, ec);
+  }
+  if (!fs::is_directory(st)) return InvalidArgumentError(name + ": not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return InvalidArgumentError(name + ": directory is not writable");
+  }
+  return OkStatus();
+}
+
+std::function<void(const std::string&)> ProgressPrinter() {
+  if (::isatty(STDERR_FILENO)) {
+    return [](const std::string& m) { std::cerr << "\r" << m << "\033[K" << std::flush; };
+  }
+  return [](const std::string& m) { std::cerr << m << "\n"; };
+}
+
+void ClearProgress() {
+  if (::isatty(STDERR_FILENO)) std::cerr << "\r\033[K" << std::flush;
+}
+
+int ReportError(const Status& status) {
+  // One line: control bytes (newlines included) escaped, very long messages cut.
+  std::string message = EscapeForMessage(status.message(), 2000);
   std::cerr << "weft: error: " << message << "\n";
   return IsUserError(status) ? 2 : 1;
 }
@@ -32,29 +202,36 @@ Status WriteFileAtomically(const std::string& path, const std::string& content) 
     return OkStatus();
   }
   namespace fs = std::filesystem;
+  const std::string name = QuoteForMessage(path, 200);
   fs::path target(path);
   std::error_code ec;
+  if (fs::is_directory(target, ec)) {
+    return InvalidArgumentError(name + ": is a directory; give a file path");
+  }
   if (target.has_parent_path() && !fs::exists(target.parent_path(), ec)) {
     fs::create_directories(target.parent_path(), ec);
-    if (ec) return NotFoundError(path + ": cannot create directory: " + ec.message());
+    if (ec) return InvalidArgumentError(name + ": cannot create directory: " + ec.message());
   }
   std::random_device rd;
   fs::path tmp = target;
   tmp += ".tmp" + std::to_string(rd());
   {
     std::ofstream out(tmp, std::ios::binary);
-    if (!out) return NotFoundError(path + ": cannot open for writing");
+    if (!out) return InvalidArgumentError(name + ": cannot open for writing");
     out << content;
     out.flush();
     if (!out) {
+      out.close();
       fs::remove(tmp, ec);
-      return InternalError(path + ": write failed");
+      return ResourceExhaustedError(name + ": write failed (disk full?)");
     }
   }
   fs::rename(tmp, target, ec);
   if (ec) {
-    fs::remove(tmp, ec);
-    return InternalError(path + ": rename failed: " + ec.message());
+    const std::string reason = ec.message();
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    return InvalidArgumentError(name + ": cannot replace the file: " + reason);
   }
   return OkStatus();
 }

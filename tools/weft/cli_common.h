@@ -2,7 +2,11 @@
 // Shared helpers of the weft CLI subcommands (thin layer over the library).
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "weft/common/status.h"
 
@@ -18,6 +22,67 @@ Status WriteFileAtomically(const std::string& path, const std::string& content);
 
 // "megatron-1f1b, megatron-vpp, ..." (every registered strategy, for help texts).
 std::string StrategyList();
+// OK for a registered strategy or `manual`; else NotFound naming the known ones (name quoted).
+Status CheckStrategyName(const std::string& name);
+// (name, one-line description) of every strategy and `manual`.
+std::vector<std::pair<std::string, std::string>> StrategyDescriptions();
+// One line per strategy, "name  description" (weft compare --list).
+std::string StrategyTable();
+
+// --- Numeric flags: one place for every range (docs/cli.md lists them) -------------------------
+// The value's text is checked when the command line is parsed, before any work: not a number of
+// the flag's kind, or outside [lo, hi], exits 2 with one line naming the flag, the value (quoted
+// and escaped if it is not a number) and the rule, e.g.
+//   weft: error: --gpus: -1 is out of range; must be in [0, 16384] (0 = the model's setup)
+// `note` says what special values mean; the range is appended to the help text.
+// Empty when `text` is an integer in [lo, hi], else the reason (without the flag name).
+std::string CheckIntegerText(const std::string& text, int64_t lo, uint64_t hi,
+                             const std::string& note);
+// Empty when `text` is a finite number in [lo, hi], else the reason.
+std::string CheckRealText(const std::string& text, double lo, double hi, const std::string& note);
+std::string RangeText(int64_t lo, uint64_t hi, const std::string& note);
+std::string RangeText(double lo, double hi, const std::string& note);
+
+template <typename T>
+CLI::Option* AddNumberOption(CLI::App* cmd, const std::string& flag, T& value, T lo, T hi,
+                             const std::string& help, const std::string& note = "") {
+  std::string range;
+  CLI::Validator check;
+  if constexpr (std::is_integral_v<T>) {
+    range = RangeText(static_cast<int64_t>(lo), static_cast<uint64_t>(hi), note);
+    check = CLI::Validator(
+        [lo, hi, note](std::string& text) {
+          return CheckIntegerText(text, static_cast<int64_t>(lo), static_cast<uint64_t>(hi), note);
+        },
+        "", "range");
+  } else {
+    range = RangeText(static_cast<double>(lo), static_cast<double>(hi), note);
+    check = CLI::Validator(
+        [lo, hi, note](std::string& text) { return CheckRealText(text, lo, hi, note); }, "",
+        "range");
+  }
+  return cmd->add_option(flag, value, help + " " + range)->check(check);
+}
+
+// --- Input and output paths, checked before any work -----------------------------------------
+inline constexpr int64_t kMaxSpecFileBytes = 16LL << 20;  // model/cluster/placement YAML or JSON
+inline constexpr int64_t kMaxDataFileBytes = 4LL << 30;   // data files (read into memory)
+inline constexpr int64_t kMaxPlanFileBytes = 1LL << 30;   // weft.plan/v2 JSON
+// A validator for an option naming a preset/profile or a file: a value that exists on disk and is
+// not a preset or profile name must be a regular file of at most `max_bytes` (so /dev/zero or a
+// FIFO cannot hang or exhaust memory).
+CLI::Validator InputFileCheck(int64_t max_bytes);
+// OK when `path` can be written: its directory exists or can be created, and `path` is not a
+// directory or other non-file. Creates the directory. "-" is stdout.
+Status CheckOutputFile(const std::string& path, const std::string& flag);
+// OK when `dir` is (or can be created as) a writable directory. Creates it.
+Status CheckOutputDir(const std::string& dir, const std::string& flag);
+
+// Progress lines on stderr: "\r<line>\033[K" on a terminal, plain lines otherwise (logs stay
+// readable, errors never start with escape codes). Clear() ends the progress display.
+std::function<void(const std::string&)> ProgressPrinter();
+void ClearProgress();
+
 
 // Each subcommand file defines one Register function; the callback stores its exit code.
 // (one Register<Name>Command(CLI::App& app, int& exit_code) per subcommand file; main.cc calls each)

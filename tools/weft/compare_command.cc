@@ -1,4 +1,5 @@
 // weft compare: simulate K iterations of real batches for each strategy; table, JSON, HTML, traces.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -24,12 +25,22 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
       "Example:\n  weft compare --model vlm-s --cluster h800 --gpus 16 --data mixed "
       "--iterations 20 --report out/report.html --json out/compare.json");
   AddJobOptions(cmd, options->job);
-  cmd->add_option("--iterations", options->iterations, "iterations to simulate")
+  AddNumberOption(cmd, "--iterations", options->iterations, 1, kMaxIterations,
+                  "iterations to simulate")
       ->capture_default_str();
   cmd->add_option("--strategies", *strategies,
-                  "comma-separated strategies (default: all): " + StrategyList());
+                  "comma-separated strategies (default: all; weft compare --list describes "
+                  "them): " + StrategyList());
   cmd->add_option("--baseline", options->baseline, "strategy speedups are relative to")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            Status s = CheckStrategyName(name);
+            return s.ok() ? "" : s.message();
+          },
+          "", "strategy"));
+  auto list = std::make_shared<bool>(false);
+  cmd->add_flag("--list", *list, "list the strategies with one line each and exit");
   auto budget = std::make_shared<BudgetFlags>();
   AddBudgetOptions(cmd, *budget);
   cmd->add_option("--json", *json_path, "write the comparison as JSON");
@@ -39,6 +50,26 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
                   "slowest replica, named in the trace title)");
   cmd->add_flag("--quiet", *quiet, "no progress on stderr");
   cmd->callback([=, &exit_code]() {
+    if (*list) {
+      std::cout << StrategyTable();
+      exit_code = 0;
+      return;
+    }
+    // Every output path is checked before the work: a bad one fails now and writes nothing.
+    for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--json", *json_path},
+                                     {"--report", *report_path}}) {
+      if (path.empty()) continue;
+      if (Status s = CheckOutputFile(path, flag); !s.ok()) {
+        exit_code = ReportError(s);
+        return;
+      }
+    }
+    if (!trace_dir->empty()) {
+      if (Status s = CheckOutputDir(*trace_dir, "--trace-dir"); !s.ok()) {
+        exit_code = ReportError(s);
+        return;
+      }
+    }
     auto plan_budget = MakePlanBudget(*budget);
     if (!plan_budget.ok()) {
       exit_code = ReportError(plan_budget.status());
@@ -50,9 +81,9 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
     for (std::string s; std::getline(ss, s, ',');) {
       if (!s.empty()) options->strategies.push_back(s);
     }
-    if (!*quiet) options->progress = [](const std::string& m) { std::cerr << "\r" << m << "\033[K"; };
+    if (!*quiet) options->progress = ProgressPrinter();
     auto run = strategy::RunComparison(*options);
-    if (!*quiet) std::cerr << "\r\033[K";
+    if (!*quiet) ClearProgress();
     if (!run.ok()) {
       exit_code = ReportError(run.status());
       return;
@@ -62,12 +93,10 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
     std::cout << "  planning budget of search strategies: " << run->comparison.planning_budget
               << "\n";
     for (const auto& s : run->static_plans) std::cout << "  " << s << "\n";
+    // Every output is rendered first and written only when all of them rendered.
+    std::vector<std::pair<std::string, std::string>> files;  // path, content
     if (!json_path->empty()) {
-      if (Status s = WriteFileAtomically(*json_path, report::ComparisonJsonString(run->comparison));
-          !s.ok()) {
-        exit_code = ReportError(s);
-        return;
-      }
+      files.emplace_back(*json_path, report::ComparisonJsonString(run->comparison));
     }
     if (!trace_dir->empty()) {
       for (const auto& kept : run->timelines) {
@@ -84,12 +113,9 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
           exit_code = ReportError(trace.status());
           return;
         }
-        const std::string path = (std::filesystem::path(*trace_dir) /
-                                  (kept.strategy + ".trace.json")).string();
-        if (Status s = WriteFileAtomically(path, *trace); !s.ok()) {
-          exit_code = ReportError(s);
-          return;
-        }
+        files.emplace_back(
+            (std::filesystem::path(*trace_dir) / (kept.strategy + ".trace.json")).string(),
+            std::move(*trace));
       }
     }
     if (!report_path->empty()) {
@@ -105,11 +131,25 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
         exit_code = ReportError(html.status());
         return;
       }
-      if (Status s = WriteFileAtomically(*report_path, *html); !s.ok()) {
+      files.emplace_back(*report_path, std::move(*html));
+    }
+    for (const auto& [path, content] : files) {
+      if (Status s = WriteFileAtomically(path, content); !s.ok()) {
         exit_code = ReportError(s);
         return;
       }
-      std::cout << "report: " << *report_path << "\n";
+    }
+    if (!report_path->empty()) std::cout << "report: " << *report_path << "\n";
+    // Every strategy failed (e.g. a data file no strategy can use): the table says why, and the
+    // command fails with the first reason.
+    if (!run->comparison.strategies.empty() &&
+        std::none_of(run->comparison.strategies.begin(), run->comparison.strategies.end(),
+                     [](const report::StrategyResult& r) { return r.ok(); })) {
+      const auto& first = run->comparison.strategies.front();
+      exit_code = ReportError(InvalidArgumentError(
+          "every strategy failed on this input; " + first.name + ": " +
+          first.error.value_or("no iterations")));
+      return;
     }
     exit_code = 0;
   });

@@ -8,12 +8,16 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "weft/common/text.h"
 #include "weft/cost/cost_model.h"
 #include "weft/cost/validation.h"
 #include "weft/spec/preset.h"
 
 namespace weft::cli {
 namespace {
+
+constexpr int kMaxTp = 1024;
+constexpr int64_t kMaxTokens = int64_t{1} << 24;  // analytic costs: larger is only slower
 
 struct CostArgs {
   std::string model;
@@ -95,15 +99,37 @@ int RunValidate(const CostArgs& args) {
 
 int Run(const CostArgs& args) {
   if (!args.validate_dir.empty() || !args.validate_table.empty()) return RunValidate(args);
-  if (args.model.empty() || args.cluster.empty()) {
-    return ReportError(InvalidArgumentError("--model and --cluster are required (or --validate DIR)"));
+  if (args.model.empty()) {
+    return ReportError(InvalidArgumentError("--model is required (or --validate DIR)"));
   }
-  if (args.tp < 1) return ReportError(InvalidArgumentError(fmt::format("--tp = {}; must be >= 1", args.tp)));
   auto preset = spec::LoadModel(args.model);
   if (!preset.ok()) return ReportError(preset.status());
-  auto cluster = spec::LoadCluster(args.cluster);
+  // --cluster defaults to the model's setup cluster, as in compare / simulate / plan.
+  const std::string cluster_name =
+      !args.cluster.empty() ? args.cluster : preset->setup ? preset->setup->cluster : "";
+  if (cluster_name.empty()) {
+    return ReportError(InvalidArgumentError("--cluster: model " + QuoteForMessage(args.model) +
+                                            " has no setup cluster; name one (e.g. --cluster h800)"));
+  }
+  auto cluster = spec::LoadCluster(cluster_name);
   if (!cluster.ok()) return ReportError(cluster.status());
   const spec::ModelSpec& model = preset->model;
+  // --tp must divide the attention heads of every transformer module (no silent fallback).
+  for (const spec::ModuleSpec& m : model.modules) {
+    if (m.IsTransformer() && m.num_attention_heads % args.tp != 0) {
+      std::string valid;
+      for (int tp = 1; tp <= kMaxTp; ++tp) {
+        bool divides = true;
+        for (const spec::ModuleSpec& other : model.modules) {
+          if (other.IsTransformer() && other.num_attention_heads % tp != 0) divides = false;
+        }
+        if (divides) valid += (valid.empty() ? "" : ", ") + std::to_string(tp);
+      }
+      return ReportError(InvalidArgumentError(fmt::format(
+          "--tp: {} does not divide the {} attention heads of module {}; valid --tp for {}: {}",
+          args.tp, m.num_attention_heads, m.name, model.name, valid)));
+    }
+  }
   CostArgs a = args;
   if (a.tokens == 0) {
     a.tokens = preset->setup && preset->setup->context_tokens > 0 ? preset->setup->context_tokens : 4096;
@@ -123,8 +149,6 @@ int Run(const CostArgs& args) {
       continue;
     }
     spec::ModuleParallel par{.module = m.name, .tp = a.tp, .sequence_parallel = a.sequence_parallel};
-    // A TP size the module cannot use (heads not divisible) falls back to TP 1 for that module.
-    if (m.IsTransformer() && m.num_attention_heads % a.tp != 0) par.tp = 1;
     auto mode = cost::BackwardModeOf(model, mi);
     if (!mode.ok()) return ReportError(mode.status());
     text += fmt::format("\n{} ({}, {} layers, tp {}, {} tokens, backward {})\n", m.name,
@@ -206,22 +230,31 @@ void RegisterCostCommand(CLI::App& app, int& exit_code) {
       "Per-layer latency (fwd, bwd-input, bwd-weight) and memory (activations per recompute "
       "strategy, parameter+gradient+optimizer state) of every module on one TP rank.\n\n"
       "Examples:\n  weft cost --model vlm-s --cluster h800 --tp 2 --images 4 --tokens 1024\n"
+      "  weft cost --model tiny-vlm            # cluster: the model's setup cluster\n"
       "  weft cost --model llama3-8b --cluster h100 --tokens 8192 --json\n"
       "  weft cost --validate ../shared/data/gpu_timings   # error table vs measured timings");
-  cmd->add_option("--model", args->model, "model preset name or YAML/JSON file");
-  cmd->add_option("--cluster", args->cluster, "cluster preset name or YAML/JSON file");
-  cmd->add_option("--tp", args->tp, "tensor-parallel size (modules whose heads it does not divide use 1)");
+  cmd->add_option("--model", args->model, "model preset name or YAML/JSON file")
+      ->check(InputFileCheck(kMaxSpecFileBytes));
+  cmd->add_option("--cluster", args->cluster,
+                  "cluster preset name or YAML/JSON file (default: the model's setup cluster)")
+      ->check(InputFileCheck(kMaxSpecFileBytes));
+  AddNumberOption(cmd, "--tp", args->tp, 1, kMaxTp,
+                  "tensor-parallel size; must divide every transformer module's attention heads")
+      ->capture_default_str();
   cmd->add_flag("--sp", args->sequence_parallel, "Megatron sequence parallelism");
-  cmd->add_option("--tokens", args->tokens,
-                  "text tokens for the LLM (default: the preset's context, else 4096); DiT tokens");
-  cmd->add_option("--images", args->images,
+  AddNumberOption(cmd, "--tokens", args->tokens, int64_t{0}, kMaxTokens,
+                  "text tokens for the LLM; DiT tokens", "0 = the preset's context, else 4096");
+  AddNumberOption(cmd, "--images", args->images, 0, 65536,
                   "images at the model's fixed resolution through the vision encoder");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->add_option("--validate", args->validate_dir,
                   "print the model's error vs the gpu_timings directory instead");
   cmd->add_option("--validate-table", args->validate_table,
-                  "print the model's error on --cluster vs a bench/gpu_harness.py CSV instead");
-  cmd->add_option("--min-tokens", args->min_tokens, "--validate: smallest token count compared");
+                  "print the model's error on --cluster vs a bench/gpu_harness.py CSV instead")
+      ->check(InputFileCheck(kMaxDataFileBytes));
+  AddNumberOption(cmd, "--min-tokens", args->min_tokens, 0.0, static_cast<double>(kMaxTokens),
+                  "--validate: smallest token count compared")
+      ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = Run(*args); });
 }
 

@@ -62,6 +62,9 @@ int Run(const CpArgs& a) {
   if (a.ranks < 1) {
     return ReportError(InvalidArgumentError(fmt::format("--ranks = {}; must be >= 1", a.ranks)));
   }
+  if (!a.json_file.empty()) {
+    if (Status s = CheckOutputFile(a.json_file, "--json"); !s.ok()) return ReportError(s);
+  }
   auto methods = cp::ParseMethods(a.methods);
   if (!methods.ok()) return ReportError(methods.status().WithPrefix("--method"));
   auto layout = LoadLayout(a);
@@ -147,25 +150,32 @@ void RegisterCpCommand(CLI::App& app, int& exit_code) {
       "Examples:\n  weft cp --tokens 65536 --mask EE --ranks 8\n"
       "  weft cp --layout layout.json --ranks 4 --method lpt,zigzag --json out.json\n"
       "  (layout.json: [[\"text\", 1000], [1, 576], [\"text\", 200], [2, 1500], [\"text\", 800]])");
-  cmd->add_option("--tokens", args->tokens, "sequence length for --mask");
+  AddNumberOption(cmd, "--tokens", args->tokens, int64_t{0}, int64_t{1} << 24,
+                  "sequence length for --mask");
   cmd->add_option("--mask", args->mask,
                   "EP (encoder outputs prepended), EE (embedded) or MP (multimodal packing)");
   cmd->add_option("--layout", args->layout_file,
                   "explicit layout: JSON list of [kind, length], kind \"text\" or a modality index "
-                  "1..61; or {\"documents\": [list, ...]} for packed samples");
-  cmd->add_option("--ranks", args->ranks, "context-parallel ranks G")->required();
+                  "1..61; or {\"documents\": [list, ...]} for packed samples")
+      ->check(InputFileCheck(kMaxSpecFileBytes));
+  AddNumberOption(cmd, "--ranks", args->ranks, 1, 4096, "context-parallel ranks G")->required();
   cmd->add_option("--method", args->methods, "comma list of lpt, zigzag, ring, random")
       ->capture_default_str();
   cmd->add_option("--json", args->json_file, "write per-rank block lists and loads to FILE (- = stdout)");
-  cmd->add_option("--seed", args->seed, "layout and random-distribution seed")->capture_default_str();
-  cmd->add_option("--block-tokens", args->block_tokens, "tokens per block")->capture_default_str();
-  cmd->add_option("--segments", args->modality_segments, "EE: modality segments in the text")
+  AddNumberOption(cmd, "--seed", args->seed, uint64_t{0}, ~uint64_t{0},
+                  "layout and random-distribution seed")
+      ->capture_default_str();
+  AddNumberOption(cmd, "--block-tokens", args->block_tokens, 1, 1 << 20, "tokens per block")
+      ->capture_default_str();
+  AddNumberOption(cmd, "--segments", args->modality_segments, 1, 4096,
+                  "EE: modality segments in the text")
       ->capture_default_str();
   cmd->add_option("--model", args->model, "model preset whose layer prices the attention")
       ->capture_default_str();
   cmd->add_option("--module", args->module, "module of --model")->capture_default_str();
   cmd->add_option("--cluster", args->cluster, "cluster preset")->capture_default_str();
-  cmd->add_option("--tp", args->tp, "tensor-parallel size (heads per rank)")->capture_default_str();
+  AddNumberOption(cmd, "--tp", args->tp, 1, 1024, "tensor-parallel size (heads per rank)")
+      ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = Run(*args); });
 }
 

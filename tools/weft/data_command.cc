@@ -12,6 +12,9 @@
 namespace weft::cli {
 namespace {
 
+// data gen buffers every sample before writing (atomically): ~300 bytes of memory each.
+constexpr int64_t kMaxGeneratedSamples = 2'000'000;
+
 struct DataGenArgs {
   std::string profile;
   int64_t num_samples = 1000;
@@ -29,6 +32,7 @@ struct DataStatsArgs {
 };
 
 int RunGen(const DataGenArgs& args) {
+  if (Status s = CheckOutputFile(args.out, "--out"); !s.ok()) return ReportError(s);
   auto samples = data::GenerateSamples(
       args.profile, data::GeneratorOptions{.num_samples = args.num_samples, .seed = args.seed,
                                            .iteration = args.iteration});
@@ -90,11 +94,17 @@ void RegisterDataCommand(CLI::App& app, int& exit_code) {
       "Profiles: " + profiles + ".\n\n"
       "Example:\n  weft data gen --profile rise-and-fall --n 64 --seed 1 --iteration 3 --out it3.jsonl\n");
   gen->add_option("--profile", gen_args->profile, "generator profile (" + profiles + ")")->required();
-  gen->add_option("--n", gen_args->num_samples, "number of samples")->check(CLI::NonNegativeNumber);
-  gen->add_option("--seed", gen_args->seed, "random seed (same seed => same output)");
-  gen->add_option("--iteration", gen_args->iteration,
+  AddNumberOption(gen, "--n", gen_args->num_samples, int64_t{0}, kMaxGeneratedSamples,
+                  "number of samples",
+                  "about 300 MB and 4 s per million; for more, concatenate calls with "
+                  "--iteration 0, 1, 2, ...")
+      ->capture_default_str();
+  AddNumberOption(gen, "--seed", gen_args->seed, uint64_t{0}, ~uint64_t{0},
+                  "random seed (same seed => same output)")
+      ->capture_default_str();
+  AddNumberOption(gen, "--iteration", gen_args->iteration, int64_t{0}, int64_t{1'000'000'000},
                   "training iteration (mixed into the seed; rise-and-fall bounds)")
-      ->check(CLI::NonNegativeNumber);
+      ->capture_default_str();
   gen->add_option("--out", gen_args->out, "output file ('-' = stdout)");
   gen->callback([gen_args, &exit_code] { exit_code = RunGen(*gen_args); });
 
@@ -107,9 +117,12 @@ void RegisterDataCommand(CLI::App& app, int& exit_code) {
       "text tokens/image, image megapixels, video and audio seconds (and, with --model, the tokens\n"
       "each module sees). Any supported format: " + formats + ".\n\n"
       "Example:\n  weft data stats ../shared/data/video/msrvtt_10k_clip_metadata.jsonl --json\n");
-  stats->add_option("file", stats_args->file, "dataset file")->required();
+  stats->add_option("file", stats_args->file, "dataset file")
+      ->required()
+      ->check(InputFileCheck(kMaxDataFileBytes));
   stats->add_option("--format", stats_args->format, "force a format (" + formats + ")");
-  stats->add_option("--model", stats_args->model, "model preset or spec file: add per-module tokens");
+  stats->add_option("--model", stats_args->model, "model preset or spec file: add per-module tokens")
+      ->check(InputFileCheck(kMaxSpecFileBytes));
   stats->add_flag("--json", stats_args->json, "machine-readable output");
   stats->add_flag("--warnings", stats_args->show_warnings, "list every malformed record on stderr");
   stats->callback([stats_args, &exit_code] { exit_code = RunStats(*stats_args); });

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli_common.h"
+#include "weft/common/text.h"
 #include "weft/plan/plan_json.h"
 #include "weft/plan/torch_export.h"
 #include "weft/plan/validator.h"
@@ -21,6 +22,7 @@ struct ExportArgs {
 };
 
 int RunExport(const ExportArgs& args) {
+  if (Status s = CheckOutputFile(args.out, "--out"); !s.ok()) return ReportError(s);
   auto plan = plan::ReadPlanFile(args.plan_path);
   if (!plan.ok()) return ReportError(plan.status());
   // A plan that cannot run is never exported: the same check and message as `weft validate`,
@@ -35,7 +37,8 @@ int RunExport(const ExportArgs& args) {
     options.format = plan::TorchCsvFormat::kComputeOnly;
   } else {
     return ReportError(InvalidArgumentError(
-        "--format = \"" + args.format + "\"; must be torch-csv or torch-csv-compute-only"));
+        "--format = " + QuoteForMessage(args.format) +
+        "; must be torch-csv or torch-csv-compute-only"));
   }
   auto csv = plan::ExportTorchCsv(*plan, options);
   if (!csv.ok()) return ReportError(csv.status().WithPrefix(args.plan_path));
@@ -63,7 +66,9 @@ void RegisterExportCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--format", args->format,
                   "torch-csv (compute + send/recv cells) or torch-csv-compute-only")
       ->capture_default_str();
-  cmd->add_option("--plan", args->plan_path, "plan file (JSON, weft.plan/v2)")->required();
+  cmd->add_option("--plan", args->plan_path, "plan file (JSON, weft.plan/v2)")
+      ->required()
+      ->check(InputFileCheck(kMaxPlanFileBytes));
   cmd->add_option("--out", args->out, "output file, - for stdout")->capture_default_str();
   cmd->add_flag("--no-memory", args->no_memory, "validate without checking memory against capacity");
   cmd->add_flag("--allow-leaks", args->allow_leaks, "buffers never freed are not an error");

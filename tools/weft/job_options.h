@@ -5,33 +5,52 @@
 #include <cmath>
 #include <string>
 
+#include "cli_common.h"
+#include "weft/common/text.h"
 #include "weft/strategy/compare.h"
 
 namespace weft::cli {
 
+// Seeds: any unsigned 64-bit integer; a negative one is refused (it would wrap to 2^64 - 1).
+inline constexpr uint64_t kMaxSeed = ~uint64_t{0};
+
 inline void AddJobOptions(CLI::App* cmd, strategy::JobOptions& job) {
+  using strategy::JobOptions;
   cmd->add_option("--model", job.model, "model preset name or YAML/JSON file")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(InputFileCheck(kMaxSpecFileBytes));
   cmd->add_option("--cluster", job.cluster,
-                  "cluster preset name or file (default: the model's setup cluster)");
-  cmd->add_option("--gpus", job.gpus, "total GPUs (default: the model's setup)");
-  cmd->add_option("--pp", job.pipeline_size, "pipeline ranks of the backbone (default: setup's)");
+                  "cluster preset name or file (default: the model's setup cluster)")
+      ->check(InputFileCheck(kMaxSpecFileBytes));
+  AddNumberOption(cmd, "--gpus", job.gpus, 0, JobOptions::kMaxGpus, "total GPUs",
+                  "0 = the model's setup");
+  AddNumberOption(cmd, "--pp", job.pipeline_size, 0, JobOptions::kMaxPipelineSize,
+                  "pipeline ranks of the backbone", "0 = the setup's");
   cmd->add_option("--data", job.data,
-                  "data profile (laion obelics coco-llava video audio mixed rise-and-fall) or a "
-                  "data file (weft JSONL, LLaVA JSON, COCO, CSV/TSV manifests)");
-  cmd->add_option("--sequences", job.sequences_per_batch,
-                  "packed sequences per global batch (default: microbatches x DP)");
-  cmd->add_option("--microbatches", job.num_microbatches, "microbatches per DP replica");
-  cmd->add_option("--context", job.context_tokens, "packed sequence length in LLM tokens");
-  cmd->add_option("--seed", job.seed, "seed of the synthetic data")->capture_default_str();
+                  "data profile (weft presets --kind data lists them) or a data file (weft "
+                  "JSONL, LLaVA JSON, COCO, CSV/TSV manifests)")
+      ->check(InputFileCheck(kMaxDataFileBytes));
+  AddNumberOption(cmd, "--sequences", job.sequences_per_batch, 0,
+                  JobOptions::kMaxSequencesPerBatch, "packed sequences per global batch",
+                  "0 = microbatches x DP; the derived value has the same limit");
+  AddNumberOption(cmd, "--microbatches", job.num_microbatches, 0, JobOptions::kMaxMicrobatches,
+                  "microbatches per DP replica", "0 = the setup's, else 2 x pp");
+  AddNumberOption(cmd, "--context", job.context_tokens, 0, JobOptions::kMaxContextTokens,
+                  "packed sequence length in LLM tokens", "0 = the setup's, else 8192");
+  AddNumberOption(cmd, "--seed", job.seed, uint64_t{0}, kMaxSeed, "seed of the synthetic data")
+      ->capture_default_str();
   cmd->add_option("--placement", job.placement,
                   "user placement file (YAML; docs/placements.md): per-module TP/CP/DP, layer "
                   "split, GPUs and schedule rule, or a Megatron MIMO parallelism config "
-                  "(module_parallelisms); run as strategy `manual`");
+                  "(module_parallelisms); run as strategy `manual`")
+      ->check(InputFileCheck(kMaxSpecFileBytes));
   cmd->add_flag("!--ignore-idle-gpus", job.charge_idle_gpus,
                 "MFU and per-GPU figures over the GPUs the placement uses only (default: over "
                 "every GPU of the cluster, idle ones included)");
 }
+
+// Iterations to simulate (compare, simulate, plan): each plans and simulates one global batch.
+inline constexpr int kMaxIterations = 10000;
 
 // The planning budget of search strategies (DIP). Deterministic by default: a work budget, so the
 // same command with the same inputs prints the same numbers; --budget-ms opts into a wall-clock
@@ -44,31 +63,40 @@ struct BudgetFlags {
 };
 
 inline void AddBudgetOptions(CLI::App* cmd, BudgetFlags& b) {
-  cmd->add_option("--budget-work", b.budget_work,
+  AddNumberOption(cmd, "--budget-work", b.budget_work, int64_t{1},
+                  strategy::PlanBudget::kMaxWorkBudget,
                   "deterministic planning budget per iteration of search strategies, in work "
                   "units (MCTS iterations per replica search; same inputs, same plans)")
       ->capture_default_str();
-  cmd->add_option("--budget-ms", b.budget_ms,
-                  "wall-clock planning budget per iteration instead (plans then vary run to run)");
-  cmd->add_option("--threads", b.threads,
+  AddNumberOption(cmd, "--budget-ms", b.budget_ms, 0.0,
+                  strategy::PlanBudget::kMaxTimeBudgetS * 1000,
+                  "wall-clock planning budget per iteration instead (plans then vary run to run)",
+                  "0 = use --budget-work");
+  AddNumberOption(cmd, "--threads", b.threads, 1, strategy::PlanBudget::kMaxThreads,
                   "planning threads of search strategies (dip: DP replicas planned in parallel; "
-                  "under --budget-work the plan does not depend on it), 1..256")
+                  "under --budget-work the plan does not depend on it)")
       ->capture_default_str();
 }
 
 // The PlanBudget of the flags, or InvalidArgument naming the flag.
 inline StatusOr<strategy::PlanBudget> MakePlanBudget(const BudgetFlags& b) {
-  if (!std::isfinite(b.budget_ms) || b.budget_ms < 0 || b.budget_ms > 3.6e6) {
-    return InvalidArgumentError("--budget-ms = " + std::to_string(b.budget_ms) +
-                                "; must be in [0, 3600000] (0 = use --budget-work)");
+  // The flags' ranges are checked at parse time; callers that fill BudgetFlags directly get
+  // the same rules here.
+  if (std::string e = CheckRealText(NumberForMessage(b.budget_ms), 0,
+                                    strategy::PlanBudget::kMaxTimeBudgetS * 1000,
+                                    "0 = use --budget-work");
+      !e.empty()) {
+    return InvalidArgumentError("--budget-ms: " + e);
   }
-  if (b.budget_work < 1 || b.budget_work > 100'000'000) {
-    return InvalidArgumentError("--budget-work = " + std::to_string(b.budget_work) +
-                                "; must be in [1, 100000000]");
+  if (std::string e = CheckIntegerText(std::to_string(b.budget_work), 1,
+                                       strategy::PlanBudget::kMaxWorkBudget, "");
+      !e.empty()) {
+    return InvalidArgumentError("--budget-work: " + e);
   }
-  if (b.threads < 1 || b.threads > 256) {
-    return InvalidArgumentError("--threads = " + std::to_string(b.threads) +
-                                "; must be in [1, 256]");
+  if (std::string e = CheckIntegerText(std::to_string(b.threads), 1,
+                                       strategy::PlanBudget::kMaxThreads, "");
+      !e.empty()) {
+    return InvalidArgumentError("--threads: " + e);
   }
   strategy::PlanBudget p;
   p.threads = b.threads;

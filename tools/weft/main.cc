@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "weft/common/text.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -32,7 +33,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "weft: error: " << e.what() << "\n";
+    // CLI11's messages quote the user's text as typed: one line, control bytes escaped.
+    std::cerr << "weft: error: " << weft::EscapeForMessage(e.what(), 2000) << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "weft: internal error: " << e.what() << "\n";

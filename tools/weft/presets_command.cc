@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "weft/data/generators.h"
 #include "weft/spec/preset.h"
+#include "weft/strategy/strategy.h"
 
 namespace weft::cli {
 namespace {
@@ -31,7 +33,48 @@ std::string FormatParams(int64_t params) {
   return fmt::format("{}", params);
 }
 
+// One line per data generator profile (docs/data.md has the sources of the numbers).
+std::string DataProfileDescription(std::string_view profile) {
+  static const std::pair<std::string_view, std::string_view> kDescriptions[] = {
+      {"laion", "1 web image per sample, short captions (LAION-2B)"},
+      {"obelics", "interleaved web documents, ~2.5 images and ~816 text tokens each (OBELICS)"},
+      {"coco-llava", "1 COCO-sized image with ~359 instruction tokens (LLaVA-Instruct)"},
+      {"video", "short and long captioned clips (InternVid, ShareGPT4Video)"},
+      {"audio", "speech utterances and 10 s clips (LibriSpeech, AudioCaps)"},
+      {"mixed", "single-image, multi-image and video SFT mix (LLaVA-OneVision-like)"},
+      {"rise-and-fall", "one document per sequence, image count rising then falling (DIP 7.1)"},
+      {"cornstarch", "1000 text tokens + one 1280x720 image + one 30 s audio clip (Cornstarch)"},
+  };
+  for (const auto& [name, description] : kDescriptions) {
+    if (name == profile) return std::string(description);
+  }
+  return "see docs/data.md";
+}
+
+int RunListOther(const ListArgs& args) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  if (args.kind == "strategies") {
+    rows = StrategyDescriptions();
+  } else {
+    for (auto p : data::GeneratorProfileNames()) {
+      rows.emplace_back(std::string(p), DataProfileDescription(p));
+    }
+  }
+  if (args.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& [name, d] : rows) out.push_back({{"name", name}, {"description", d}});
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  size_t width = 4;
+  for (const auto& row : rows) width = std::max(width, row.first.size());
+  std::cout << fmt::format("{:<{}}  {}\n", "NAME", width, "DESCRIPTION");
+  for (const auto& [name, d] : rows) std::cout << fmt::format("{:<{}}  {}\n", name, width, d);
+  return 0;
+}
+
 int RunList(const ListArgs& args) {
+  if (args.kind == "strategies" || args.kind == "data") return RunListOther(args);
   const std::vector<spec::PresetInfo> presets = spec::ListPresets();
   auto wanted = [&](const spec::PresetInfo& p) {
     if (args.kind.empty()) return true;
@@ -97,13 +140,17 @@ int RunShow(const ShowArgs& args) {
 void RegisterPresetsCommand(CLI::App& app, int& exit_code) {
   CLI::App* presets = app.add_subcommand(
       "presets",
-      "List the built-in model and cluster presets, or print one as YAML.\n\n"
+      "List the built-in model and cluster presets, or print one as YAML; --kind strategies\n"
+      "and --kind data list the strategies and the data profiles.\n\n"
       "Examples:\n  weft presets\n  weft presets --json --kind models\n"
+      "  weft presets --kind strategies\n  weft presets --kind data\n"
       "  weft presets show vlm-s\n  weft presets show vlm-s --expanded > my-vlm.yaml\n");
   auto list_args = std::make_shared<ListArgs>();
   presets->add_flag("--json", list_args->json, "machine-readable list");
-  presets->add_option("--kind", list_args->kind, "only this kind")
-      ->check(CLI::IsMember({"models", "clusters"}));
+  presets->add_option("--kind", list_args->kind,
+                      "only this kind: models, clusters, strategies (with one line each) or data "
+                      "(the --data generator profiles)")
+      ->check(CLI::IsMember({"models", "clusters", "strategies", "data"}));
 
   auto show_args = std::make_shared<ShowArgs>();
   CLI::App* show = presets->add_subcommand(

@@ -125,6 +125,7 @@ Status RunIterationsWithService(const RunOptions& o, Fn each) {
   service::PlannerService planner(
       *prepared.planner,
       {.budget_s = std::max(1e-3, budget.time_budget_s), .work_budget = budget.work_budget});
+  WEFT_RETURN_IF_ERROR(planner.status());  // planning threads could not start
   for (const auto& batch : prepared.batches) WEFT_RETURN_IF_ERROR(planner.Submit(batch));
   for (const auto& batch : prepared.batches) {
     const auto deadline =
@@ -161,14 +162,16 @@ void AddRunOptions(CLI::App* cmd, RunOptions& o) {
                   "strategy name: " + StrategyList() +
                       ", manual (with --placement) (default: manual with --placement, else "
                       "megatron-1f1b)");
-  cmd->add_option("--iterations", o.iterations, "iterations (batches) to plan")
+  AddNumberOption(cmd, "--iterations", o.iterations, 1, kMaxIterations,
+                  "iterations (batches) to plan")
       ->capture_default_str();
-  cmd->add_option("--first-iteration", o.first_iteration, "index of the first batch")
+  AddNumberOption(cmd, "--first-iteration", o.first_iteration, 0, 1'000'000'000,
+                  "index of the first batch")
       ->capture_default_str();
   AddBudgetOptions(cmd, o.budget);
-  cmd->add_option("--replica", o.replica,
-                  "DP replica to show (simulate: trace/SVG; default the slowest) or to write "
-                  "(plan: default every replica)");
+  AddNumberOption(cmd, "--replica", o.replica, -1, strategy::JobOptions::kMaxGpus - 1,
+                  "DP replica to show (simulate: trace/SVG) or to write (plan)",
+                  "-1 = simulate: the slowest, plan: every replica");
 }
 
 }  // namespace
@@ -184,6 +187,15 @@ void RegisterSimulateCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--trace", o->trace, "Chrome/Perfetto trace of the last iteration");
   cmd->add_option("--svg", o->svg, "SVG timeline of the last iteration");
   cmd->callback([o, &exit_code]() {
+    for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--trace", o->trace},
+                                     {"--svg", o->svg}}) {
+      if (path.empty()) continue;
+      if (Status s = CheckOutputFile(path, flag); !s.ok()) {
+        exit_code = ReportError(s);
+        return;
+      }
+    }
+    std::string trace_text, svg_text;  // of the last iteration, written once all succeeded
     Status s = RunIterations(*o, [&](int64_t it, const strategy::Planner&,
                                      strategy::PlannedIteration& p) -> Status {
       const auto& e = p.evaluation;
@@ -202,15 +214,15 @@ void RegisterSimulateCommand(CLI::App& app, int& exit_code) {
       const auto& g = p.plan.replicas[shown].graph;
       const auto& t = e.timelines[shown];
       if (!o->trace.empty()) {
-        WEFT_ASSIGN_OR_RETURN(auto trace, report::ChromeTraceString(g, t));
-        WEFT_RETURN_IF_ERROR(WriteFileAtomically(o->trace, trace));
+        WEFT_ASSIGN_OR_RETURN(trace_text, report::ChromeTraceString(g, t));
       }
       if (!o->svg.empty()) {
-        WEFT_ASSIGN_OR_RETURN(auto svg, report::TimelineSvg(g, t));
-        WEFT_RETURN_IF_ERROR(WriteFileAtomically(o->svg, svg));
+        WEFT_ASSIGN_OR_RETURN(svg_text, report::TimelineSvg(g, t));
       }
       return OkStatus();
     });
+    if (s.ok() && !o->trace.empty()) s = WriteFileAtomically(o->trace, trace_text);
+    if (s.ok() && !o->svg.empty()) s = WriteFileAtomically(o->svg, svg_text);
     exit_code = s.ok() ? 0 : ReportError(s);
   });
 }
@@ -240,6 +252,19 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
       exit_code = ReportError(
           InvalidArgumentError("plan: --out writes one iteration; use --out-dir for --iterations > 1"));
       return;
+    }
+    // Output paths are checked before the work: a bad one fails now and writes nothing.
+    if (Status s = !o->out.empty() ? CheckOutputFile(o->out, "--out")
+                                   : CheckOutputDir(o->out_dir, "--out-dir");
+        !s.ok()) {
+      exit_code = ReportError(s);
+      return;
+    }
+    if (!o->emit_mimo_config.empty()) {
+      if (Status s = CheckOutputFile(o->emit_mimo_config, "--emit-mimo-config"); !s.ok()) {
+        exit_code = ReportError(s);
+        return;
+      }
     }
     auto write_plan = [&](int64_t it, const strategy::Planner& planner,
                           strategy::PlannedIteration& p) -> Status {

@@ -52,7 +52,9 @@ void RegisterValidateCommand(CLI::App& app, int& exit_code) {
       "first error on one line (exit code 2). Files over 1 GiB, nested deeper than 32 levels or\n"
       "with out-of-range numbers are refused before validation (docs/plan_schema.md).\n\n"
       "Example:\n  weft validate plan.json\n");
-  cmd->add_option("plan", args->plan_path, "plan file (JSON, weft.plan/v2)")->required();
+  cmd->add_option("plan", args->plan_path, "plan file (JSON, weft.plan/v2)")
+      ->required()
+      ->check(InputFileCheck(kMaxPlanFileBytes));
   cmd->add_flag("--no-memory", args->no_memory, "do not check memory against capacity");
   cmd->add_flag("--allow-leaks", args->allow_leaks, "buffers never freed are not an error");
   cmd->callback([args, &exit_code] { exit_code = RunValidate(*args); });

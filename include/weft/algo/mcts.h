@@ -51,8 +51,10 @@ struct MctsOptions {
   double time_budget_s = 0.0;
   // Seed of the random choices; same seed + threads == 1 + no time budget => same result.
   uint64_t seed = 0;
-  // Worker threads (>= 1).
+  // Worker threads, in [1, kMaxThreads]; a thread the system cannot start is a
+  // ResourceExhausted error, not an abort.
   int threads = 1;
+  static constexpr int kMaxThreads = 256;
   // Expansions a worker selects under one lock acquisition, then rolls out without the lock.
   int expansions_per_sync = 4;
   // Beyond the paper: probability that a rollout step follows the best complete assignment found

@@ -14,6 +14,10 @@ namespace weft::report {
 // (model, cluster, GPUs, data, iterations) comes first; failed strategies print "-" cells and
 // their error messages are listed under the table.
 std::string TextTable(const Comparison& comparison);
+// The line under the table that explains "gap LB %" (what the HTML report says in its caption).
+inline constexpr const char* kGapLegend =
+    "gap LB % = simulated time / lower bound - 1 (lower bound: busiest GPU group or critical "
+    "path); 0 = no schedule can be faster";
 
 // RFC 4180 CSV, one row per strategy with the aggregates (header row first; an `error` column).
 std::string SummaryCsv(const Comparison& comparison);

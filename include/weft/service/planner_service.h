@@ -53,7 +53,7 @@
 namespace weft::service {
 
 struct PlannerServiceOptions {
-  int threads = 0;         // background planning threads; 0 = half the cores (>= 1)
+  int threads = 0;         // background planning threads, <= kMaxThreads; 0 = half the cores (>= 1)
   // Time budget per search until an iteration time is reported; the rule's upper bound unless
   // max_budget_s is set. Ignored when work_budget > 0.
   double budget_s = 1.0;
@@ -69,6 +69,7 @@ struct PlannerServiceOptions {
   double max_budget_s = 0;      // the rule's upper bound; 0 = budget_s
   double margin_s = 0.01;       // the rule keeps this much slack before the plan is needed
   int time_window = 5;          // the rule's median is over the last this many iteration times
+  static constexpr int kMaxThreads = 256;  // threads and search_threads
   Status Validate() const;
 };
 
@@ -137,6 +138,10 @@ class PlannerService {
 
   int threads() const { return num_threads_; }
   const PlannerServiceOptions& options() const { return options_; }
+  // OK unless the constructor could not start its planning threads (a limit on threads or
+  // memory): then ResourceExhausted saying how many started, no thread runs, and Submit returns
+  // this error. Check it after construction.
+  const Status& status() const { return start_status_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -164,6 +169,7 @@ class PlannerService {
   std::deque<double> overruns_s_;             // the last time_window searches' overruns
   bool stopping_ = false;
   int num_threads_ = 0;  // planning threads (set before they start)
+  Status start_status_;  // status(); set by the constructor only
   std::vector<std::thread> workers_;
 };
 

@@ -31,6 +31,17 @@ struct JobOptions {
   int profile_batches = 2;         // batches the static strategies may look at
   std::string placement = "";      // user placement file (strategy `manual`); "" = none
   bool charge_idle_gpus = true;    // Job::charge_idle_gpus
+
+  // The valid ranges (docs/cli.md): beyond them a run would exhaust memory or take far longer
+  // than a planning session, so they are refused before any work.
+  static constexpr int kMaxGpus = 16384;                 // simulate: ~2.4 s per iteration (vlm-s)
+  static constexpr int kMaxPipelineSize = 1024;
+  static constexpr int kMaxSequencesPerBatch = 65536;    // vlm-s: ~13 s, ~0.4 GB per iteration
+  static constexpr int kMaxMicrobatches = 4096;
+  static constexpr int kMaxContextTokens = 1 << 20;
+  // First out-of-range field, named with its value and range ("gpus = -1; must be in [0, 16384]
+  // (0 = the model's setup)"); OK otherwise. MakeJobSetup calls it.
+  Status Validate() const;
 };
 
 // The strategy `name` for a job: a registered strategy, or `manual` built from

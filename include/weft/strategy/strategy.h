@@ -137,6 +137,13 @@ struct PlanBudget {
   // Set by the caller (e.g. PlannerService's destructor) to stop a search early; the strategy
   // returns its best plan so far. May be null.
   const std::atomic<bool>* interrupt = nullptr;
+
+  static constexpr double kMaxTimeBudgetS = 3600;     // one hour per iteration
+  static constexpr int64_t kMaxWorkBudget = 100'000;  // dip: ~6 to 22 min per iteration
+  static constexpr int kMaxThreads = 256;             // algo::MctsOptions::kMaxThreads
+  // time_budget_s finite, >= 0 and (without a work budget) <= kMaxTimeBudgetS, work_budget in [0, kMaxWorkBudget],
+  // threads in [1, kMaxThreads]; else InvalidArgument naming the field, value and range.
+  Status Validate() const;
 };
 
 // "work 100 units (deterministic)" or "wall clock 1000 ms", for headers and JSON.
