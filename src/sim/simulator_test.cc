@@ -293,7 +293,8 @@ spec::ClusterSpec OffloadCluster() {
 
 TEST(Offload, CopiesOverlapComputeUntilTheStreamCannotKeepUp) {
   const auto cluster = OffloadCluster();
-  const sched::Schedule order{{{0, 1, 2, 3}}};
+  sched::Schedule order;
+  order.order = {{0, 1, 2, 3}};
   // 25 GB per copy at 50 GB/s: 0.5 s, hidden under F1 (D2H) and B1 (H2D prefetch).
   auto hidden = Simulate(OffloadingGroup(1, 25'000'000'000), order, cluster);
   ASSERT_TRUE(hidden.ok()) << hidden.status().ToString();
@@ -313,7 +314,8 @@ TEST(Offload, CopiesOverlapComputeUntilTheStreamCannotKeepUp) {
 
 TEST(Offload, AllGpusOfANodeOffloadingShareItsHostBandwidth) {
   const auto cluster = OffloadCluster();
-  const sched::Schedule order{{{0, 1, 2, 3}}};
+  sched::Schedule order;
+  order.order = {{0, 1, 2, 3}};
   const int64_t bytes = 25'000'000'000;
   auto alone = Simulate(OffloadingGroup(1, bytes), order, cluster);
   auto all = Simulate(OffloadingGroup(8, bytes), order, cluster);  // 8 replicas in one node
@@ -329,7 +331,8 @@ TEST(Offload, AllGpusOfANodeOffloadingShareItsHostBandwidth) {
 TEST(Offload, ANodeOverItsHostMemoryIsOutOfMemory) {
   spec::ClusterSpec cluster = OffloadCluster();
   cluster.host_memory_bytes_per_node = 20'000'000'000;  // less than the 25-GB copy
-  const sched::Schedule order{{{0, 1, 2, 3}}};
+  sched::Schedule order;
+  order.order = {{0, 1, 2, 3}};
   auto t = Simulate(OffloadingGroup(1, 25'000'000'000), order, cluster);
   ASSERT_TRUE(t.ok());
   ASSERT_EQ(t->oom.size(), 1u);

@@ -430,6 +430,7 @@ StatusOr<FittedChoice> SelectFitting(const Job& job, const MemoryOptimizer& memo
     if (round < rounds) {
       reserve.resize(choice.graph.num_groups(), 0);
       for (const sim::OutOfMemory& o : t->oom) {
+        if (o.host_node >= 0) continue;  // host memory: no GPU reserve helps
         const int64_t buffers = t->groups[o.group].peak_buffer_bytes;
         grew = grew || buffers > reserve[o.group];
         reserve[o.group] = std::max(reserve[o.group], buffers);
