@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <queue>
 #include <unordered_map>
 
@@ -218,6 +219,170 @@ void PlaceBuffers(const StageGraph& graph,
   }
 }
 
+// Offload copies (docs/simulator.md "Offload"). Each group has one copy stream (its GPUs copy
+// alike): the D2H of an offloaded forward is queued when the forward ends; the H2D of its
+// backward when the stage before that backward (in the group's order) starts and the D2H is
+// queued, and the backward starts only when it has arrived. A copy's per-GPU rate is fixed when
+// it starts: the link's bandwidth (H2D or D2H; halved while the group's inter-node traffic runs
+// when the NIC shares the link), at most the node's host bandwidth divided by the GPUs of the
+// node copying at that moment (this copy's included).
+struct OffloadCopies {
+  bool any = false;
+  std::vector<StageId> forward_of;    // per offloaded backward: its forward; else -1
+  std::vector<StageId> backward_of;   // per offloaded forward: its backward; else -1
+  std::vector<double> d2h_start_s, d2h_end_s, h2d_end_s, prefetch_from_s;  // -1 = not yet
+  std::vector<double> stream_free_s;  // per group
+  // Per group: (node, GPUs of the group in it) over all its DP replicas.
+  std::vector<std::vector<std::pair<int, int>>> nodes_of;
+  struct Copy {
+    double start_s, end_s;
+    int gpus;
+  };
+  std::vector<std::vector<Copy>> node_copies;  // per node: copies that may still run
+  double now_s = 0;  // the event loop's time; no later copy starts before it
+
+  double Issue(GroupId g, int64_t bytes, double link_bytes_per_s, double earliest_s,
+               const spec::ClusterSpec& cluster, const std::vector<double>& egress_free_s,
+               const std::vector<double>& ingress_free_s) {
+    const double start_s = std::max(earliest_s, stream_free_s[g]);
+    double link = link_bytes_per_s;
+    if (cluster.nic_shares_host_link &&
+        (egress_free_s[2 * g + 1] > start_s || ingress_free_s[2 * g + 1] > start_s)) {
+      link /= 2;
+    }
+    double rate = link;
+    for (const auto& [node, gpus] : nodes_of[g]) {
+      auto& list = node_copies[node];
+      int copying = gpus;
+      for (const Copy& c : list) {
+        if (c.start_s <= start_s && c.end_s > start_s) copying += c.gpus;
+      }
+      rate = std::min(rate, cluster.SharedHostBandwidthBytesPerS(link, copying));
+    }
+    const double end_s = start_s + static_cast<double>(bytes) / rate;
+    for (const auto& [node, gpus] : nodes_of[g]) {
+      auto& list = node_copies[node];
+      // Copies start at or after the event loop's time, which only grows.
+      if (list.size() > 64) {
+        std::erase_if(list, [&](const Copy& c) { return c.end_s <= now_s; });
+      }
+      list.push_back({start_s, end_s, gpus});
+    }
+    stream_free_s[g] = end_s;
+    return end_s;
+  }
+  void IssueD2h(StageId f, double t, const StageGraph& graph, const spec::ClusterSpec& cluster,
+                const std::vector<double>& egress_free_s,
+                const std::vector<double>& ingress_free_s) {
+    const graph::Stage& st = graph.stage(f);
+    d2h_start_s[f] = std::max(t, stream_free_s[st.group]);
+    d2h_end_s[f] = Issue(st.group, st.offload_bytes, cluster.HostD2hBandwidthBytesPerS(), t,
+                         cluster, egress_free_s, ingress_free_s);
+  }
+  void IssueH2d(StageId b, double t, const StageGraph& graph, const spec::ClusterSpec& cluster,
+                const std::vector<double>& egress_free_s,
+                const std::vector<double>& ingress_free_s) {
+    const graph::Stage& st = graph.stage(b);
+    const StageId f = forward_of[b];
+    h2d_end_s[b] = Issue(st.group, st.offload_bytes, cluster.host_link_bandwidth_bytes_per_s,
+                         std::max(t, d2h_end_s[f]), cluster, egress_free_s, ingress_free_s);
+  }
+  // Offloaded bytes held on each node's host from D2H start to H2D end (to the iteration's
+  // end without a backward); a node over its host memory is out of memory.
+  void CheckHostMemory(const StageGraph& graph, const spec::ClusterSpec& cluster,
+                       Timeline& timeline) const {
+    std::vector<std::vector<std::pair<double, int64_t>>> changes(node_copies.size());
+    for (StageId f = 0; f < graph.num_stages(); ++f) {
+      if (d2h_start_s[f] < 0) continue;
+      const graph::Stage& st = graph.stage(f);
+      const StageId b = backward_of[f];
+      const double end_s = b >= 0 && h2d_end_s[b] >= 0 ? h2d_end_s[b]
+                                                       : std::numeric_limits<double>::infinity();
+      timeline.groups[st.group].offload_bytes += st.offload_bytes;
+      for (const auto& [node, gpus] : nodes_of[st.group]) {
+        changes[node].push_back({d2h_start_s[f], st.offload_bytes * gpus});
+        changes[node].push_back({end_s, -st.offload_bytes * gpus});
+      }
+    }
+    const int64_t capacity = cluster.HostMemoryBytesPerNode();
+    timeline.host_capacity_bytes_per_node = capacity;
+    for (size_t node = 0; node < changes.size(); ++node) {
+      auto& c = changes[node];
+      if (c.empty()) continue;
+      std::sort(c.begin(), c.end());  // frees before allocations at equal times
+      int64_t live = 0, peak = 0;
+      for (const auto& [time_s, bytes] : c) {
+        live += bytes;
+        peak = std::max(peak, live);
+      }
+      timeline.host_peak_bytes_per_node = std::max(timeline.host_peak_bytes_per_node, peak);
+      if (peak > capacity) {
+        GroupId first = 0;
+        for (GroupId g = 0; g < graph.num_groups(); ++g) {
+          if (timeline.groups[g].offload_bytes == 0) continue;
+          bool here = false;
+          for (const auto& [n, gpus] : nodes_of[g]) here = here || n == static_cast<int>(node);
+          if (here) {
+            first = g;
+            break;
+          }
+        }
+        timeline.oom.push_back(OutOfMemory{first, peak, capacity, static_cast<int>(node)});
+      }
+    }
+    for (const GroupTimeline& gt : timeline.groups) {
+      timeline.offload_wait_s = std::max(timeline.offload_wait_s, gt.offload_wait_s);
+    }
+  }
+};
+
+OffloadCopies MakeOffloadCopies(const StageGraph& graph, const spec::ClusterSpec& cluster) {
+  OffloadCopies c;
+  const int n = graph.num_stages();
+  for (const graph::Stage& st : graph.stages()) c.any = c.any || st.offload_bytes > 0;
+  if (!c.any) return c;
+  c.forward_of.assign(n, -1);
+  c.backward_of.assign(n, -1);
+  c.d2h_start_s.assign(n, -1.0);
+  c.d2h_end_s.assign(n, -1.0);
+  c.h2d_end_s.assign(n, -1.0);
+  c.prefetch_from_s.assign(n, -1.0);
+  c.stream_free_s.assign(graph.num_groups(), 0.0);
+  for (StageId f = 0; f < n; ++f) {
+    const graph::Stage& fs = graph.stage(f);
+    if (fs.pass != graph::Pass::kForward || fs.offload_bytes <= 0) continue;
+    for (EdgeId e : graph.out_edges(f)) {
+      const StageId b = graph.edge(e).to;
+      const graph::Stage& bs = graph.stage(b);
+      if (graph::IsBackward(bs.pass) && bs.group == fs.group && bs.module == fs.module &&
+          bs.chunk == fs.chunk && bs.microbatch == fs.microbatch &&
+          bs.sub_microbatch == fs.sub_microbatch && bs.offload_bytes > 0 &&
+          c.forward_of[b] < 0) {
+        c.forward_of[b] = f;
+        c.backward_of[f] = b;
+        break;
+      }
+    }
+  }
+  int num_nodes = std::max(1, cluster.num_nodes);
+  c.nodes_of.resize(graph.num_groups());
+  for (GroupId g = 0; g < graph.num_groups(); ++g) {
+    const graph::DeviceGroup& group = graph.group(g);
+    std::map<int, int> count;
+    for (int r = 0; r < group.dp; ++r) {
+      for (int i = 0; i < group.num_gpus; ++i) {
+        ++count[NodeOf(group.first_gpu + r * group.DpStrideGpus() + i, cluster)];
+      }
+    }
+    for (const auto& [node, gpus] : count) {
+      c.nodes_of[g].push_back({node, gpus});
+      num_nodes = std::max(num_nodes, node + 1);
+    }
+  }
+  c.node_copies.resize(num_nodes);
+  return c;
+}
+
 }  // namespace
 
 std::string_view LinkKindName(LinkKind kind) {
@@ -359,6 +524,9 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   std::vector<double> egress_free_s(2 * num_groups, 0.0), ingress_free_s(2 * num_groups, 0.0);
   std::vector<double> edge_arrival_s(num_links > 0 ? edges.size() : 0, 0.0);
 
+  // --- offload: per-group copy streams sharing the node's host bandwidth ---------------------
+  OffloadCopies copies = MakeOffloadCopies(graph, cluster);
+
   using Event = std::pair<double, StageId>;  // (end time, stage); ties by stage id
   std::vector<Event> heap_storage;
   heap_storage.reserve(num_groups + 1);
@@ -371,7 +539,18 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     if (cursor[g] >= static_cast<int>(order.size())) return;
     const StageId s = order[cursor[g]];
     if (pending[s] > 0) return;
-    const double start_s = std::max(group_free_s[g], ready_s[s]);
+    double start_s = std::max(group_free_s[g], ready_s[s]);
+    if (copies.any && copies.forward_of[s] >= 0) {
+      // An offloaded backward waits for its prefetch (issued now at the latest).
+      if (copies.h2d_end_s[s] < 0) {
+        copies.IssueH2d(s, start_s, graph, cluster, egress_free_s, ingress_free_s);
+      }
+      const double wait_s = copies.h2d_end_s[s] - start_s;
+      if (wait_s > 0) {
+        timeline.groups[g].offload_wait_s += wait_s;
+        start_s = copies.h2d_end_s[s];
+      }
+    }
     const double end_s = start_s + stages[s].latency_s;
     timeline.stages[s] = StageTiming{start_s, end_s};
     const int32_t slot = buffers.slot_begin[g] + cursor[g];
@@ -379,6 +558,15 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     buffers.slot_timing[slot] = StageTiming{start_s, end_s};
     running[g] = 1;
     events.push({end_s, s});
+    // Prefetch the next stage's offloaded activations while this one runs.
+    if (copies.any && cursor[g] + 1 < static_cast<int>(order.size())) {
+      const StageId next = order[cursor[g] + 1];
+      copies.prefetch_from_s[next] = start_s;
+      if (copies.forward_of[next] >= 0 && copies.h2d_end_s[next] < 0 &&
+          copies.d2h_end_s[copies.forward_of[next]] >= 0) {
+        copies.IssueH2d(next, start_s, graph, cluster, egress_free_s, ingress_free_s);
+      }
+    }
   };
 
   for (GroupId g = 0; g < num_groups; ++g) try_start(g);
@@ -386,12 +574,21 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   while (!events.empty()) {
     const auto [t, s] = events.top();
     events.pop();
+    copies.now_s = t;
     const GroupId g = stages[s].group;
     done[s] = 1;
     ++completed;
     running[g] = 0;
     group_free_s[g] = t;
     ++cursor[g];
+    if (copies.any && stages[s].pass == graph::Pass::kForward && stages[s].offload_bytes > 0) {
+      copies.IssueD2h(s, t, graph, cluster, egress_free_s, ingress_free_s);
+      // A backward whose prefetch window opened before this copy was queued.
+      const StageId b = copies.backward_of[s];
+      if (b >= 0 && copies.h2d_end_s[b] < 0 && copies.prefetch_from_s[b] >= 0) {
+        copies.IssueH2d(b, t, graph, cluster, egress_free_s, ingress_free_s);
+      }
+    }
     for (EdgeId e : graph.out_edges(s)) {
       const StageId to = edges[e].to;
       double arrival_s = t;
@@ -506,6 +703,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
       timeline.oom.push_back(OutOfMemory{g, gt.peak_bytes, capacity_bytes});
     }
   }
+  if (copies.any) copies.CheckHostMemory(graph, cluster, timeline);
   // Unfolded DP: each set starts when all its members are ready (their last stage, or their
   // previous set), in ascending (module, first group) order — the compiled plan's collective
   // order — and takes the ring time over the members' span.

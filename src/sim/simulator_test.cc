@@ -262,6 +262,85 @@ TEST(Simulate, GradSyncSetsWaitForTheirSlowestMember) {
   EXPECT_FALSE(bad.Finalize().ok());
 }
 
+// One group of `gpus_per_replica` GPUs folded `dp` times: forward F0, F1 then backward B1, B0
+// (1 s each); microbatch 0 offloads `bytes` per GPU (D2H after F0, H2D before B0).
+StageGraph OffloadingGroup(int dp, int64_t bytes) {
+  StageGraph g;
+  g.AddGroup({.first_gpu = 0, .num_gpus = 1, .dp = dp});
+  for (int mb : {0, 1}) {
+    g.AddStage({.group = 0, .microbatch = mb, .pass = Pass::kForward, .latency_s = 1.0,
+                .offload_bytes = mb == 0 ? bytes : 0});
+  }
+  for (int mb : {1, 0}) {
+    g.AddStage({.group = 0, .microbatch = mb, .pass = Pass::kBackward, .latency_s = 1.0,
+                .offload_bytes = mb == 0 ? bytes : 0});
+  }
+  g.AddEdge(0, 3);
+  g.AddEdge(1, 2);
+  g.AddEdge(0, 1);
+  g.AddEdge(2, 3);
+  EXPECT_TRUE(g.Finalize().ok());
+  return g;
+}
+
+spec::ClusterSpec OffloadCluster() {
+  spec::ClusterSpec c = TestCluster();
+  c.host_link_bandwidth_bytes_per_s = 50e9;
+  c.host_bandwidth_bytes_per_s_per_node = 100e9;  // two GPUs' worth for the node's eight
+  c.host_memory_bytes_per_node = 1000 * kGiB;
+  return c;
+}
+
+TEST(Offload, CopiesOverlapComputeUntilTheStreamCannotKeepUp) {
+  const auto cluster = OffloadCluster();
+  sched::Schedule order;
+  order.order = {{0, 1, 2, 3}};
+  // 25 GB per copy at 50 GB/s: 0.5 s, hidden under F1 (D2H) and B1 (H2D prefetch).
+  auto hidden = Simulate(OffloadingGroup(1, 25'000'000'000), order, cluster);
+  ASSERT_TRUE(hidden.ok()) << hidden.status().ToString();
+  EXPECT_NEAR(hidden->iteration_time_s, 4.0, 1e-9);
+  EXPECT_EQ(hidden->groups[0].offload_wait_s, 0);
+  EXPECT_EQ(hidden->groups[0].offload_bytes, int64_t{25'000'000'000});
+  // 100 GB per copy: 2 s each. D2H [1,3); the prefetch, issued when B1 starts (2 s), queues
+  // behind it: H2D [3,5); B0 waits 2 s: [5,6).
+  auto slow = Simulate(OffloadingGroup(1, 100'000'000'000), order, cluster);
+  ASSERT_TRUE(slow.ok());
+  EXPECT_NEAR(slow->stages[3].start_s, 5.0, 1e-9);
+  EXPECT_NEAR(slow->groups[0].offload_wait_s, 2.0, 1e-9);
+  EXPECT_NEAR(slow->iteration_time_s, 6.0, 1e-9);
+  EXPECT_EQ(slow->host_peak_bytes_per_node, int64_t{100'000'000'000});
+  EXPECT_TRUE(slow->oom.empty());
+}
+
+TEST(Offload, AllGpusOfANodeOffloadingShareItsHostBandwidth) {
+  const auto cluster = OffloadCluster();
+  sched::Schedule order;
+  order.order = {{0, 1, 2, 3}};
+  const int64_t bytes = 25'000'000'000;
+  auto alone = Simulate(OffloadingGroup(1, bytes), order, cluster);
+  auto all = Simulate(OffloadingGroup(8, bytes), order, cluster);  // 8 replicas in one node
+  ASSERT_TRUE(alone.ok() && all.ok());
+  // 8 GPUs copying share 100 GB/s: 12.5 GB/s each, 2 s per copy instead of 0.5 s.
+  EXPECT_GT(all->iteration_time_s, alone->iteration_time_s + 1.0);
+  EXPECT_GT(all->groups[0].offload_wait_s, 0);
+  EXPECT_EQ(alone->groups[0].offload_wait_s, 0);
+  // And the host holds 8 GPUs' copies.
+  EXPECT_EQ(all->host_peak_bytes_per_node, 8 * alone->host_peak_bytes_per_node);
+}
+
+TEST(Offload, ANodeOverItsHostMemoryIsOutOfMemory) {
+  spec::ClusterSpec cluster = OffloadCluster();
+  cluster.host_memory_bytes_per_node = 20'000'000'000;  // less than the 25-GB copy
+  sched::Schedule order;
+  order.order = {{0, 1, 2, 3}};
+  auto t = Simulate(OffloadingGroup(1, 25'000'000'000), order, cluster);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->oom.size(), 1u);
+  EXPECT_EQ(t->oom[0].host_node, 0);
+  EXPECT_EQ(t->oom[0].peak_bytes, 25'000'000'000);
+  EXPECT_THAT(t->BriefReport(), HasSubstr("OUT OF HOST MEMORY: node 0"));
+}
+
 TEST(Simulate, ComputesMfuFromStageFlopsTimesReplicas) {
   StageGraph g;
   g.AddGroup({.num_gpus = 2, .dp = 2});

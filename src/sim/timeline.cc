@@ -37,7 +37,19 @@ std::string Timeline::BriefReport() const {
     if (capacity_bytes > 0) out += fmt::format(" of {:.2f} GiB usable", capacity_bytes / kGiB);
     out += "\n";
   }
+  if (host_peak_bytes_per_node > 0) {
+    out += fmt::format(
+        "offload: host memory {:.2f} GiB per node of {:.2f} GiB, backwards waited {:.3f} ms for "
+        "prefetch (slowest group)\n",
+        host_peak_bytes_per_node / kGiB, host_capacity_bytes_per_node / kGiB,
+        offload_wait_s * 1e3);
+  }
   for (const OutOfMemory& o : oom) {
+    if (o.host_node >= 0) {
+      out += fmt::format("OUT OF HOST MEMORY: node {} holds {:.2f} GiB offloaded > {:.2f} GiB\n",
+                         o.host_node, o.peak_bytes / kGiB, o.capacity_bytes / kGiB);
+      continue;
+    }
     out += fmt::format("OUT OF MEMORY: group {} peaks at {:.2f} GiB > {:.2f} GiB\n", o.group,
                        o.peak_bytes / kGiB, o.capacity_bytes / kGiB);
   }

@@ -1,6 +1,8 @@
 // ClusterSpec: validation and resizing.
 #include "weft/spec/cluster.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace weft::spec {
@@ -75,11 +77,27 @@ Status ClusterSpec::Validate() const {
   }
   WEFT_RETURN_IF_ERROR(
       RequireNonNegative("host_link_bandwidth_bytes_per_s", host_link_bandwidth_bytes_per_s));
-  if (host_memory_bytes_per_gpu > 0 && host_link_bandwidth_bytes_per_s <= 0) {
+  if (host_memory_bytes_per_node < 0) {
+    return FieldError("host_memory_bytes_per_node", host_memory_bytes_per_node, "must be >= 0");
+  }
+  WEFT_RETURN_IF_ERROR(RequireNonNegative("host_link_d2h_bandwidth_bytes_per_s",
+                                          host_link_d2h_bandwidth_bytes_per_s));
+  WEFT_RETURN_IF_ERROR(RequireNonNegative("host_bandwidth_bytes_per_s_per_node",
+                                          host_bandwidth_bytes_per_s_per_node));
+  if ((host_memory_bytes_per_gpu > 0 || host_memory_bytes_per_node > 0) &&
+      host_link_bandwidth_bytes_per_s <= 0) {
     return FieldError("host_link_bandwidth_bytes_per_s", host_link_bandwidth_bytes_per_s,
                       "must be > 0 when host_memory_bytes_per_gpu > 0 (offload needs a link)");
   }
   return OkStatus();
+}
+
+double ClusterSpec::SharedHostBandwidthBytesPerS(double link_bytes_per_s, int copying_gpus) const {
+  double bw = link_bytes_per_s;
+  if (host_bandwidth_bytes_per_s_per_node > 0 && copying_gpus > 0) {
+    bw = std::min(bw, host_bandwidth_bytes_per_s_per_node / copying_gpus);
+  }
+  return bw;
 }
 
 }  // namespace weft::spec

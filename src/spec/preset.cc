@@ -754,7 +754,13 @@ const std::vector<Field<ClusterSpec>>& ClusterFields() {
       {"gpus_per_node", &C::gpus_per_node},
       {"planning_cpu_cores", &C::planning_cpu_cores},
       {"host_memory_bytes_per_gpu", &C::host_memory_bytes_per_gpu, Unit::kBytes},
+      {"host_memory_bytes_per_node", &C::host_memory_bytes_per_node, Unit::kBytes},
       {"host_link_bandwidth_bytes_per_s", &C::host_link_bandwidth_bytes_per_s, Unit::kBytesPerS},
+      {"host_link_d2h_bandwidth_bytes_per_s", &C::host_link_d2h_bandwidth_bytes_per_s,
+       Unit::kBytesPerS},
+      {"host_bandwidth_bytes_per_s_per_node", &C::host_bandwidth_bytes_per_s_per_node,
+       Unit::kBytesPerS},
+      {"nic_shares_host_link", &C::nic_shares_host_link},
   };
   return kFields;
 }

@@ -303,16 +303,21 @@ void PriceStage(const StagePricing& p, const cost::ChunkCost& chunk_cost,
                 cost::Recompute recompute, const GraphBuildOptions& options, graph::Stage& st) {
   cost::ChunkCost c = chunk_cost;
   c.recompute = recompute;
-  const bool offload = recompute == cost::Recompute::kOffload;
+  // Offload: the stages compute only; the simulator runs the copies (Stage::offload_bytes).
+  const bool offload = recompute == cost::Recompute::kOffload && c.offload_transfer_s > 0;
   const int64_t act = p.has_backward ? static_cast<int64_t>(c.ActivationBytes()) : 0;
   const int64_t kept =
       p.has_weight ? static_cast<int64_t>(act * options.weight_grad_activation_fraction) : 0;
-  const double backward_s =
-      offload ? std::max(c.BackwardS(), c.offload_transfer_s) : c.BackwardS();
+  const int64_t offloaded =
+      offload && p.has_backward
+          ? static_cast<int64_t>(c.CostTotals::ActivationBytes(cost::Recompute::kNone))
+          : 0;
+  const double backward_s = c.BackwardS();
   st.recompute = static_cast<graph::Recompute>(static_cast<int>(recompute));
+  st.offload_bytes = p.role == StageRole::kBackwardWeight ? 0 : offloaded;
   switch (p.role) {
     case StageRole::kForward:
-      st.latency_s = offload ? std::max(c.forward_s, c.offload_transfer_s) : c.forward_s;
+      st.latency_s = c.forward_s;
       st.flops = c.forward_flops * p.replica_width / p.copies;
       st.activation_alloc_bytes = act;
       break;

@@ -84,6 +84,10 @@ struct Stage {
   double flops = 0;          // model FLOPs of one replica (for MFU); 0 if unknown
   int64_t activation_alloc_bytes = 0;  // per GPU, allocated when the stage starts
   int64_t activation_free_bytes = 0;   // per GPU, freed when the stage ends
+  // Offloaded activations, per GPU: copied to host after this forward (D2H) or back before this
+  // backward (H2D prefetch) on the group's copy stream; the simulator prices the copies
+  // (docs/simulator.md "Offload"). Not in activation_*_bytes. 0 = nothing offloaded.
+  int64_t offload_bytes = 0;
   Recompute recompute = Recompute::kNone;
   // Per-layer memory options (DIP §5.3): how many of the chunk's layers use none / selective /
   // full / offload (index = Recompute), layers in that order; all zero = every layer `recompute`.

@@ -49,13 +49,18 @@ struct GroupTimeline {
   int64_t static_bytes = 0;
   int64_t peak_bytes = 0;       // static + max of live activations + live boundary buffers
   int64_t peak_buffer_bytes = 0;  // max live boundary buffers (send, receive, local)
+  // Offload (Stage::offload_bytes): bytes copied each way per GPU, and the time its backwards
+  // waited for their H2D prefetch (the price of offload beyond the copy stream's overlap).
+  int64_t offload_bytes = 0;
+  double offload_wait_s = 0;
   std::vector<MemoryPoint> memory;  // starts with (0, static_bytes); empty if not recorded
 };
 
 struct OutOfMemory {
-  graph::GroupId group = 0;
+  graph::GroupId group = 0;   // host: the first offloading group on the node
   int64_t peak_bytes = 0;
   int64_t capacity_bytes = 0;
+  int host_node = -1;         // >= 0: the offloaded bytes of this node exceed its host memory
 };
 
 struct Timeline {
@@ -85,7 +90,13 @@ struct Timeline {
   double tokens_per_s = 0;
 
   int64_t capacity_bytes = 0;       // per GPU
-  std::vector<OutOfMemory> oom;     // groups whose peak exceeds capacity
+  // Offloaded activations resident on the host, most of any node, against its host memory
+  // (ClusterSpec::HostMemoryBytesPerNode); 0 when nothing is offloaded.
+  int64_t host_peak_bytes_per_node = 0;
+  int64_t host_capacity_bytes_per_node = 0;
+  double offload_wait_s = 0;        // max over groups of GroupTimeline::offload_wait_s
+  std::vector<OutOfMemory> oom;     // groups whose peak exceeds capacity, nodes whose host
+                                    // memory overflows (host_node >= 0)
 
   // Gap to the physical limit: iteration_time_s / lower_bound_s − 1 (0 = optimal).
   double GapToLowerBound() const;

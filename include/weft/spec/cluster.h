@@ -52,8 +52,31 @@ struct ClusterSpec {
   LinkSpec inter_node;     // RoCE / InfiniBand, per GPU
   EfficiencyFactors efficiency;
   int planning_cpu_cores = 0;   // CPU cores available for asynchronous planning per node
-  int64_t host_memory_bytes_per_gpu = 0;  // for CPU offload (0 = offload not available)
-  double host_link_bandwidth_bytes_per_s = 0;  // PCIe GPU<->host for offload
+  // Activation offload (docs/simulator.md "Offload"). Host memory: a node holds at most
+  // HostMemoryBytesPerNode() offloaded bytes at any time (0 = offload not available).
+  int64_t host_memory_bytes_per_gpu = 0;   // used when host_memory_bytes_per_node is 0
+  int64_t host_memory_bytes_per_node = 0;  // 0 = host_memory_bytes_per_gpu × gpus_per_node
+  // Per GPU, one copy alone on its PCIe link: host→device (H2D, measured pinned memcpy) and
+  // device→host (D2H; 0 = the H2D figure).
+  double host_link_bandwidth_bytes_per_s = 0;
+  double host_link_d2h_bandwidth_bytes_per_s = 0;
+  // What all GPUs of a node copying at once get together (CPU root ports / PCIe-switch uplinks /
+  // host DRAM); 0 = no node limit (gpus_per_node × the per-GPU link). Copies of a node share it.
+  double host_bandwidth_bytes_per_s_per_node = 0;
+  // The GPU's NIC hangs off the GPU's PCIe switch (GPUDirect RDMA over the GPU's own x16 link):
+  // an inter-node transfer of the GPU halves the host bandwidth of its copies while it runs.
+  bool nic_shares_host_link = false;
+
+  int64_t HostMemoryBytesPerNode() const {
+    return host_memory_bytes_per_node > 0 ? host_memory_bytes_per_node
+                                          : host_memory_bytes_per_gpu * gpus_per_node;
+  }
+  double HostD2hBandwidthBytesPerS() const {
+    return host_link_d2h_bandwidth_bytes_per_s > 0 ? host_link_d2h_bandwidth_bytes_per_s
+                                                   : host_link_bandwidth_bytes_per_s;
+  }
+  // Per-GPU copy bandwidth when `copying_gpus` GPUs of a node copy at once (one direction).
+  double SharedHostBandwidthBytesPerS(double link_bytes_per_s, int copying_gpus) const;
 
   int TotalGpus() const { return num_nodes * gpus_per_node; }
   // Returns a copy with `total_gpus` GPUs (num_nodes = ceil(total/gpus_per_node); if total is

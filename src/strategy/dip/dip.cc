@@ -461,6 +461,7 @@ StatusOr<FittedChoice> SelectFitting(const Job& job, const MemoryOptimizer& memo
       if (!t.ok()) return fitted;
       fitted.score = Score{t->iteration_time_s, !t->oom.empty()};
       for (const sim::OutOfMemory& o : t->oom) {
+        if (o.host_node >= 0) continue;  // host memory: no GPU reserve helps
         fitted.oom_buffers.emplace_back(o.group, t->groups[o.group].peak_buffer_bytes);
       }
     }

@@ -60,8 +60,14 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
   m.base_ = base;
   m.options_ = options;
   m.pair_of_stage_.assign(n, -1);
-  const bool offload = variants.size() == 4 && cluster.host_link_bandwidth_bytes_per_s > 0;
+  const bool offload = variants.size() == 4 && cluster.host_link_bandwidth_bytes_per_s > 0 &&
+                       cluster.HostMemoryBytesPerNode() > 0;
   const int num_options = offload ? 4 : 3;
+  // Per-GPU copy bandwidth with every GPU of the node copying (DIP's replicas are alike).
+  const double d2h_bytes_per_s =
+      cluster.SharedHostBandwidthBytesPerS(cluster.HostD2hBandwidthBytesPerS(), cluster.gpus_per_node);
+  const double h2d_bytes_per_s = cluster.SharedHostBandwidthBytesPerS(
+      cluster.host_link_bandwidth_bytes_per_s, cluster.gpus_per_node);
   for (int f = 0; f < n; ++f) {
     const graph::Stage& fs = base.stage(f);
     if (fs.pass != graph::Pass::kForward || fs.activation_alloc_bytes <= 0) continue;
@@ -71,19 +77,40 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
     for (int r = 1; r < num_options; ++r) same_pair = same_pair && FreeingStage(variants[r], f) == b;
     if (!same_pair) continue;
     const int layers = std::max(1, layers_per_stage[f]);
-    // Per-layer options: extra time over "none" and bytes held.
-    std::vector<double> dforward(num_options), dbackward(num_options), bytes(num_options);
+    // Per-layer options: extra time over "none", offload's price and bytes held.
+    std::vector<double> dforward(num_options), dbackward(num_options), bytes(num_options),
+        price(num_options, 0.0), host_bytes(num_options, 0.0);
     algo::KnapsackGroup layer;
     for (int r = 0; r < num_options; ++r) {
       dforward[r] = (variants[r].stage(f).latency_s - fs.latency_s) / layers;
       dbackward[r] = (variants[r].stage(b).latency_s - base.stage(b).latency_s) / layers;
       bytes[r] = static_cast<double>(variants[r].stage(f).activation_alloc_bytes) / layers;
-      layer.push_back({std::max(0.0, dforward[r] + dbackward[r]), bytes[r]});
+    }
+    if (offload) {
+      host_bytes[kOffload] = static_cast<double>(variants[kOffload].stage(f).offload_bytes) / layers;
+      const double d2h_s = host_bytes[kOffload] / d2h_bytes_per_s;
+      const double h2d_s = host_bytes[kOffload] / h2d_bytes_per_s;
+      const double exposed_s = std::max(0.0, d2h_s - fs.latency_s / layers) +
+                               std::max(0.0, h2d_s - base.stage(b).latency_s / layers);
+      price[kOffload] = std::max(exposed_s, kOffloadPriceFraction * (d2h_s + h2d_s));
+    }
+    for (int r = 0; r < num_options; ++r) {
+      layer.push_back({std::max(0.0, dforward[r] + dbackward[r]) + price[r], bytes[r]});
     }
     const std::vector<algo::KnapsackGroup> groups(layers, layer);
     WEFT_ASSIGN_OR_RETURN(auto selections,
                           algo::SelectMemoryBucketCandidates(groups, options.num_candidates,
                                                              {.max_points = 256}));
+    if (offload) {
+      // The candidates without offload too, for ranks whose host share is spent.
+      const algo::KnapsackGroup no_offload(layer.begin(), layer.begin() + kOffload);
+      const std::vector<algo::KnapsackGroup> recompute_only(layers, no_offload);
+      WEFT_ASSIGN_OR_RETURN(auto more,
+                            algo::SelectMemoryBucketCandidates(recompute_only,
+                                                               options.num_candidates,
+                                                               {.max_points = 256}));
+      selections.insert(selections.end(), more.begin(), more.end());
+    }
     MemoryPair pair;
     pair.forward = f;
     pair.backward = b;
@@ -91,16 +118,22 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
       PairCandidate c;
       c.forward_s = fs.latency_s;
       c.backward_s = base.stage(b).latency_s;
-      double held = 0;
+      double held = 0, host = 0;
       for (int o : sel.choice) {
         ++c.layers[o];
         c.forward_s += dforward[o];
         c.backward_s += dbackward[o];
+        c.offload_price_s += price[o];
         held += bytes[o];
+        host += host_bytes[o];
       }
+      const bool seen = std::any_of(pair.candidates.begin(), pair.candidates.end(),
+                                    [&](const PairCandidate& x) { return x.layers == c.layers; });
+      if (seen) continue;
       c.forward_s = std::max(0.0, c.forward_s);
       c.backward_s = std::max(0.0, c.backward_s);
       c.activation_bytes = std::llround(held);
+      c.offload_bytes = std::llround(host);
       pair.candidates.push_back(c);
     }
     std::stable_sort(pair.candidates.begin(), pair.candidates.end(),
@@ -113,11 +146,12 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
   for (const auto& group : base.groups()) {
     m.cap_bytes_.push_back(cluster.gpu.UsableMemoryBytes() - group.static_bytes);
   }
+  m.host_bytes_per_gpu_ = cluster.HostMemoryBytesPerNode() / std::max(1, cluster.gpus_per_node);
   std::vector<int> lightest(m.pairs_.size(), 0), fastest(m.pairs_.size(), 0);
   for (size_t p = 0; p < m.pairs_.size(); ++p) {
     const auto& cands = m.pairs_[p].candidates;
     for (size_t c = 0; c < cands.size(); ++c) {
-      const auto t = [&](size_t i) { return cands[i].forward_s + cands[i].backward_s; };
+      const auto t = [&](size_t i) { return cands[i].CostS(); };
       if (t(c) < t(fastest[p])) fastest[p] = static_cast<int>(c);
     }
   }
@@ -146,6 +180,7 @@ StatusOr<graph::StageGraph> MemoryOptimizer::Build(const std::vector<int>& choic
       } else {
         st.activation_free_bytes = c.activation_bytes;
       }
+      st.offload_bytes = c.offload_bytes;
       int dominant = 0, kinds = 0;
       for (int o = 0; o < 4; ++o) {
         if (c.layers[o] > 0) ++kinds;
@@ -178,44 +213,69 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
   algo::LiveSelectionOptions options = options_.selection;
   options.method = method;
   for (size_t g = 0; g < schedule.order.size(); ++g) {
+    // One selection with the candidates holding at most `host_limit` offloaded bytes; false if
+    // the rank's live offloaded bytes then exceed its host share at some stage start.
+    std::vector<int> global;  // local item -> pair
     algo::LiveSelectionProblem problem;
-    std::vector<int> global;                    // local item -> pair
-    std::vector<int> local(pairs_.size(), -1);  // pair -> local item (this group)
-    std::vector<int> live;
-    // Stashed bytes of stages outside pairs, plus the caller's reserve.
-    int64_t other_bytes = g < reserve_bytes.size() ? reserve_bytes[g] : 0;
-    for (int s : schedule.order[g]) {
-      const graph::Stage& st = base_.stage(s);
-      const int p = pair_of_stage_[s];
-      const bool starts_pair = p >= 0 && pairs_[p].forward == s;
-      if (starts_pair) {
-        local[p] = static_cast<int>(global.size());
-        global.push_back(p);
-        problem.items.emplace_back();
-        for (const auto& c : pairs_[p].candidates) {
-          problem.items.back().push_back(
-              {c.forward_s + c.backward_s, static_cast<double>(c.activation_bytes)});
+    std::vector<std::vector<int>> allowed;  // per local item: its candidates in the problem
+    algo::LiveSelection sel;
+    auto select = [&](int64_t host_limit) -> StatusOr<bool> {
+      global.clear();
+      problem = {};
+      allowed.clear();
+      std::vector<int> local(pairs_.size(), -1);  // pair -> local item (this group)
+      std::vector<int> live;
+      // Stashed bytes of stages outside pairs, plus the caller's reserve.
+      int64_t other_bytes = g < reserve_bytes.size() ? reserve_bytes[g] : 0;
+      for (int s : schedule.order[g]) {
+        const graph::Stage& st = base_.stage(s);
+        const int p = pair_of_stage_[s];
+        const bool starts_pair = p >= 0 && pairs_[p].forward == s;
+        if (starts_pair) {
+          local[p] = static_cast<int>(global.size());
+          global.push_back(p);
+          problem.items.emplace_back();
+          allowed.emplace_back();
+          const auto& cands = pairs_[p].candidates;
+          for (size_t c = 0; c < cands.size(); ++c) {
+            if (cands[c].offload_bytes > host_limit) continue;
+            allowed.back().push_back(static_cast<int>(c));
+            problem.items.back().push_back(
+                {cands[c].CostS(), static_cast<double>(cands[c].activation_bytes)});
+          }
+          live.push_back(local[p]);
+        } else if (p < 0) {
+          other_bytes += st.activation_alloc_bytes;
         }
-        live.push_back(local[p]);
-      } else if (p < 0) {
-        other_bytes += st.activation_alloc_bytes;
+        if (starts_pair || (p < 0 && st.activation_alloc_bytes > 0)) {
+          problem.checkpoints.push_back(
+              {live, static_cast<double>(cap_bytes_[g] - other_bytes)});
+        }
+        if (p >= 0 && pairs_[p].backward == s && local[p] >= 0) {
+          live.erase(std::find(live.begin(), live.end(), local[p]));
+        } else if (p < 0) {
+          other_bytes -= st.activation_free_bytes;
+        }
       }
-      if (starts_pair || (p < 0 && st.activation_alloc_bytes > 0)) {
-        problem.checkpoints.push_back(
-            {live, static_cast<double>(cap_bytes_[g] - other_bytes)});
+      if (problem.items.empty()) return true;
+      WEFT_ASSIGN_OR_RETURN(sel, algo::SolveLiveSelection(problem, options));
+      if (host_limit <= 0) return true;
+      for (const auto& checkpoint : problem.checkpoints) {
+        int64_t host = 0;
+        for (int i : checkpoint.items) {
+          host += pairs_[global[i]].candidates[allowed[i][sel.choice[i]]].offload_bytes;
+        }
+        if (host > host_bytes_per_gpu_) return false;
       }
-      if (p >= 0 && pairs_[p].backward == s && local[p] >= 0) {
-        live.erase(std::find(live.begin(), live.end(), local[p]));
-      } else if (p < 0) {
-        other_bytes -= st.activation_free_bytes;
-      }
-    }
+      return true;
+    };
+    WEFT_ASSIGN_OR_RETURN(const bool host_fits, select(host_bytes_per_gpu_));
+    if (!host_fits) WEFT_RETURN_IF_ERROR(select(0).status());
     if (problem.items.empty()) continue;
-    WEFT_ASSIGN_OR_RETURN(algo::LiveSelection sel, algo::SolveLiveSelection(problem, options));
     out.feasible = out.feasible && sel.feasible;
     double fastest_s = 0;
     for (size_t i = 0; i < global.size(); ++i) {
-      choice[global[i]] = sel.choice[i];
+      choice[global[i]] = allowed[i][sel.choice[i]];
       double best = problem.items[i][0].cost;
       for (const auto& o : problem.items[i]) best = std::min(best, o.cost);
       fastest_s += best;

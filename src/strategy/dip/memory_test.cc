@@ -116,6 +116,121 @@ TEST(MemoryOptimizer, FitsTheCapAtEveryStageStartAndBeatsUniformFullRecompute) {
   EXPECT_LE(milp->extra_s, greedy->extra_s + 1e-9);
 }
 
+// `g` with every forward and backward offloading `bytes` per GPU (Stage::offload_bytes), no
+// activations held on the GPU: the offload variant as the graph builder prices it.
+graph::StageGraph WithOffload(const graph::StageGraph& g, int64_t bytes) {
+  graph::StageGraph out;
+  for (const auto& group : g.groups()) out.AddGroup(group);
+  for (const auto& st : g.stages()) {
+    graph::Stage copy = st;
+    copy.activation_alloc_bytes = copy.activation_free_bytes = 0;
+    copy.offload_bytes = bytes;
+    copy.recompute = graph::Recompute::kOffload;
+    out.AddStage(copy);
+  }
+  for (const auto& e : g.edges()) out.AddEdge(e);
+  EXPECT_TRUE(out.Finalize().ok());
+  return out;
+}
+
+// Offload on: 53 GB/s per GPU, 212 GB/s per node; `host_bytes_per_node` of host memory.
+spec::ClusterSpec OffloadCluster(int64_t capacity_bytes, int64_t host_bytes_per_node) {
+  spec::ClusterSpec c = Cluster(capacity_bytes);
+  c.host_link_bandwidth_bytes_per_s = 53e9;
+  c.host_bandwidth_bytes_per_s_per_node = 212e9;
+  c.host_memory_bytes_per_node = host_bytes_per_node;
+  return c;
+}
+
+// Four variants (none, selective, full, offload) of a 2-group pipeline whose activations are
+// 4 GB per microbatch chunk: a layer's 1-GB copy (38 ms at 212/8 GB/s) hides under its 250-ms
+// forward, so offload is priced at 10% of its copies (7.5 ms) and beats selective recompute
+// (50 ms per layer).
+std::vector<graph::StageGraph> OffloadVariants(int mbs) {
+  const int64_t kGB = 1'000'000'000;
+  return {Variant(mbs, 0, 4 * kGB), Variant(mbs, 0.2, 2 * kGB), Variant(mbs, 1.0, kGB / 2.5),
+          WithOffload(Variant(mbs, 0, 0), 4 * kGB)};
+}
+
+TEST(MemoryOptimizer, AReplicaThatFitsWithoutOptionsGetsNone) {
+  const int mbs = 4;
+  const auto v = OffloadVariants(mbs);
+  const std::vector<int> layers(v[0].num_stages(), 4);
+  const auto cluster = OffloadCluster(int64_t{1} << 50, int64_t{1} << 50);  // everything fits
+  auto m = MemoryOptimizer::Create(v, layers, cluster);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, m->lightest());
+  ASSERT_TRUE(order.ok());
+  for (auto method : {algo::LiveSelectionMethod::kGreedy, algo::LiveSelectionMethod::kMilp}) {
+    auto choice = m->Optimize(*order, method);
+    ASSERT_TRUE(choice.ok()) << choice.status().ToString();
+    EXPECT_TRUE(choice->feasible);
+    EXPECT_EQ(choice->layers_by_option, (std::array<int64_t, 4>{2 * mbs * 4, 0, 0, 0}));
+    EXPECT_NEAR(choice->extra_s, 0, 1e-12);
+    for (const auto& st : choice->graph.stages()) {
+      EXPECT_EQ(st.recompute, graph::Recompute::kNone);
+      EXPECT_EQ(st.offload_bytes, 0);
+    }
+  }
+}
+
+TEST(MemoryOptimizer, OffloadIsPricedAndLimitedByHostMemory) {
+  const int mbs = 6;
+  const auto v = OffloadVariants(mbs);
+  const std::vector<int> layers(v[0].num_stages(), 4);
+  const int64_t kGB = 1'000'000'000;
+  const int64_t cap = 7 * kGB;  // 1F1B holds 2 microbatches on group 0: 8 GB without options
+  // Every candidate prices offload: never free.
+  auto roomy = MemoryOptimizer::Create(v, layers, OffloadCluster(cap, int64_t{1} << 50));
+  ASSERT_TRUE(roomy.ok()) << roomy.status().ToString();
+  for (const auto& pair : roomy->pairs()) {
+    for (const auto& c : pair.candidates) {
+      EXPECT_EQ(c.offload_price_s > 0, c.layers[3] > 0);
+      EXPECT_EQ(c.offload_bytes, c.layers[3] * kGB);
+    }
+  }
+  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, roomy->lightest());
+  ASSERT_TRUE(order.ok());
+  // The exact selection never costs more than the greedy one, with offload among the options
+  // (the oracle check of the memory step).
+  auto greedy = roomy->Optimize(*order, algo::LiveSelectionMethod::kGreedy);
+  auto milp = roomy->Optimize(*order, algo::LiveSelectionMethod::kMilp);
+  ASSERT_TRUE(greedy.ok() && milp.ok());
+  EXPECT_TRUE(greedy->feasible && milp->feasible);
+  EXPECT_LE(milp->extra_s, greedy->extra_s + 1e-9);
+  EXPECT_GE(milp->extra_s, milp->lower_bound_extra_s - 1e-9);
+  EXPECT_GT(milp->layers_by_option[3], 0);  // cheaper than recomputing here
+  // Host memory of 4 GB per node (0.5 GB per GPU) holds no offloaded layer (1 GB): the
+  // selection recomputes instead, pays for it, and still fits.
+  auto tiny = MemoryOptimizer::Create(v, layers, OffloadCluster(cap, 4 * kGB));
+  ASSERT_TRUE(tiny.ok());
+  for (auto method : {algo::LiveSelectionMethod::kGreedy, algo::LiveSelectionMethod::kMilp}) {
+    auto choice = tiny->Optimize(*order, method);
+    ASSERT_TRUE(choice.ok());
+    EXPECT_TRUE(choice->feasible);
+    EXPECT_EQ(choice->layers_by_option[3], 0);
+    for (int g = 0; g < 2; ++g) EXPECT_LE(PeakBytes(choice->graph, *order, g), cap);
+    for (const auto& st : choice->graph.stages()) EXPECT_EQ(st.offload_bytes, 0);
+    EXPECT_GT(choice->extra_s, milp->extra_s);
+  }
+  // With 1.5 GB per GPU (8 x 1.5 GB per node) at most one layer is offloaded at any stage
+  // start on each rank.
+  auto one = MemoryOptimizer::Create(v, layers, OffloadCluster(cap, 12 * kGB));
+  ASSERT_TRUE(one.ok());
+  auto choice = one->Optimize(*order, algo::LiveSelectionMethod::kMilp);
+  ASSERT_TRUE(choice.ok());
+  for (int g = 0; g < 2; ++g) {
+    int64_t host = 0, peak = 0;
+    for (auto id : order->order[g]) {
+      const auto& st = choice->graph.stage(id);
+      if (st.pass == graph::Pass::kForward) host += st.offload_bytes;
+      peak = std::max(peak, host);
+      if (st.pass != graph::Pass::kForward) host -= st.offload_bytes;
+    }
+    EXPECT_LE(peak, 3 * kGB / 2);
+  }
+}
+
 TEST(MemoryOptimizer, InfeasibleWhenEvenTheLightestOptionsOverflow) {
   std::vector<graph::StageGraph> v = {Variant(4, 0, 400), Variant(4, 0.2, 200),
                                       Variant(4, 1.0, 40)};

@@ -9,8 +9,16 @@
 //  time subject to the memory cap at the start of every stage (algo::SolveLiveSelection: greedy,
 //  then CBC warm-started by it with a relative gap).
 // Per-layer costs are the chunk's (option − none) differences divided by its layer count (the
-// layers of one chunk are identical); offload's transfer is assumed to overlap compute as the cost
-// model prices it (max(compute, PCIe copy)) and PCIe is not shared between pairs.
+// layers of one chunk are identical). Offload's stages compute only (the simulator runs the
+// copies, docs/simulator.md "Offload"); its per-layer price here is the copy time the layer's
+// compute cannot hide when every GPU of the node copies at once (D2H under the forward, H2D
+// under the backward, at ClusterSpec::SharedHostBandwidthBytesPerS), and at least
+// kOffloadPriceFraction of the copy time (the copy stream and PCIe are shared with other
+// copies and NIC traffic), so a pair that fits without options keeps none. The pair candidates
+// are the knapsack's with offload and without it (so a host-memory limit still finds
+// recompute-only candidates). Host memory: per rank, the offloaded bytes live at any stage
+// start stay within HostMemoryBytesPerNode() / gpus_per_node per GPU; a selection that exceeds
+// it drops the offload candidates over the share, then all of them.
 // Thread-safety: a MemoryOptimizer is immutable after Create; Optimize may run concurrently.
 #include <array>
 #include <cstdint>
@@ -31,10 +39,16 @@ struct MemoryOptions {
   algo::LiveSelectionOptions selection;
 };
 
+// The least price of an offloaded layer, as a fraction of its D2H + H2D copy time.
+inline constexpr double kOffloadPriceFraction = 0.1;
+
 struct PairCandidate {
   double forward_s = 0;
   double backward_s = 0;  // the pair's backward stage (or backward-input stage when split)
+  double offload_price_s = 0;  // the offloaded layers' price (see above); 0 without offload
   int64_t activation_bytes = 0;
+  int64_t offload_bytes = 0;   // per GPU, held on the host from forward to backward
+  double CostS() const { return forward_s + backward_s + offload_price_s; }
   std::array<int16_t, 4> layers{};  // layers per option [none, selective, full, offload]
 };
 
@@ -84,6 +98,7 @@ class MemoryOptimizer {
   std::vector<MemoryPair> pairs_;
   std::vector<int> pair_of_stage_;  // pair index of a forward or freeing stage, else -1
   std::vector<int64_t> cap_bytes_;  // per group: capacity − static bytes
+  int64_t host_bytes_per_gpu_ = 0;  // host memory share of one GPU for offloaded bytes
   MemoryOptions options_;
 };
 
