@@ -20,6 +20,7 @@ struct PlanOutput {
   spec::Batch batch;
   strategy::PlannedIteration planned;
   CompiledReplica compiled;
+  std::string data_warning;  // given vs used, when data was not all used as given
 };
 
 Status RunPlan(const std::string& strategy_name, const strategy::JobOptions& job,
@@ -27,7 +28,7 @@ Status RunPlan(const std::string& strategy_name, const strategy::JobOptions& job
                PlanOutput& out) {
   WEFT_ASSIGN_OR_RETURN(out.planner,
                         strategy::Planner::Create(job, strategy_name, {.budget = budget}));
-  WEFT_ASSIGN_OR_RETURN(auto batches, out.planner->Batches(iteration, 1));
+  WEFT_ASSIGN_OR_RETURN(auto batches, out.planner->Batches(iteration, 1, &out.data_warning));
   out.batch = batches.at(0);
   WEFT_ASSIGN_OR_RETURN(out.planned, out.planner->Plan(out.batch));
   return world ? CompileWorldPlan(*out.planner, iteration, out.planned, out.compiled)
@@ -57,8 +58,10 @@ void RegisterStrategy(py::module_& m) {
           status = RunPlan(strategy_name, job, iteration, budget, world, out);
         }
         Check(status);
-        return PlannedIterationDict(*out.planner, iteration, out.planned, out.batch,
-                                    out.compiled);
+        py::dict d =
+            PlannedIterationDict(*out.planner, iteration, out.planned, out.batch, out.compiled);
+        d["data_warning"] = out.data_warning;
+        return d;
       },
       py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
       py::arg("data") = "mixed", py::arg("iteration") = 0, py::arg("seed") = 1,
@@ -74,7 +77,8 @@ void RegisterStrategy(py::module_& m) {
       "the replica whose microbatches rank r's `mb` indices refer to and the chunks it holds. "
       "placement: a user placement file (strategy 'manual', docs/placements.md). "
       "work_budget > 0 bounds a search by deterministic work units (PlanBudget::work_budget); "
-      "threads = search threads. weft.plan_graph gives the stage graph and per-group order.");
+      "threads = search threads. weft.plan_graph gives the stage graph and per-group order. "
+      "data_warning: the given-vs-used line of the data (as weft.simulate), else ''.");
   m.def(
       "simulate",
       [](const std::string& strategy_name, const std::string& model, const std::string& cluster,
@@ -85,13 +89,15 @@ void RegisterStrategy(py::module_& m) {
         }
         auto job = MakeJobOptions(model, cluster, gpus, data, 0, 0, seed);
         std::vector<strategy::PlannedIteration> results;
+        std::string data_warning;
         Status status = [&]() -> Status {
           py::gil_scoped_release release;
           strategy::PlannerOptions options;
           options.budget.time_budget_s = budget_s;
           WEFT_ASSIGN_OR_RETURN(auto planner,
                                 strategy::Planner::Create(job, strategy_name, options));
-          WEFT_ASSIGN_OR_RETURN(auto batches, planner->Batches(first_iteration, iterations));
+          WEFT_ASSIGN_OR_RETURN(auto batches,
+                                planner->Batches(first_iteration, iterations, &data_warning));
           for (const auto& batch : batches) {
             WEFT_ASSIGN_OR_RETURN(auto p, planner->Plan(batch));
             results.push_back(std::move(p));
@@ -104,6 +110,7 @@ void RegisterStrategy(py::module_& m) {
           py::dict d;
           d["iteration"] = first_iteration + static_cast<int64_t>(i);
           FillSummary(d, results[i]);
+          d["data_warning"] = data_warning;
           out.append(d);
         }
         return out;
@@ -111,7 +118,9 @@ void RegisterStrategy(py::module_& m) {
       py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
       py::arg("data") = "mixed", py::arg("first_iteration") = 0, py::arg("iterations") = 1,
       py::arg("seed") = 1, py::arg("budget_s") = 1.0,
-      "Plans and simulates K iterations; list of summaries (no plans).");
+      "Plans and simulates K iterations; list of summaries (no plans). Each has data_warning: "
+      "the given-vs-used line when data was not all used as given (malformed records, samples "
+      "packing rejected, a dropped short batch, videos frame-sampled or clips cut), else ''.");
 }
 
 }  // namespace weft::python
