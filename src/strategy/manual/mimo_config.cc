@@ -11,7 +11,7 @@
 
 #include "weft/data/workload.h"
 #include "weft/spec/parallel.h"
-#include "strict_yaml.h"
+#include "weft/common/strict_input.h"
 
 namespace weft::strategy::manual {
 namespace {
@@ -37,12 +37,12 @@ std::string Field(const MimoModuleParallelism& m, std::string_view field) {
 
 StatusOr<int> ReadInt(const YAML::Node& node, std::string_view source, std::string_view path,
                       int min_value) {
-  return internal::ReadBoundedInt(node, source, path, min_value, kMaxRanks);
+  return ReadBoundedInt(node, source, path, min_value, kMaxRanks);
 }
 
 Status CheckKeys(const YAML::Node& node, std::string_view source, std::string_view path,
                  const std::vector<std::string>& known) {
-  return internal::CheckMapKeys(node, source, path, known);
+  return CheckMapKeys(node, source, path, known);
 }
 
 std::string ModuleNames(const spec::ModelSpec& model) {

@@ -14,7 +14,7 @@
 #include "weft/sched/generators.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/graph_builder.h"
-#include "strict_yaml.h"
+#include "weft/common/strict_input.h"
 #include "weft/strategy/manual/mimo_config.h"
 
 namespace weft::strategy::manual {
@@ -33,12 +33,12 @@ class Reader {
   // A map whose keys are all in `known`.
   Status CheckKeys(const YAML::Node& node, std::string_view path,
                    const std::vector<std::string>& known) const {
-    return internal::CheckMapKeys(node, source_, path, known);
+    return CheckMapKeys(node, source_, path, known);
   }
 
   StatusOr<int> Int(const YAML::Node& node, std::string_view path, int min_value,
                     int max_value) const {
-    return internal::ReadBoundedInt(node, source_, path, min_value, max_value);
+    return ReadBoundedInt(node, source_, path, min_value, max_value);
   }
 
  private:
