@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return *parsed;
   }();
   weft::data::ReadOptions options;
-  options.max_samples = 64;  // keep one input's workload derivation bounded
+  options.max_samples = 8;  // keep one input's workload derivation bounded
   weft::StatusOr<weft::data::ReadResult> read =
       weft::data::ParseSamples(weft::fuzz::AsText(data, size), format, "fuzz.data", options);
   if (!read.ok()) {

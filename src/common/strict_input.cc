@@ -76,6 +76,30 @@ std::string Shown(std::string_view text) {
 
 }  // namespace
 
+std::string OneLineMessage(std::string_view message, size_t max_chars) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  const size_t kept = std::min(message.size(), max_chars);
+  out.reserve(kept + 16);
+  for (size_t i = 0; i < kept; ++i) {
+    const auto c = static_cast<unsigned char>(message[i]);
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (kept < message.size()) out += "... (" + std::to_string(message.size()) + " bytes)";
+  return out;
+}
+
+Status OneLineStatus(const Status& status, size_t max_chars) {
+  if (status.ok()) return status;
+  return Status(status.code(), OneLineMessage(status.message(), max_chars));
+}
+
 std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates) {
   if (word.size() > 200) return "";  // not a misspelling; keeps the distance cheap
   int best = 1 << 30;

@@ -49,7 +49,7 @@ class Sink {
   void Warn(int64_t line, std::string message) {
     ++result_.num_malformed;
     if (static_cast<int>(result_.warnings.size()) < options_.max_warnings) {
-      result_.warnings.push_back(ReadWarning{source_, line, std::move(message)});
+      result_.warnings.push_back(ReadWarning{source_, line, OneLineMessage(message)});
     }
   }
   // An input whose every record is malformed is an error, not an empty dataset.
@@ -309,6 +309,7 @@ std::optional<spec::Sample> ParseWeftObject(const json& obj, int64_t default_id,
   }
   auto videos = get_array("videos");
   if (!videos) return std::nullopt;
+  double total_frames = 0, total_video_s = 0;  // over the sample's videos
   for (size_t i = 0; i < videos->size(); ++i) {
     const json& vj = (*videos)[i];
     std::string field_error;
@@ -333,6 +334,14 @@ std::optional<spec::Sample> ParseWeftObject(const json& obj, int64_t default_id,
               NumberForMessage(dur * fps) + " frames; at most " + RangeText(kMaxVideoFrames);
       return std::nullopt;
     }
+    total_frames += frames > 0 ? frames : dur * fps;
+    total_video_s += dur;
+    if (total_frames > kMaxVideoFrames || total_video_s > kMaxDurationS) {
+      error = "videos[0.." + std::to_string(i) + "] hold " + NumberForMessage(total_frames) +
+              " frames, " + NumberForMessage(total_video_s) + " s; a sample's videos hold at most " +
+              RangeText(kMaxVideoFrames) + " frames and " + RangeText(kMaxDurationS) + " s";
+      return std::nullopt;
+    }
     if (frames <= 0 && dur <= 0) {
       error = "videos[" + std::to_string(i) + "] has neither frames nor duration_s > 0";
       return std::nullopt;
@@ -343,6 +352,7 @@ std::optional<spec::Sample> ParseWeftObject(const json& obj, int64_t default_id,
   }
   auto audios = get_array("audios");
   if (!audios) return std::nullopt;
+  double total_audio_s = 0;
   for (size_t i = 0; i < audios->size(); ++i) {
     const json& aj = (*audios)[i];
     std::string field_error;
@@ -355,6 +365,12 @@ std::optional<spec::Sample> ParseWeftObject(const json& obj, int64_t default_id,
         dur <= 0) {
       error = "audios[" + std::to_string(i) + "]" +
               (field_error.empty() ? " needs duration_s > 0" : "." + field_error);
+      return std::nullopt;
+    }
+    total_audio_s += dur;
+    if (total_audio_s > kMaxDurationS) {
+      error = "audios[0.." + std::to_string(i) + "] last " + NumberForMessage(total_audio_s) +
+              " s; a sample's audio clips last at most " + RangeText(kMaxDurationS) + " s";
       return std::nullopt;
     }
     sample.audios.push_back(spec::AudioMeta{.duration_s = dur});
@@ -803,7 +819,9 @@ StatusOr<ReadResult> ParseSamples(std::string_view content, DataFormat format,
       WEFT_RETURN_IF_ERROR(internal::ReadAudioCaps(content, sink, options, source));
       break;
   }
-  return std::move(sink).Finish();
+  StatusOr<ReadResult> result = std::move(sink).Finish();
+  if (!result.ok()) return OneLineStatus(result.status());
+  return result;
 }
 
 namespace {
@@ -824,8 +842,9 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 StatusOr<ReadResult> ReadSamples(const std::string& path, const ReadOptions& options) {
   WEFT_ASSIGN_OR_RETURN(std::string content, ReadWholeFile(path));
-  WEFT_ASSIGN_OR_RETURN(DataFormat format, DetectDataFormat(path, content));
-  return ParseSamples(content, format, path, options);
+  StatusOr<DataFormat> format = DetectDataFormat(path, content);
+  if (!format.ok()) return OneLineStatus(format.status());
+  return ParseSamples(content, *format, path, options);
 }
 
 StatusOr<ReadResult> ReadSamples(const std::string& path, DataFormat format,

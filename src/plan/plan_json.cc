@@ -552,7 +552,19 @@ std::string PlanToJson(const ExecutionPlan& plan) {
   return out.str();
 }
 
+namespace {
+StatusOr<ExecutionPlan> PlanFromJsonUnchecked(std::string_view text, const ReadOptions& options);
+}  // namespace
+
+// Every error leaving the reader is one safe line (OneLineStatus).
 StatusOr<ExecutionPlan> PlanFromJson(std::string_view text, const ReadOptions& options) {
+  StatusOr<ExecutionPlan> plan = PlanFromJsonUnchecked(text, options);
+  if (!plan.ok()) return OneLineStatus(plan.status());
+  return plan;
+}
+
+namespace {
+StatusOr<ExecutionPlan> PlanFromJsonUnchecked(std::string_view text, const ReadOptions& options) {
   WEFT_RETURN_IF_ERROR(SizeWithinLimit(static_cast<int64_t>(text.size()), options));
   WEFT_RETURN_IF_ERROR(CheckDepth(text, options.max_depth));
   json doc;
@@ -608,6 +620,7 @@ StatusOr<ExecutionPlan> PlanFromJson(std::string_view text, const ReadOptions& o
   }
   return plan;
 }
+}  // namespace
 
 StatusOr<ExecutionPlan> ReadPlanFile(const std::string& path, const ReadOptions& options) {
   std::error_code ec;

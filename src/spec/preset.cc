@@ -992,7 +992,7 @@ StatusOr<std::string> ReadTextFile(const std::string& path, std::string_view wha
 
 std::string UnknownPresetMessage(PresetKind kind, std::string_view name) {
   return fmt::format("unknown {} preset '{}'{}; `weft presets` lists them",
-                     PresetKindName(kind), name, DidYouMean(name, PresetNames(kind)));
+                     PresetKindName(kind), Shown(name), DidYouMean(name, PresetNames(kind)));
 }
 
 StatusOr<ModelPreset> LoadModelWithContext(std::string_view name_or_path, const Context& parent) {
@@ -1102,13 +1102,21 @@ StatusOr<std::string> PresetYaml(std::string_view name) {
                                    DidYouMean(name, AllPresetNames())));
 }
 
+// Every error leaving the reader is one safe line, whatever path it took (OneLineStatus).
+template <typename T>
+StatusOr<T> OneLine(StatusOr<T> result) {
+  if (result.ok()) return result;
+  return OneLineStatus(result.status());
+}
+
 StatusOr<ModelPreset> LoadModel(std::string_view name_or_path) {
   Context root;
   root.depth = -1;
-  return LoadModelWithContext(name_or_path, root);
+  return OneLine(LoadModelWithContext(name_or_path, root));
 }
 
-StatusOr<ClusterSpec> LoadCluster(std::string_view name_or_path) {
+namespace {
+StatusOr<ClusterSpec> LoadClusterUnchecked(std::string_view name_or_path) {
   if (!LooksLikePath(name_or_path)) {
     if (const auto* p = FindEmbedded(PresetKind::kCluster, name_or_path)) {
       return ParseClusterDocument(p->yaml,
@@ -1122,17 +1130,22 @@ StatusOr<ClusterSpec> LoadCluster(std::string_view name_or_path) {
   WEFT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, "cluster"));
   return ParseClusterDocument(text, SourceContext(path));
 }
+}  // namespace
+
+StatusOr<ClusterSpec> LoadCluster(std::string_view name_or_path) {
+  return OneLine(LoadClusterUnchecked(name_or_path));
+}
 
 StatusOr<ModelPreset> ParseModelYaml(std::string_view text, std::string_view source) {
   Context ctx = SourceContext(std::string(source));
   if (source.rfind("preset:", 0) != 0) {
     ctx.base_dir = std::filesystem::path(std::string(source)).parent_path().string();
   }
-  return ParseModelDocument(text, ctx);
+  return OneLine(ParseModelDocument(text, ctx));
 }
 
 StatusOr<ClusterSpec> ParseClusterYaml(std::string_view text, std::string_view source) {
-  return ParseClusterDocument(text, SourceContext(std::string(source)));
+  return OneLine(ParseClusterDocument(text, SourceContext(std::string(source))));
 }
 
 std::string ModelToYaml(const ModelPreset& preset) {

@@ -16,6 +16,12 @@
 
 namespace weft {
 
+// `status` with its message made one safe line: control bytes (newlines included) escaped as \xNN
+// and the text cut at `max_chars` ("... (N bytes)"). Readers apply it at their boundary so that
+// no input byte reaches a terminal raw, whatever path the message took.
+Status OneLineStatus(const Status& status, size_t max_chars = 1000);
+std::string OneLineMessage(std::string_view message, size_t max_chars = 1000);
+
 // " (did you mean 'x'?)" for the candidate closest to `word` (edit distance at most
 // max(2, |word|/3)), else "".
 std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates);

@@ -114,8 +114,9 @@ bool LooksLikeMimoConfig(std::string_view text) {
   }
 }
 
-StatusOr<MimoConfig> ParseMimoConfigYaml(std::string_view text, std::string_view source,
-                                         const spec::ModelSpec& model) {
+static StatusOr<MimoConfig> ParseMimoConfigYamlImpl(std::string_view text,
+                                                    std::string_view source,
+                                                    const spec::ModelSpec& model) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
@@ -209,6 +210,14 @@ StatusOr<MimoConfig> ParseMimoConfigYaml(std::string_view text, std::string_view
     out.modules.push_back(std::move(m));
   }
   return out;
+}
+
+// Every error leaving the reader is one safe line (OneLineStatus: no raw input bytes).
+StatusOr<MimoConfig> ParseMimoConfigYaml(std::string_view text, std::string_view source,
+                                         const spec::ModelSpec& model) {
+  auto result = ParseMimoConfigYamlImpl(text, source, model);
+  if (!result.ok()) return OneLineStatus(result.status());
+  return result;
 }
 
 Status CheckMimoConfig(const MimoConfig& config, const spec::ModelSpec& model,

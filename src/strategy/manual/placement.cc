@@ -61,9 +61,10 @@ bool Feeds(const spec::ModelSpec& model, int ancestor, int module) {
 
 }  // namespace
 
-StatusOr<PlacementSpec> ParsePlacementYaml(std::string_view text, std::string_view source,
-                                           const spec::ModelSpec& model,
-                                           const spec::ClusterSpec& cluster) {
+static StatusOr<PlacementSpec> ParsePlacementYamlImpl(std::string_view text,
+                                                      std::string_view source,
+                                                      const spec::ModelSpec& model,
+                                                      const spec::ClusterSpec& cluster) {
   Reader rd(source);
   YAML::Node root;
   try {
@@ -278,6 +279,15 @@ StatusOr<PlacementSpec> ParsePlacementYaml(std::string_view text, std::string_vi
     return InvalidArgumentError(fmt::format("{}: {}", source, m));
   }
   return out;
+}
+
+// Every error leaving the reader is one safe line (OneLineStatus: no raw input bytes).
+StatusOr<PlacementSpec> ParsePlacementYaml(std::string_view text, std::string_view source,
+                                           const spec::ModelSpec& model,
+                                           const spec::ClusterSpec& cluster) {
+  auto result = ParsePlacementYamlImpl(text, source, model, cluster);
+  if (!result.ok()) return OneLineStatus(result.status());
+  return result;
 }
 
 StatusOr<PlacementSpec> ReadPlacementFile(const std::string& path, const spec::ModelSpec& model,
