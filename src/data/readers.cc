@@ -178,7 +178,7 @@ std::string ShowJson(const json& v) {
 constexpr double kMaxTextTokens = 1 << 24;      // 16.7 M tokens of text in one sample
 constexpr double kMaxPixels = 1 << 16;          // 65536 px per side
 constexpr double kMaxPatchTokens = 1 << 20;     // encoder tokens given for one image
-constexpr double kMaxVideoFrames = 100000;      // sampled frames of one video (≈ 1 h at 28 fps)
+constexpr double kMaxVideoFrames = 16384;       // sampled frames (≈ 9 min at 30 fps, 2.3 h at 2)
 constexpr double kMaxFps = 240;                 // sampling rate of a video
 constexpr double kMaxDurationS = 86400;         // one day, for a video or an audio clip
 constexpr size_t kMaxItemsPerSample = 1024;     // entries of images / videos / audios

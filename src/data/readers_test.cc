@@ -259,9 +259,9 @@ TEST(Strict, SampleFieldsHaveRanges) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->warnings.size(), 3u);
   EXPECT_EQ(r->warnings[0].ToString(),
-            "r.jsonl:1: videos[0].frames = 2000000000; must be an integer in [0, 100000]; skipped");
+            "r.jsonl:1: videos[0].frames = 2000000000; must be an integer in [0, 16384]; skipped");
   EXPECT_EQ(r->warnings[1].ToString(),
-            "r.jsonl:2: videos[0]: duration_s x fps = 20736000 frames; at most 100000; skipped");
+            "r.jsonl:2: videos[0]: duration_s x fps = 20736000 frames; at most 16384; skipped");
   EXPECT_EQ(r->warnings[2].ToString(),
             "r.jsonl:3: images[0].w = 1e+300; must be an integer in [0, 65536]; skipped");
 }

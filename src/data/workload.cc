@@ -165,7 +165,7 @@ Status AppendEncoderInstances(const ModelSpec& model, const ModuleSpec& enc,
             // Image encoder applied frame by frame (SigLIP in LLaVA-OneVision): one unit a frame.
             // One entry per frame: refuse a count that would not fit memory (a malformed
             // sample, not a clip anyone trains on).
-            constexpr int64_t kMaxFramesPerVideo = int64_t{1} << 17;
+            constexpr int64_t kMaxFramesPerVideo = int64_t{1} << 14;
             if (frames > kMaxFramesPerVideo) {
               return InvalidArgumentError(fmt::format(
                   "sample {}: a video of {} frames through '{}' (frame by frame); at most {} "

@@ -288,9 +288,6 @@ std::string RangeRule(const Range& r, Unit unit) {
 }
 
 Status CheckRange(const Context& ctx, const YAML::Node& node, std::string_view path, double value,
-                  const Range& r, Unit unit);
-
-Status CheckRange(const Context& ctx, const YAML::Node& node, std::string_view path, double value,
                   const Range& r, Unit unit) {
   if ((r.zero_ok && value == 0) || (value >= r.min && value <= r.max)) return OkStatus();
   return Error(ctx, path, NodeText(node), RangeRule(r, unit));
