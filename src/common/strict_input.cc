@@ -162,47 +162,88 @@ StatusOr<int> ReadBoundedInt(const YAML::Node& node, std::string_view source,
   return static_cast<int>(v);
 }
 
+namespace {
+
+// SAX handler: nlohmann's own DOM builder, plus the keys of every open object (vectors reused
+// across objects of the same depth, so a large plan does not allocate per object). Stops at the
+// first duplicate key.
+class DuplicateKeySax {
+ public:
+  using json = nlohmann::json;
+  explicit DuplicateKeySax(json& result) : dom_(result, /*allow_exceptions=*/true) {}
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) {
+    return dom_.number_float(v, s);
+  }
+  bool string(json::string_t& v) { return dom_.string(v); }
+  bool binary(json::binary_t& v) { return dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    if (depth_ == keys_.size()) keys_.emplace_back();
+    keys_[depth_++].clear();
+    return dom_.start_object(n);
+  }
+  bool key(json::string_t& k) {
+    std::vector<std::string>& keys = keys_[depth_ - 1];
+    if (std::find(keys.begin(), keys.end(), k) != keys.end()) {
+      duplicate_ = k;
+      return false;  // stops the parse
+    }
+    keys.push_back(k);
+    return dom_.key(k);
+  }
+  bool end_object() {
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) { return dom_.start_array(n); }
+  bool end_array() { return dom_.end_array(); }
+  bool parse_error(std::size_t position, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& ex) {
+    error_byte_ = position;
+    error_ = ex.what();
+    return false;
+  }
+  const std::string& duplicate() const { return duplicate_; }
+  size_t error_byte() const { return error_byte_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<std::vector<std::string>> keys_;  // [depth] -> keys of the open object
+  size_t depth_ = 0;
+  std::string duplicate_;
+  size_t error_byte_ = 0;  // 1-based, as nlohmann counts
+  std::string error_;
+};
+
+}  // namespace
+
 Status ParseJsonRejectingDuplicates(std::string_view text, nlohmann::json* out,
                                     size_t* error_byte) {
   using nlohmann::json;
-  // Keys of the objects being parsed, innermost last (objects are small: a linear search).
-  std::vector<std::vector<std::string>> open_objects;
-  std::string duplicate;
-  auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start: open_objects.emplace_back(); break;
-      case json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case json::parse_event_t::key:
-        if (duplicate.empty() && !open_objects.empty() && parsed.is_string()) {
-          std::vector<std::string>& keys = open_objects.back();
-          const std::string& key = parsed.get_ref<const std::string&>();
-          if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
-            duplicate = key;
-          } else {
-            keys.push_back(key);
-          }
-        }
-        break;
-      default: break;
-    }
-    return true;
-  };
+  json result;
+  DuplicateKeySax sax(result);
   try {
-    *out = json::parse(text.begin(), text.end(), callback);
-  } catch (const json::parse_error& e) {
-    if (error_byte != nullptr) *error_byte = e.byte > 0 ? e.byte - 1 : 0;
-    return InvalidArgumentError(
-        fmt::format("not valid JSON (byte {}): {}", e.byte, Shown(e.what())));
+    const bool complete = json::sax_parse(text.begin(), text.end(), &sax);
+    if (!complete && !sax.duplicate().empty()) {
+      *out = json();
+      return InvalidArgumentError(
+          fmt::format("key {} appears twice in one object; keys must be unique",
+                      QuoteForMessage(sax.duplicate(), 60)));
+    }
+    if (!complete) {
+      if (error_byte != nullptr) *error_byte = sax.error_byte() > 0 ? sax.error_byte() - 1 : 0;
+      return InvalidArgumentError(
+          fmt::format("not valid JSON (byte {}): {}", sax.error_byte(), Shown(sax.error())));
+    }
   } catch (const json::exception& e) {
     return InvalidArgumentError(fmt::format("not valid JSON: {}", Shown(e.what())));
   }
-  if (!duplicate.empty()) {
-    *out = json();
-    return InvalidArgumentError(fmt::format(
-        "key {} appears twice in one object; keys must be unique", QuoteForMessage(duplicate, 60)));
-  }
+  *out = std::move(result);
   return OkStatus();
 }
 
