@@ -418,9 +418,9 @@ void ReadMsrvttJsonl(std::string_view content, Sink& sink, const ReadOptions&) {
       return true;
     }
     const double duration_s = end->get<double>() - start->get<double>();
-    if (!(duration_s > 0)) {
-      sink.Warn(line_no, "end time - start time = " + std::to_string(duration_s) +
-                             "; must be > 0; skipped");
+    if (!(duration_s > 0) || duration_s > kMaxDurationS) {
+      sink.Warn(line_no, "end time - start time = " + NumberForMessage(duration_s) +
+                             "; must be in (0, " + RangeText(kMaxDurationS) + "] s; skipped");
       return true;
     }
     spec::Sample sample;
@@ -592,6 +592,12 @@ Status ReadNextQa(std::string_view content, Sink& sink, const ReadOptions& optio
       sink.Warn(rec.line, "frame_count, width, height must be positive integers; skipped");
       continue;
     }
+    if (*frames / options.nextqa_native_fps > kMaxDurationS || *w > kMaxPixels || *h > kMaxPixels) {
+      sink.Warn(rec.line, "frame_count / fps must be at most " + RangeText(kMaxDurationS) +
+                              " s and width, height at most " + RangeText(kMaxPixels) +
+                              " px; skipped");
+      continue;
+    }
     std::string text = c_q >= 0 ? rec.fields[c_q] : "";
     if (c_answer >= 0) {
       // The answer column indexes the options a0..a4; the chosen option is the target text.
@@ -663,6 +669,11 @@ void ReadFairseqTsv(std::string_view content, Sink& sink, const ReadOptions& opt
       return true;
     }
     const double duration_s = *samples / options.audio_sample_rate_hz;
+    if (!(duration_s <= kMaxDurationS)) {
+      sink.Warn(line_no, "num_samples / sample rate = " + NumberForMessage(duration_s) +
+                             " s; at most " + RangeText(kMaxDurationS) + " s; skipped");
+      return true;
+    }
     spec::Sample s;
     s.id = index++;
     s.text_tokens = static_cast<int>(
