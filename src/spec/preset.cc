@@ -974,6 +974,13 @@ std::vector<std::string> AllPresetNames() {
   return names;
 }
 
+// Whether `path` exists; false (not an exception) for a name the OS cannot even look up (too long,
+// a component that is not a directory, ...).
+bool PathExists(std::string_view path) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::path(std::string(path)), ec) && !ec;
+}
+
 // A spec file is small: a regular file (not a FIFO or device, which could block or never end) of
 // at most 16 MiB.
 constexpr int64_t kMaxSpecFileBytes = int64_t{16} << 20;
@@ -1000,14 +1007,14 @@ StatusOr<ModelPreset> LoadModelWithContext(std::string_view name_or_path, const 
       ctx.source = fmt::format("preset:{}", EmbeddedName(*p));
       return ParseModelDocument(p->yaml, ctx);
     }
-    if (!std::filesystem::exists(std::string(name_or_path))) {
+    if (!PathExists(name_or_path)) {
       return NotFoundError(UnknownPresetMessage(PresetKind::kModel, name_or_path));
     }
   }
   std::filesystem::path path{std::string(name_or_path)};
   if (path.is_relative() && !parent.base_dir.empty()) {
     std::filesystem::path candidate = std::filesystem::path(parent.base_dir) / path;
-    if (std::filesystem::exists(candidate)) path = candidate;
+    if (PathExists(candidate.string())) path = candidate;
   }
   WEFT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path.string(), "model"));
   if (parent.depth >= 0) {
@@ -1119,7 +1126,7 @@ StatusOr<ClusterSpec> LoadClusterUnchecked(std::string_view name_or_path) {
       return ParseClusterDocument(p->yaml,
                                   SourceContext(fmt::format("preset:{}", EmbeddedName(*p))));
     }
-    if (!std::filesystem::exists(std::string(name_or_path))) {
+    if (!PathExists(name_or_path)) {
       return NotFoundError(UnknownPresetMessage(PresetKind::kCluster, name_or_path));
     }
   }

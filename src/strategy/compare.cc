@@ -111,8 +111,9 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
           ? training.global_batch_sequences
           : job.parallel.num_microbatches * dp;
   setup->data_name = !options.data.empty() ? options.data : training.data_profile;
+  std::error_code exists_error;  // a name the OS cannot look up (too long, ...) does not exist
   if (setup->data_name.empty() || (!IsGeneratorProfile(setup->data_name) &&
-                                   !std::filesystem::exists(setup->data_name))) {
+                                   !std::filesystem::exists(setup->data_name, exists_error))) {
     std::string known;
     for (auto n : data::GeneratorProfileNames()) known += (known.empty() ? "" : ", ") + std::string(n);
     if (!options.data.empty()) {
