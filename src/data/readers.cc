@@ -9,6 +9,9 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "weft/common/strict_input.h"
+#include "weft/common/text.h"
+
 namespace weft::data {
 namespace internal {
 
@@ -46,7 +49,7 @@ class Sink {
   void Warn(int64_t line, std::string message) {
     ++result_.num_malformed;
     if (static_cast<int>(result_.warnings.size()) < options_.max_warnings) {
-      result_.warnings.push_back(ReadWarning{source_, line, std::move(message)});
+      result_.warnings.push_back(ReadWarning{source_, line, OneLineMessage(message)});
     }
   }
   // An input whose every record is malformed is an error, not an empty dataset.
@@ -162,23 +165,63 @@ std::optional<int64_t> ParseInt(std::string_view s) {
   return static_cast<int64_t>(*v);
 }
 
-// Reads an optional non-negative number field of a JSON object; error text names the field.
+// A JSON value for a message: its dump, escaped and cut (one line, no raw input bytes).
+std::string ShowJson(const json& v) {
+  std::string text = v.dump(-1, ' ', /*ensure_ascii=*/true);
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+// Valid ranges of the sample fields of weft's JSONL (docs/data.md): beyond them a record is
+// malformed, so nothing downstream multiplies absurd values (a 2e9-frame video would expand to
+// gigabytes of per-frame work).
+constexpr double kMaxTextTokens = 1 << 24;      // 16.7 M tokens of text in one sample
+constexpr double kMaxPixels = 1 << 16;          // 65536 px per side
+constexpr double kMaxPatchTokens = 1 << 20;     // encoder tokens given for one image
+constexpr double kMaxVideoFrames = 16384;       // sampled frames (≈ 9 min at 30 fps, 2.3 h at 2)
+constexpr double kMaxFps = 240;                 // sampling rate of a video
+constexpr double kMaxDurationS = 86400;         // one day, for a video or an audio clip
+constexpr size_t kMaxItemsPerSample = 1024;     // entries of images / videos / audios
+
+std::string RangeText(double max_value) {
+  return std::to_string(static_cast<int64_t>(max_value));
+}
+
+// Reads an optional non-negative number field of a JSON object in [0, max_value]; error text
+// names the field and the range.
 bool GetNumber(const json& obj, const char* key, double& out, std::string& error,
-               bool integer = false) {
+               bool integer, double max_value) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return true;
   if (!it->is_number()) {
-    error = std::string(key) + " = " + it->dump() + "; must be a number";
+    error = std::string(key) + " = " + ShowJson(*it) + "; must be a number";
     return false;
   }
   double v = it->get<double>();
-  if (!std::isfinite(v) || v < 0 || (integer && v != std::floor(v)) || v > 2e9) {
-    error = std::string(key) + " = " + it->dump() + "; must be a " +
-            (integer ? "non-negative integer" : "non-negative number") + " below 2e9";
+  if (!std::isfinite(v) || v < 0 || (integer && v != std::floor(v)) || v > max_value) {
+    error = std::string(key) + " = " + ShowJson(*it) + "; must be " +
+            (integer ? "an integer" : "a number") + " in [0, " + RangeText(max_value) + "]";
     return false;
   }
   out = v;
   return true;
+}
+
+// The keys of weft's JSONL objects; any other key is a mistake (a misspelt field would be read
+// as absent).
+const std::vector<std::string> kSampleKeys = {"id", "text_tokens", "images", "videos", "audios"};
+const std::vector<std::string> kImageKeys = {"w", "h", "patch_tokens", "pos"};
+const std::vector<std::string> kVideoKeys = {"frames", "fps", "w", "h", "duration_s"};
+const std::vector<std::string> kAudioKeys = {"duration_s"};
+
+// False with `error` set when `obj` has a key outside `known`.
+bool KnownKeysOnly(const json& obj, const std::vector<std::string>& known, std::string_view where,
+                   std::string& error) {
+  const std::string* key = FirstUnknownKey(obj, known);
+  if (key == nullptr) return true;
+  error = std::string(where) + QuoteForMessage(*key, 40) + " is not a known key" +
+          DidYouMean(*key, known);
+  return false;
 }
 
 int64_t LineOfOffset(std::string_view content, size_t offset) {
@@ -189,11 +232,17 @@ int64_t LineOfOffset(std::string_view content, size_t offset) {
 // Parses a whole-file JSON document; on error names the line.
 StatusOr<json> ParseJsonDocument(std::string_view content, std::string_view source) {
   try {
-    return json::parse(content.begin(), content.end());
-  } catch (const json::parse_error& e) {
-    return InvalidArgumentError(std::string(source) + ":" +
-                                std::to_string(LineOfOffset(content, e.byte > 0 ? e.byte - 1 : 0)) +
-                                ": invalid JSON (" + e.what() + ")");
+    json doc;
+    size_t error_byte = 0;
+    if (Status parsed = ParseJsonRejectingDuplicates(content, &doc, &error_byte); !parsed.ok()) {
+      return InvalidArgumentError(std::string(source) + ":" +
+                                  std::to_string(LineOfOffset(content, error_byte)) + ": " +
+                                  parsed.message());
+    }
+    return doc;
+  } catch (const json::exception& e) {
+    return InvalidArgumentError(std::string(source) + ": invalid JSON (" +
+                                QuoteForMessage(e.what(), 200) + ")");
   }
 }
 
@@ -203,6 +252,7 @@ std::optional<spec::Sample> ParseWeftObject(const json& obj, int64_t default_id,
     error = "not a JSON object";
     return std::nullopt;
   }
+  if (!KnownKeysOnly(obj, kSampleKeys, "", error)) return std::nullopt;
   spec::Sample sample;
   sample.id = default_id;
   if (auto it = obj.find("id"); it != obj.end()) {
@@ -211,18 +261,23 @@ std::optional<spec::Sample> ParseWeftObject(const json& obj, int64_t default_id,
     } else if (it->is_string() && ParseInt(it->get<std::string>())) {
       sample.id = *ParseInt(it->get<std::string>());
     } else {
-      error = "id = " + it->dump() + "; must be an integer";
+      error = "id = " + ShowJson(*it) + "; must be an integer";
       return std::nullopt;
     }
   }
   double v = 0;
-  if (!GetNumber(obj, "text_tokens", v, error, true)) return std::nullopt;
+  if (!GetNumber(obj, "text_tokens", v, error, true, kMaxTextTokens)) return std::nullopt;
   sample.text_tokens = static_cast<int>(v);
   auto get_array = [&](const char* key) -> std::optional<json> {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return json::array();
     if (!it->is_array()) {
-      error = std::string(key) + " = " + it->dump() + "; must be an array";
+      error = std::string(key) + " = " + ShowJson(*it) + "; must be an array";
+      return std::nullopt;
+    }
+    if (it->size() > kMaxItemsPerSample) {
+      error = std::string(key) + " has " + std::to_string(it->size()) + " entries; at most " +
+              std::to_string(kMaxItemsPerSample) + " per sample";
       return std::nullopt;
     }
     return *it;
@@ -237,9 +292,13 @@ std::optional<spec::Sample> ParseWeftObject(const json& obj, int64_t default_id,
       error = "images[" + std::to_string(i) + "] must be an object";
       return std::nullopt;
     }
-    if (!GetNumber(im, "w", w, field_error, true) || !GetNumber(im, "h", h, field_error, true) ||
-        !GetNumber(im, "patch_tokens", patch, field_error, true) ||
-        !GetNumber(im, "pos", pos, field_error, true)) {
+    if (!KnownKeysOnly(im, kImageKeys, "images[" + std::to_string(i) + "].", error)) {
+      return std::nullopt;
+    }
+    if (!GetNumber(im, "w", w, field_error, true, kMaxPixels) ||
+        !GetNumber(im, "h", h, field_error, true, kMaxPixels) ||
+        !GetNumber(im, "patch_tokens", patch, field_error, true, kMaxPatchTokens) ||
+        !GetNumber(im, "pos", pos, field_error, true, kMaxTextTokens)) {
       error = "images[" + std::to_string(i) + "]." + field_error;
       return std::nullopt;
     }
@@ -250,6 +309,7 @@ std::optional<spec::Sample> ParseWeftObject(const json& obj, int64_t default_id,
   }
   auto videos = get_array("videos");
   if (!videos) return std::nullopt;
+  double total_frames = 0, total_video_s = 0;  // over the sample's videos
   for (size_t i = 0; i < videos->size(); ++i) {
     const json& vj = (*videos)[i];
     std::string field_error;
@@ -258,10 +318,28 @@ std::optional<spec::Sample> ParseWeftObject(const json& obj, int64_t default_id,
       error = "videos[" + std::to_string(i) + "] must be an object";
       return std::nullopt;
     }
-    if (!GetNumber(vj, "frames", frames, field_error, true) || !GetNumber(vj, "fps", fps, field_error) ||
-        !GetNumber(vj, "w", w, field_error, true) || !GetNumber(vj, "h", h, field_error, true) ||
-        !GetNumber(vj, "duration_s", dur, field_error)) {
+    if (!KnownKeysOnly(vj, kVideoKeys, "videos[" + std::to_string(i) + "].", error)) {
+      return std::nullopt;
+    }
+    if (!GetNumber(vj, "frames", frames, field_error, true, kMaxVideoFrames) ||
+        !GetNumber(vj, "fps", fps, field_error, false, kMaxFps) ||
+        !GetNumber(vj, "w", w, field_error, true, kMaxPixels) ||
+        !GetNumber(vj, "h", h, field_error, true, kMaxPixels) ||
+        !GetNumber(vj, "duration_s", dur, field_error, false, kMaxDurationS)) {
       error = "videos[" + std::to_string(i) + "]." + field_error;
+      return std::nullopt;
+    }
+    if (frames == 0 && fps > 0 && dur * fps > kMaxVideoFrames) {
+      error = "videos[" + std::to_string(i) + "]: duration_s x fps = " +
+              NumberForMessage(dur * fps) + " frames; at most " + RangeText(kMaxVideoFrames);
+      return std::nullopt;
+    }
+    total_frames += frames > 0 ? frames : dur * fps;
+    total_video_s += dur;
+    if (total_frames > kMaxVideoFrames || total_video_s > kMaxDurationS) {
+      error = "videos[0.." + std::to_string(i) + "] hold " + NumberForMessage(total_frames) +
+              " frames, " + NumberForMessage(total_video_s) + " s; a sample's videos hold at most " +
+              RangeText(kMaxVideoFrames) + " frames and " + RangeText(kMaxDurationS) + " s";
       return std::nullopt;
     }
     if (frames <= 0 && dur <= 0) {
@@ -274,13 +352,25 @@ std::optional<spec::Sample> ParseWeftObject(const json& obj, int64_t default_id,
   }
   auto audios = get_array("audios");
   if (!audios) return std::nullopt;
+  double total_audio_s = 0;
   for (size_t i = 0; i < audios->size(); ++i) {
     const json& aj = (*audios)[i];
     std::string field_error;
     double dur = 0;
-    if (!aj.is_object() || !GetNumber(aj, "duration_s", dur, field_error) || dur <= 0) {
+    if (aj.is_object() &&
+        !KnownKeysOnly(aj, kAudioKeys, "audios[" + std::to_string(i) + "].", error)) {
+      return std::nullopt;
+    }
+    if (!aj.is_object() || !GetNumber(aj, "duration_s", dur, field_error, false, kMaxDurationS) ||
+        dur <= 0) {
       error = "audios[" + std::to_string(i) + "]" +
               (field_error.empty() ? " needs duration_s > 0" : "." + field_error);
+      return std::nullopt;
+    }
+    total_audio_s += dur;
+    if (total_audio_s > kMaxDurationS) {
+      error = "audios[0.." + std::to_string(i) + "] last " + NumberForMessage(total_audio_s) +
+              " s; a sample's audio clips last at most " + RangeText(kMaxDurationS) + " s";
       return std::nullopt;
     }
     sample.audios.push_back(spec::AudioMeta{.duration_s = dur});
@@ -292,9 +382,9 @@ void ReadWeftJsonl(std::string_view content, Sink& sink) {
   int64_t index = 0;
   ForEachLine(content, [&](int64_t line_no, std::string_view line) {
     if (Trim(line).empty()) return true;
-    json obj = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-    if (obj.is_discarded()) {
-      sink.Warn(line_no, "invalid JSON; skipped");
+    json obj;
+    if (Status parsed = ParseJsonRejectingDuplicates(line, &obj); !parsed.ok()) {
+      sink.Warn(line_no, parsed.message() + "; skipped");
       return true;
     }
     std::string error;
@@ -312,9 +402,13 @@ void ReadMsrvttJsonl(std::string_view content, Sink& sink, const ReadOptions&) {
   int64_t index = 0;
   ForEachLine(content, [&](int64_t line_no, std::string_view line) {
     if (Trim(line).empty()) return true;
-    json obj = json::parse(line.begin(), line.end(), nullptr, false);
-    if (obj.is_discarded() || !obj.is_object()) {
-      sink.Warn(line_no, "invalid JSON object; skipped");
+    json obj;
+    if (Status parsed = ParseJsonRejectingDuplicates(line, &obj); !parsed.ok()) {
+      sink.Warn(line_no, parsed.message() + "; skipped");
+      return true;
+    }
+    if (!obj.is_object()) {
+      sink.Warn(line_no, "not a JSON object; skipped");
       return true;
     }
     auto start = obj.find("start time");
@@ -324,9 +418,9 @@ void ReadMsrvttJsonl(std::string_view content, Sink& sink, const ReadOptions&) {
       return true;
     }
     const double duration_s = end->get<double>() - start->get<double>();
-    if (!(duration_s > 0)) {
-      sink.Warn(line_no, "end time - start time = " + std::to_string(duration_s) +
-                             "; must be > 0; skipped");
+    if (!(duration_s > 0) || duration_s > kMaxDurationS) {
+      sink.Warn(line_no, "end time - start time = " + NumberForMessage(duration_s) +
+                             "; must be in (0, " + RangeText(kMaxDurationS) + "] s; skipped");
       return true;
     }
     spec::Sample sample;
@@ -498,6 +592,12 @@ Status ReadNextQa(std::string_view content, Sink& sink, const ReadOptions& optio
       sink.Warn(rec.line, "frame_count, width, height must be positive integers; skipped");
       continue;
     }
+    if (*frames / options.nextqa_native_fps > kMaxDurationS || *w > kMaxPixels || *h > kMaxPixels) {
+      sink.Warn(rec.line, "frame_count / fps must be at most " + RangeText(kMaxDurationS) +
+                              " s and width, height at most " + RangeText(kMaxPixels) +
+                              " px; skipped");
+      continue;
+    }
     std::string text = c_q >= 0 ? rec.fields[c_q] : "";
     if (c_answer >= 0) {
       // The answer column indexes the options a0..a4; the chosen option is the target text.
@@ -569,6 +669,11 @@ void ReadFairseqTsv(std::string_view content, Sink& sink, const ReadOptions& opt
       return true;
     }
     const double duration_s = *samples / options.audio_sample_rate_hz;
+    if (!(duration_s <= kMaxDurationS)) {
+      sink.Warn(line_no, "num_samples / sample rate = " + NumberForMessage(duration_s) +
+                             " s; at most " + RangeText(kMaxDurationS) + " s; skipped");
+      return true;
+    }
     spec::Sample s;
     s.id = index++;
     s.text_tokens = static_cast<int>(
@@ -576,6 +681,13 @@ void ReadFairseqTsv(std::string_view content, Sink& sink, const ReadOptions& opt
     s.audios.push_back(spec::AudioMeta{.duration_s = duration_s});
     return sink.Add(std::move(s));
   });
+}
+
+// "<source>: the file is empty" (or has only blank lines): no samples to read.
+Status EmptyFileError(std::string_view source, std::string_view content) {
+  return InvalidArgumentError(std::string(source) +
+                              (content.empty() ? ": the file is empty (0 bytes); no samples"
+                                               : ": the file has only blank lines; no samples"));
 }
 
 std::string FirstNonEmptyLine(std::string_view content) {
@@ -655,6 +767,7 @@ StatusOr<DataFormat> DetectDataFormat(std::string_view path, std::string_view co
     return lower.size() >= suffix.size() && lower.compare(lower.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   const std::string_view head = internal::Trim(content.substr(0, 4096));
+  if (internal::Trim(content).empty()) return internal::EmptyFileError(path, content);
   if (ends_with(".jsonl") || ends_with(".ndjson")) return internal::DetectJsonLines(content, path);
   if (ends_with(".csv")) {
     const std::string header = internal::FirstNonEmptyLine(content);
@@ -688,6 +801,7 @@ StatusOr<DataFormat> DetectDataFormat(std::string_view path, std::string_view co
 
 StatusOr<ReadResult> ParseSamples(std::string_view content, DataFormat format,
                                   std::string_view source, const ReadOptions& options) {
+  if (internal::Trim(content).empty()) return internal::EmptyFileError(source, content);
   internal::Sink sink(format, source, options);
   switch (format) {
     case DataFormat::kWeftJsonl:
@@ -716,11 +830,18 @@ StatusOr<ReadResult> ParseSamples(std::string_view content, DataFormat format,
       WEFT_RETURN_IF_ERROR(internal::ReadAudioCaps(content, sink, options, source));
       break;
   }
-  return std::move(sink).Finish();
+  StatusOr<ReadResult> result = std::move(sink).Finish();
+  if (!result.ok()) return OneLineStatus(result.status());
+  return result;
 }
 
 namespace {
+// Data files are read whole: a regular file (a FIFO or device could block or never end) of at
+// most 16 GiB.
+constexpr int64_t kMaxDataFileBytes = int64_t{16} << 30;
+
 StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  WEFT_RETURN_IF_ERROR(CheckInputFile(path, kMaxDataFileBytes, "data file"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError(path + ": cannot open file");
   std::ostringstream buffer;
@@ -732,8 +853,9 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 StatusOr<ReadResult> ReadSamples(const std::string& path, const ReadOptions& options) {
   WEFT_ASSIGN_OR_RETURN(std::string content, ReadWholeFile(path));
-  WEFT_ASSIGN_OR_RETURN(DataFormat format, DetectDataFormat(path, content));
-  return ParseSamples(content, format, path, options);
+  StatusOr<DataFormat> format = DetectDataFormat(path, content);
+  if (!format.ok()) return OneLineStatus(format.status());
+  return ParseSamples(content, *format, path, options);
 }
 
 StatusOr<ReadResult> ReadSamples(const std::string& path, DataFormat format,

@@ -210,5 +210,79 @@ TEST(EstimateTextTokens, CountsWhitespaceWordsTimesRatio) {
   EXPECT_EQ(EstimateTextTokens("one two three four five six seven eight nine ten", 1.3), 13);
 }
 
+
+// ---- strictness (issue 15) ----------------------------------------------------------------
+
+TEST(Strict, EmptyFileSaysItIsEmpty) {
+  auto r = ParseSamples("", DataFormat::kWeftJsonl, "e.jsonl");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "e.jsonl: the file is empty (0 bytes); no samples");
+  r = ParseSamples("\n  \n", DataFormat::kNextQaCsv, "b.csv");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "b.csv: the file has only blank lines; no samples");
+  auto format = DetectDataFormat("e.jsonl", "");
+  ASSERT_FALSE(format.ok());
+  EXPECT_EQ(format.status().message(), "e.jsonl: the file is empty (0 bytes); no samples");
+}
+
+TEST(Strict, DuplicateAndUnknownKeysMakeARecordMalformed) {
+  auto r = ParseSamples(
+      "{\"text_tokens\": 32, \"text_tokens\": 3200}\n"
+      "{\"text_tokens\": 5, \"videos\": [{\"frame\": 8, \"duration_s\": 2}]}\n"
+      "{\"text_tokenz\": 5}\n"
+      "{\"text_tokens\": 7}\n",
+      DataFormat::kWeftJsonl, "k.jsonl");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->samples.size(), 1u);
+  EXPECT_EQ(r->samples[0].text_tokens, 7);
+  ASSERT_EQ(r->warnings.size(), 3u);
+  EXPECT_EQ(r->warnings[0].ToString(),
+            "k.jsonl:1: key \"text_tokens\" appears twice in one object; keys must be unique; "
+            "skipped");
+  EXPECT_EQ(r->warnings[1].ToString(),
+            "k.jsonl:2: videos[0].\"frame\" is not a known key (did you mean 'frames'?); skipped");
+  EXPECT_EQ(r->warnings[2].ToString(),
+            "k.jsonl:3: \"text_tokenz\" is not a known key (did you mean 'text_tokens'?); skipped");
+  auto coco = ParseSamples("{\"images\": [], \"images\": []}", DataFormat::kCocoCaptions, "c.json");
+  ASSERT_FALSE(coco.ok());
+  EXPECT_EQ(coco.status().message(),
+            "c.json:1: key \"images\" appears twice in one object; keys must be unique");
+}
+
+TEST(Strict, SampleFieldsHaveRanges) {
+  auto r = ParseSamples(
+      "{\"videos\": [{\"frames\": 2000000000}]}\n"
+      "{\"videos\": [{\"duration_s\": 86400, \"fps\": 240}]}\n"
+      "{\"images\": [{\"w\": 1e300}]}\n"
+      "{\"text_tokens\": 1}\n",
+      DataFormat::kWeftJsonl, "r.jsonl");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->warnings.size(), 3u);
+  EXPECT_EQ(r->warnings[0].ToString(),
+            "r.jsonl:1: videos[0].frames = 2000000000; must be an integer in [0, 16384]; skipped");
+  EXPECT_EQ(r->warnings[1].ToString(),
+            "r.jsonl:2: videos[0]: duration_s x fps = 20736000 frames; at most 16384; skipped");
+  EXPECT_EQ(r->warnings[2].ToString(),
+            "r.jsonl:3: images[0].w = 1e+300; must be an integer in [0, 65536]; skipped");
+}
+
+TEST(Strict, MessagesEscapeControlBytes) {
+  auto r = ParseSamples("{\"id\": \"a\\u001b[K\\nb\"}\n{\"text_tokens\": 1}\n",
+                        DataFormat::kWeftJsonl, "c.jsonl");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_EQ(r->warnings[0].message, "id = \"a\\u001b[K\\nb\"; must be an integer; skipped");
+  auto bad = ParseSamples(std::string("{\"id\": 1}\x01\n"), DataFormat::kWeftJsonl, "x.jsonl");
+  ASSERT_FALSE(bad.ok());
+  const std::string message = bad.status().message();
+  for (char c : message) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << message;
+}
+
+TEST(Strict, ADeviceOrFifoIsRefusedBeforeReading) {
+  auto r = ReadSamples("/dev/zero", DataFormat::kWeftJsonl);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("not a regular file"));
+}
+
 }  // namespace
 }  // namespace weft::data

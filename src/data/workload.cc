@@ -5,6 +5,8 @@
 #include <limits>
 #include <string>
 
+#include <fmt/format.h>
+
 namespace weft::data {
 namespace internal {
 
@@ -161,6 +163,15 @@ Status AppendEncoderInstances(const ModelSpec& model, const ModuleSpec& enc,
             WEFT_RETURN_IF_ERROR(push(CeilDiv(frames, enc.temporal_patch) * per_frame, "a video"));
           } else {
             // Image encoder applied frame by frame (SigLIP in LLaVA-OneVision): one unit a frame.
+            // One entry per frame: refuse a count that would not fit memory (a malformed
+            // sample, not a clip anyone trains on).
+            constexpr int64_t kMaxFramesPerVideo = int64_t{1} << 14;
+            if (frames > kMaxFramesPerVideo) {
+              return InvalidArgumentError(fmt::format(
+                  "sample {}: a video of {} frames through '{}' (frame by frame); at most {} "
+                  "frames per video (set fewer frames, a lower fps or max_vit_video_frames)",
+                  sample.id, frames, enc.name, kMaxFramesPerVideo));
+            }
             for (int64_t f = 0; f < frames; ++f) {
               WEFT_RETURN_IF_ERROR(push(per_frame, "a video frame"));
             }

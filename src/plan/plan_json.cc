@@ -11,6 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "weft/common/strict_input.h"
+#include "weft/common/text.h"
+
 namespace weft::plan {
 
 namespace {
@@ -135,13 +138,27 @@ class Reader {
       s = v.dump();
     }
     if (s.size() > 60) s = s.substr(0, 57) + "...";
-    return s;
+    return Shown(s);
+  }
+  // Input text in a message: printable ASCII as is, other bytes escaped (one line, no raw bytes).
+  static std::string Shown(std::string_view s) {
+    const bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+    return plain ? std::string(s) : QuoteForMessage(s, 60);
   }
   static Status Bad(const std::string& path, const json& v, std::string_view rule) {
     return InvalidArgumentError(fmt::format("{} = {}; {}", path, Show(v), rule));
   }
   static std::string Join(const std::string& path, std::string_view key) {
     return path.empty() ? std::string(key) : path + "." + std::string(key);
+  }
+
+  // Every key of object `obj` is in `known` (a misspelt optional field is not silently dropped).
+  static Status KnownKeys(const json& obj, const std::string& path,
+                          const std::vector<std::string>& known) {
+    const std::string* key = FirstUnknownKey(obj, known);
+    if (key == nullptr) return OkStatus();
+    return Bad(Join(path, Shown(*key)), obj[*key],
+               fmt::format("unknown key{}", DidYouMean(*key, known)));
   }
 
   static StatusOr<const json*> Get(const json& obj, const std::string& path, std::string_view key,
@@ -325,6 +342,8 @@ Status EndFromJson(const json& buffer, const std::string& path, std::string_view
                    const PlanContext& ctx, BufferEnd* out) {
   WEFT_ASSIGN_OR_RETURN(const json* j, Reader::Object(buffer, path, key));
   const std::string end_path = Reader::Join(path, key);
+  WEFT_RETURN_IF_ERROR(
+      Reader::KnownKeys(*j, end_path, {"rank", "module", "chunk", "mb", "sub", "pass"}));
   WEFT_RETURN_IF_ERROR(Reader::Int(*j, end_path, "rank", &out->rank));
   WEFT_RETURN_IF_ERROR(RankInRange(*j, end_path, "rank", out->rank, ctx.num_ranks));
   return StageFromJson(*j, end_path, /*with_pass=*/true, ctx, &out->stage);
@@ -333,6 +352,8 @@ Status EndFromJson(const json& buffer, const std::string& path, std::string_view
 StatusOr<Buffer> BufferFromJson(const json& bj, const std::string& bpath, const Reader& reader,
                                 const PlanContext& ctx) {
   if (!bj.is_object()) return Reader::Bad(bpath, bj, "must be an object");
+  WEFT_RETURN_IF_ERROR(Reader::KnownKeys(
+      bj, bpath, {"id", "shape", "dtype", "name", "producer", "consumer", "rows", "samples"}));
   Buffer b;
   WEFT_RETURN_IF_ERROR(Reader::Bytes(bj, bpath, "id", &b.id));
   WEFT_RETURN_IF_ERROR(reader.IntList(bj, bpath, "shape", &b.tensor.shape, 0, kMaxShapeDim));
@@ -365,6 +386,11 @@ StatusOr<Buffer> BufferFromJson(const json& bj, const std::string& bpath, const 
 StatusOr<Action> ActionFromJson(const json& j, const std::string& path, const Reader& reader,
                                 const PlanContext& ctx) {
   if (!j.is_object()) return Reader::Bad(path, j, "must be an object");
+  WEFT_RETURN_IF_ERROR(Reader::KnownKeys(
+      j, path,
+      {"op", "stage", "module", "bytes", "dp", "group", "ranks", "peer", "buffer", "inputs",
+       "outputs", "instances", "samples", "recompute", "recompute_layers",
+       "activation_alloc_bytes", "activation_free_bytes", "latency_s"}));
   Action a;
   std::string op;
   WEFT_RETURN_IF_ERROR(Reader::String(j, path, "op", &op));
@@ -385,6 +411,8 @@ StatusOr<Action> ActionFromJson(const json& j, const std::string& path, const Re
   }
 
   WEFT_ASSIGN_OR_RETURN(const json* stage, Reader::Object(j, path, "stage"));
+  WEFT_RETURN_IF_ERROR(
+      Reader::KnownKeys(*stage, path + ".stage", {"module", "chunk", "mb", "sub", "pass"}));
   WEFT_RETURN_IF_ERROR(
       StageFromJson(*stage, path + ".stage", /*with_pass=*/!IsCompute(a.kind), ctx, &a.stage));
 
@@ -443,6 +471,8 @@ StatusOr<Action> ActionFromJson(const json& j, const std::string& path, const Re
 StatusOr<RankPlan> RankFromJson(const json& j, const std::string& path, int index,
                                 const Reader& reader, const PlanContext& ctx) {
   if (!j.is_object()) return Reader::Bad(path, j, "must be an object");
+  WEFT_RETURN_IF_ERROR(Reader::KnownKeys(j, path, {"rank", "label", "memory_capacity_bytes",
+                                                   "static_bytes", "buffers", "actions"}));
   RankPlan rank;
   int declared_index = index;
   WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "rank", &declared_index));
@@ -522,18 +552,27 @@ std::string PlanToJson(const ExecutionPlan& plan) {
   return out.str();
 }
 
+namespace {
+StatusOr<ExecutionPlan> PlanFromJsonUnchecked(std::string_view text, const ReadOptions& options);
+}  // namespace
+
+// Every error leaving the reader is one safe line (OneLineStatus).
 StatusOr<ExecutionPlan> PlanFromJson(std::string_view text, const ReadOptions& options) {
+  StatusOr<ExecutionPlan> plan = PlanFromJsonUnchecked(text, options);
+  if (!plan.ok()) return OneLineStatus(plan.status());
+  return plan;
+}
+
+namespace {
+StatusOr<ExecutionPlan> PlanFromJsonUnchecked(std::string_view text, const ReadOptions& options) {
   WEFT_RETURN_IF_ERROR(SizeWithinLimit(static_cast<int64_t>(text.size()), options));
   WEFT_RETURN_IF_ERROR(CheckDepth(text, options.max_depth));
   json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    return InvalidArgumentError(fmt::format("not valid JSON (byte {}): {}", e.byte, e.what()));
-  } catch (const json::exception& e) {
-    return InvalidArgumentError(fmt::format("not valid JSON: {}", e.what()));
-  }
+  WEFT_RETURN_IF_ERROR(ParseJsonRejectingDuplicates(text, &doc));
   if (!doc.is_object()) return Reader::Bad("(top level)", doc, "must be an object");
+  WEFT_RETURN_IF_ERROR(Reader::KnownKeys(doc, "", {"schema", "model", "strategy", "iteration",
+                                                   "replica", "num_replicas", "num_ranks",
+                                                   "modules", "ranks"}));
   const Reader reader(options);
   ExecutionPlan plan;
   WEFT_RETURN_IF_ERROR(Reader::String(doc, "", "schema", &plan.version));
@@ -581,6 +620,7 @@ StatusOr<ExecutionPlan> PlanFromJson(std::string_view text, const ReadOptions& o
   }
   return plan;
 }
+}  // namespace
 
 StatusOr<ExecutionPlan> ReadPlanFile(const std::string& path, const ReadOptions& options) {
   std::error_code ec;

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "test_plans.h"
 #include "weft/plan/validator.h"
@@ -15,6 +16,7 @@ namespace weft::plan {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::EndsWith;
 using ::testing::StartsWith;
 
 // Replaces the first occurrence of `from` in `text` (which must exist).
@@ -197,9 +199,37 @@ TEST(PlanJson, ModuleIndicesMustNameAModule) {
               HasSubstr("module = 0; must be < 0 (the number of modules)"));
 }
 
+TEST(PlanJson, DuplicateAndUnknownKeysAreErrors) {
+  const std::string good = PlanToJson(testing::TwoRankOneFOneB());
+  auto dup = PlanFromJson(Replace(good, "\"num_replicas\": 2,", "\"num_replicas\": 2, \"num_replicas\": 1,"));
+  EXPECT_EQ(dup.status().message(),
+            "key \"num_replicas\" appears twice in one object; keys must be unique");
+  auto unknown = PlanFromJson(Replace(good, "\"strategy\":", "\"strategi\":"));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("strategi = "));
+  EXPECT_THAT(unknown.status().message(), EndsWith("unknown key (did you mean 'strategy'?)"));
+  auto control = PlanFromJson(Replace(good, "\"strategy\":", "\"st\\u001b[Kx\":"));
+  EXPECT_THAT(control.status().message(), StartsWith("\"st\\x1b[Kx\" = "));
+}
+
+TEST(PlanJson, HugeDepthAndNumbersAreOneLineErrors) {
+  const std::string deep = std::string(80000, '[') + std::string(80000, ']');
+  auto d = PlanFromJson(deep);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(), "byte 32: JSON nested deeper than 32 levels (ReadOptions::max_depth)");
+  const std::string good = PlanToJson(testing::TwoRankOneFOneB());
+  auto huge = PlanFromJson(Replace(good, "\"num_replicas\": 2,", "\"num_replicas\": 1e999999,"));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_THAT(huge.status().message(), ::testing::Not(HasSubstr("\n")));
+  auto big = PlanFromJson(Replace(good, "\"num_replicas\": 2,", "\"num_replicas\": 184467440737095516150,"));
+  ASSERT_FALSE(big.ok());
+  EXPECT_THAT(big.status().message(), ::testing::Not(HasSubstr("\n")));
+}
+
 TEST(PlanJson, NewFieldsAreRequiredAndChecked) {
   const std::string good = PlanToJson(testing::TwoRankOneFOneB());
-  auto wrong_ranks = PlanFromJson(Replace(good, "\"ranks\": [", "\"ranks\": {}, \"x\": ["));
+  nlohmann::json doc = nlohmann::json::parse(good);
+  doc["ranks"] = nlohmann::json::object();
+  auto wrong_ranks = PlanFromJson(doc.dump());
   EXPECT_EQ(wrong_ranks.status().message(), "ranks = {}; must be an array");
   auto samples_type = PlanFromJson(Replace(good, "\"samples\":[]", "\"samples\":\"all\""));
   EXPECT_EQ(samples_type.status().message(), "ranks[0].buffers[0].samples = \"all\"; must be an array");
@@ -211,7 +241,12 @@ TEST(PlanJson, NewFieldsAreRequiredAndChecked) {
   EXPECT_EQ(instances.status().message(),
             "ranks[0].actions[0].instances = [3,1]; must be [begin, end] with begin <= end");
   auto no_producer = PlanFromJson(Replace(good, "\"producer\":", "\"producer_\":"));
-  EXPECT_EQ(no_producer.status().message(), "ranks[0].buffers[0].producer: missing");
+  EXPECT_THAT(no_producer.status().message(),
+              StartsWith("ranks[0].buffers[0].producer_ = {"));
+  EXPECT_THAT(no_producer.status().message(), EndsWith("; unknown key (did you mean 'producer'?)"));
+  doc = nlohmann::json::parse(good);
+  doc["ranks"][0]["buffers"][0].erase("producer");
+  EXPECT_EQ(PlanFromJson(doc.dump()).status().message(), "ranks[0].buffers[0].producer: missing");
   auto end_rank = PlanFromJson(Replace(good, "\"rank\":1,", "\"rank\":2,"));
   EXPECT_EQ(end_rank.status().message(),
             "ranks[0].buffers[0].consumer.rank = 2; must be < 2 (the number of ranks)");

@@ -243,7 +243,7 @@ Status CheckMicrobatches(const ExecutionPlan& plan, ChainInfo& info) {
                                   "runtime needs the same microbatches on every stage",
                                   where, count, m));
       }
-      auto count_of = [&](ActionKind kind, int mb) {
+      auto count_of = [&kinds = kinds](ActionKind kind, int mb) {  // clang 14: no binding capture
         auto k = kinds.find(kind);
         if (k == kinds.end()) return 0;
         auto c = k->second.find(mb);
@@ -274,7 +274,7 @@ Status CheckMicrobatches(const ExecutionPlan& plan, ChainInfo& info) {
     for (int mb = 0; mb < m; ++mb) {
       int b = 0, bi = 0, w = 0;
       for (const auto& [module, kinds] : modules) {
-        auto has = [&](ActionKind kind) {
+        auto has = [&kinds = kinds, mb](ActionKind kind) {  // clang 14: no binding capture
           auto k = kinds.find(kind);
           return k != kinds.end() && k->second.count(mb) ? 1 : 0;
         };

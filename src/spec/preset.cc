@@ -18,6 +18,8 @@
 
 #include <fmt/format.h>
 
+#include "weft/common/strict_input.h"
+#include "weft/common/text.h"
 #include "weft/spec/embedded_presets.h"
 
 namespace weft::spec {
@@ -26,35 +28,13 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 
-int EditDistance(std::string_view a, std::string_view b) {
-  std::vector<int> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int>(j);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    int diagonal = row[0];
-    row[0] = static_cast<int>(i);
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const int above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// " (did you mean 'x'?)" for the closest candidate within a small distance, else "".
-std::string Suggestion(std::string_view word, const std::vector<std::string>& candidates) {
-  int best = 1 << 30;
-  std::string best_name;
-  for (const std::string& c : candidates) {
-    const int d = EditDistance(word, c);
-    if (d < best) {
-      best = d;
-      best_name = c;
-    }
-  }
-  const int limit = std::max<int>(2, static_cast<int>(word.size()) / 3);
-  if (best_name.empty() || best > limit) return "";
-  return fmt::format(" (did you mean '{}'?)", best_name);
+// Input text as it appears in a message: as is when it is short printable ASCII, else quoted
+// with control bytes escaped and cut (QuoteForMessage), so an error stays one line.
+std::string Shown(std::string_view text) {
+  const bool plain = text.size() <= 80 && std::all_of(text.begin(), text.end(), [](char c) {
+                       return c >= 0x20 && c < 0x7f;
+                     });
+  return plain ? std::string(text) : QuoteForMessage(text, 60);
 }
 
 std::string NodeText(const YAML::Node& node) {
@@ -191,6 +171,7 @@ struct Context {
   std::string source;    // file path or "preset:<name>"
   std::string base_dir;  // for relative `use:` paths ("" for embedded presets)
   int depth = 0;         // `use:` nesting
+  bool cluster = false;  // a cluster document (else a model document)
 };
 
 Context SourceContext(std::string source) {
@@ -199,9 +180,11 @@ Context SourceContext(std::string source) {
   return ctx;
 }
 
+// `value` is user input (shown safely); `rule` is weft's text (it may quote input through Shown).
 Status Error(const Context& ctx, std::string_view path, std::string_view value,
              std::string_view rule) {
-  return InvalidArgumentError(fmt::format("{}: {} = {}; {}", ctx.source, path, value, rule));
+  return InvalidArgumentError(
+      fmt::format("{}: {} = {}; {}", ctx.source, Shown(path), Shown(value), rule));
 }
 
 std::string Join(std::string_view prefix, std::string_view key) {
@@ -263,12 +246,52 @@ Status RequireMap(const Context& ctx, const YAML::Node& node, std::string_view p
 // ---------------------------------------------------------------------------------------------
 // Table-driven struct fields: key <-> member (+ unit for quantities).
 
+// Valid range of a number field, checked by the reader before any arithmetic uses the value (so a
+// spec cannot overflow a product downstream or print inf): [min, max], or exactly 0 when
+// zero_ok (0 = "unset"/"none" for optional quantities).
+struct Range {
+  double min = 0;
+  double max = 0;
+  bool zero_ok = false;
+};
+
+// Default ranges: counts and sizes of a model / cluster / setup, and physical quantities.
+constexpr double kMaxCount = 1 << 20;  // hidden sizes, heads, sizes in px, GPUs ...
+Range DefaultRange(Unit unit, bool is_int) {
+  switch (unit) {
+    case Unit::kBytes: return {0, std::ldexp(1.0, 50)};           // up to 1 PiB
+    case Unit::kBytesPerS: return {1e3, 1e16, /*zero_ok=*/true};  // 1 KB/s .. 10 PB/s
+    case Unit::kFlopsPerS: return {1e9, 1e19};                    // 1 GFLOP/s .. 10 EFLOP/s
+    case Unit::kSeconds: return {0, 3600};
+    case Unit::kNone: break;
+  }
+  if (is_int) return {0, kMaxCount};
+  return {1e-6, 1e6, /*zero_ok=*/true};
+}
+
 template <typename T>
 struct Field {
   std::string_view key;
   std::variant<int T::*, int64_t T::*, bool T::*, double T::*, std::string T::*> member;
   Unit unit = Unit::kNone;
+  std::optional<Range> range = std::nullopt;  // DefaultRange(unit) when unset
 };
+
+std::string RangeRule(const Range& r, Unit unit) {
+  const std::string_view unit_name = unit == Unit::kBytes       ? " bytes"
+                                     : unit == Unit::kBytesPerS ? " bytes/s"
+                                     : unit == Unit::kFlopsPerS ? " FLOP/s"
+                                     : unit == Unit::kSeconds   ? " s"
+                                                                : "";
+  return fmt::format("must be {}in [{}, {}]{}", r.zero_ok && r.min > 0 ? "0 or " : "",
+                     NumberForMessage(r.min), NumberForMessage(r.max), unit_name);
+}
+
+Status CheckRange(const Context& ctx, const YAML::Node& node, std::string_view path, double value,
+                  const Range& r, Unit unit) {
+  if ((r.zero_ok && value == 0) || (value >= r.min && value <= r.max)) return OkStatus();
+  return Error(ctx, path, NodeText(node), RangeRule(r, unit));
+}
 
 template <typename T>
 Status ReadField(const Context& ctx, const Field<T>& field, const YAML::Node& node,
@@ -276,14 +299,23 @@ Status ReadField(const Context& ctx, const Field<T>& field, const YAML::Node& no
   return std::visit(
       [&](auto member) -> Status {
         using M = std::remove_reference_t<decltype(out.*member)>;
+        const Range range = field.range.value_or(
+            DefaultRange(field.unit, !std::is_same_v<M, double>));
         if constexpr (std::is_same_v<M, int>) {
-          WEFT_ASSIGN_OR_RETURN(out.*member, ReadInt(ctx, node, path));
+          WEFT_ASSIGN_OR_RETURN(int value, ReadInt(ctx, node, path));
+          WEFT_RETURN_IF_ERROR(CheckRange(ctx, node, path, value, range, field.unit));
+          out.*member = value;
         } else if constexpr (std::is_same_v<M, int64_t>) {
-          WEFT_ASSIGN_OR_RETURN(out.*member, ReadInt64(ctx, node, path, field.unit));
+          WEFT_ASSIGN_OR_RETURN(int64_t value, ReadInt64(ctx, node, path, field.unit));
+          WEFT_RETURN_IF_ERROR(
+              CheckRange(ctx, node, path, static_cast<double>(value), range, field.unit));
+          out.*member = value;
         } else if constexpr (std::is_same_v<M, bool>) {
           WEFT_ASSIGN_OR_RETURN(out.*member, ReadBool(ctx, node, path));
         } else if constexpr (std::is_same_v<M, double>) {
-          WEFT_ASSIGN_OR_RETURN(out.*member, ReadDouble(ctx, node, path, field.unit));
+          WEFT_ASSIGN_OR_RETURN(double value, ReadDouble(ctx, node, path, field.unit));
+          WEFT_RETURN_IF_ERROR(CheckRange(ctx, node, path, value, range, field.unit));
+          out.*member = value;
         } else {
           WEFT_ASSIGN_OR_RETURN(out.*member, ReadString(ctx, node, path));
         }
@@ -329,10 +361,15 @@ std::vector<std::string> Keys(const std::vector<Field<T>>& fields,
   return keys;
 }
 
+// " (`key:` belongs under <section>; check its indentation)" when `key` is valid in another
+// section of the document than where it was found (defined below the schemas), else "".
+std::string MisplacedHint(std::string_view key, std::string_view path, bool cluster);
+
 Status UnknownKey(const Context& ctx, std::string_view path, const YAML::Node& value,
                   std::string_view key, const std::vector<std::string>& known) {
-  return Error(ctx, path, NodeText(value),
-               fmt::format("unknown key '{}'{}", key, Suggestion(key, known)));
+  std::string hint = DidYouMean(key, known);
+  if (hint.empty()) hint = MisplacedHint(key, path, ctx.cluster);
+  return Error(ctx, path, NodeText(value), fmt::format("unknown key '{}'{}", Shown(key), hint));
 }
 
 // Reads every key of `node` into `out` through `fields`; keys in `handled` are skipped
@@ -362,7 +399,7 @@ const std::vector<Field<ModuleSpec>>& ModuleFields() {
   static const std::vector<Field<M>> kFields = {
       {"name", &M::name},
       {"frozen", &M::frozen},
-      {"num_layers", &M::num_layers},
+      {"num_layers", &M::num_layers, Unit::kNone, Range{0, 4096}},
       {"hidden_size", &M::hidden_size},
       {"ffn_hidden_size", &M::ffn_hidden_size},
       {"num_attention_heads", &M::num_attention_heads},
@@ -374,13 +411,14 @@ const std::vector<Field<ModuleSpec>>& ModuleFields() {
       {"linear_bias", &M::linear_bias},
       {"qk_norm", &M::qk_norm},
       {"rms_norm", &M::rms_norm},
-      {"learned_position_embeddings", &M::learned_position_embeddings},
-      {"vocab_size", &M::vocab_size},
+      {"learned_position_embeddings", &M::learned_position_embeddings, Unit::kNone,
+       Range{0, 1 << 24}},
+      {"vocab_size", &M::vocab_size, Unit::kNone, Range{0, 1 << 24}},
       {"tied_embeddings", &M::tied_embeddings},
       {"patch_size", &M::patch_size},
       {"spatial_merge", &M::spatial_merge},
       {"image_size_px", &M::image_size_px},
-      {"max_pixels", &M::max_pixels},
+      {"max_pixels", &M::max_pixels, Unit::kNone, Range{0, 1 << 28}},
       {"in_channels", &M::in_channels},
       {"temporal_patch", &M::temporal_patch},
       {"vae_spatial_downsample", &M::vae_spatial_downsample},
@@ -460,7 +498,7 @@ StatusOr<ModuleSpec> ReadModule(const Context& ctx, const YAML::Node& node,
         std::vector<std::string> names;
         for (const auto& m : candidates) names.push_back(m.name);
         return Error(ctx, prefix + ".module", wanted,
-                     fmt::format("must name a module of '{}'{}", ref, Suggestion(wanted, names)));
+                     fmt::format("must name a module of '{}'{}", ref, DidYouMean(wanted, names)));
       }
       module = candidates[*index];
     } else if (candidates.size() == 1) {
@@ -560,14 +598,29 @@ const std::vector<Field<TrainingSetup>>& SetupFields() {
   static const std::vector<Field<S>> kFields = {
       {"cluster", &S::cluster},
       {"gpus", &S::gpus},
-      {"context_tokens", &S::context_tokens},
-      {"global_batch_sequences", &S::global_batch_sequences},
+      {"context_tokens", &S::context_tokens, Unit::kNone, Range{0, 1 << 30}},
+      {"global_batch_sequences", &S::global_batch_sequences, Unit::kNone, Range{0, 1 << 24}},
       {"data_profile", &S::data_profile},
       {"max_video_frames", &S::max_video_frames},
       {"max_clip_s", &S::max_clip_s},
       {"long_clips", &S::long_clips},
   };
   return kFields;
+}
+
+// tp x pp x dp x cp fits int (ModuleParallel::Gpus) and a sane cluster: each factor is at most
+// 2^20 and the running product is checked after each step (so it stays below 2^44).
+constexpr int64_t kMaxParallelGpus = int64_t{1} << 24;
+Status CheckGpuProduct(const Context& ctx, const std::string& path, const ModuleParallel& p) {
+  int64_t product = 1;
+  for (int factor : {p.tp, p.pp, p.dp, p.cp}) {
+    product *= std::max(factor, 1);  // each <= 2^20 and product <= 2^24 before: no overflow
+    if (product > kMaxParallelGpus) {
+      return Error(ctx, path, fmt::format("tp {} x pp {} x dp {} x cp {}", p.tp, p.pp, p.dp, p.cp),
+                   fmt::format("must be at most {} GPUs", kMaxParallelGpus));
+    }
+  }
+  return OkStatus();
 }
 
 StatusOr<ParallelConfig> ReadParallel(const Context& ctx, const YAML::Node& node,
@@ -590,6 +643,7 @@ StatusOr<ParallelConfig> ReadParallel(const Context& ctx, const YAML::Node& node
                      "is not allowed under `all:` (it applies to every module)");
       }
       WEFT_RETURN_IF_ERROR(ReadFields(ctx, kv.second, path, ModuleParallelFields(), {}, all));
+      WEFT_RETURN_IF_ERROR(CheckGpuProduct(ctx, path, all));
       expand = true;
     } else if (key != "modules") {
       return UnknownKey(ctx, path, kv.second, key,
@@ -606,12 +660,13 @@ StatusOr<ParallelConfig> ReadParallel(const Context& ctx, const YAML::Node& node
       ModuleParallel entry = all;
       WEFT_RETURN_IF_ERROR(ReadFields(ctx, list[i], path, ModuleParallelFields(), {}, entry));
       if (!list[i]["module"]) return Error(ctx, path + ".module", "null", "is required");
+      WEFT_RETURN_IF_ERROR(CheckGpuProduct(ctx, path, entry));
       if (!model.FindModule(entry.module)) {
         std::vector<std::string> names;
         for (const auto& m : model.modules) names.push_back(m.name);
         return Error(ctx, path + ".module", entry.module,
                      fmt::format("must name a module of the model{}",
-                                 Suggestion(entry.module, names)));
+                                 DidYouMean(entry.module, names)));
       }
       entries.push_back(entry);
     }
@@ -658,12 +713,15 @@ std::string DefaultName(std::string_view source) {
 }
 
 // Parses `text` as YAML; a syntax error names the file, line and column.
+// Duplicate keys anywhere are an error (yaml-cpp keeps both; a reader would take one silently).
 StatusOr<YAML::Node> LoadYaml(std::string_view text, const Context& ctx) {
   try {
-    return YAML::Load(std::string(text));
+    YAML::Node root = YAML::Load(std::string(text));
+    WEFT_RETURN_IF_ERROR(CheckNoDuplicateKeys(root, ctx.source));
+    return root;
   } catch (const YAML::Exception& e) {
     return InvalidArgumentError(fmt::format("{}:{}:{}: malformed YAML: {}", ctx.source,
-                                            e.mark.line + 1, e.mark.column + 1, e.msg));
+                                            e.mark.line + 1, e.mark.column + 1, Shown(e.msg)));
   }
 }
 
@@ -738,7 +796,7 @@ StatusOr<ModelPreset> ParseModelDocument(std::string_view text, const Context& c
     return preset;
   } catch (const YAML::Exception& e) {
     return InvalidArgumentError(fmt::format("{}:{}:{}: invalid YAML: {}", ctx.source,
-                                            e.mark.line + 1, e.mark.column + 1, e.msg));
+                                            e.mark.line + 1, e.mark.column + 1, Shown(e.msg)));
   }
 }
 
@@ -750,8 +808,8 @@ const std::vector<Field<ClusterSpec>>& ClusterFields() {
   static const std::vector<Field<C>> kFields = {
       {"name", &C::name},
       {"description", &C::description},
-      {"num_nodes", &C::num_nodes},
-      {"gpus_per_node", &C::gpus_per_node},
+      {"num_nodes", &C::num_nodes, Unit::kNone, Range{0, 1 << 16}},
+      {"gpus_per_node", &C::gpus_per_node, Unit::kNone, Range{0, 1024}},
       {"planning_cpu_cores", &C::planning_cpu_cores},
       {"host_memory_bytes_per_gpu", &C::host_memory_bytes_per_gpu, Unit::kBytes},
       {"host_memory_bytes_per_node", &C::host_memory_bytes_per_node, Unit::kBytes},
@@ -789,14 +847,69 @@ const std::vector<Field<LinkSpec>>& LinkFields() {
 const std::vector<Field<EfficiencyFactors>>& EfficiencyFields() {
   using E = EfficiencyFactors;
   static const std::vector<Field<E>> kFields = {
-      {"compute", &E::compute}, {"memory", &E::memory}, {"network", &E::network}};
+      {"compute", &E::compute, Unit::kNone, Range{1e-3, 1}},
+      {"memory", &E::memory, Unit::kNone, Range{1e-3, 1}},
+      {"network", &E::network, Unit::kNone, Range{1e-3, 1}}};
   return kFields;
 }
 
 const std::vector<std::string_view> kClusterSections = {"gpu", "intra_node", "inter_node",
                                                         "efficiency"};
 
-StatusOr<ClusterSpec> ParseClusterDocument(std::string_view text, const Context& ctx) {
+template <typename T>
+bool HasKey(const std::vector<Field<T>>& fields, std::string_view key) {
+  return std::any_of(fields.begin(), fields.end(), [&](const auto& f) { return f.key == key; });
+}
+
+std::string MisplacedHint(std::string_view key, std::string_view path, bool cluster) {
+  auto in = [&](std::initializer_list<std::string_view> keys) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+  };
+  std::vector<std::string> sections;
+  auto add = [&](bool known_there, std::string_view section) {
+    // Only where the key was not found (path ends in ".key" or is "key" at the top).
+    const std::string here = path.size() > key.size() + 1
+                                 ? std::string(path.substr(0, path.size() - key.size() - 1))
+                                 : std::string();
+    std::string here_generic = here;
+    for (size_t open = here_generic.find('['); open != std::string::npos;
+         open = here_generic.find('[', open + 1)) {
+      const size_t close = here_generic.find(']', open);
+      if (close == std::string::npos) break;
+      here_generic.replace(open + 1, close - open - 1, "");
+    }
+    if (known_there && here_generic != section && !(section == "the top level" && here.empty())) {
+      sections.emplace_back(section);
+    }
+  };
+  if (!cluster) {
+    add(in({"name", "description", "modules", "edges", "setup"}), "the top level");
+    add(HasKey(ModuleFields(), key) ||
+            std::find(kModuleSpecialKeys.begin(), kModuleSpecialKeys.end(), key) !=
+                kModuleSpecialKeys.end(),
+        "modules[]");
+    add(HasKey(SetupFields(), key) || key == "parallel", "setup");
+    add(in({"num_microbatches", "global_batch_size", "all", "modules"}), "setup.parallel");
+    add(HasKey(ModuleParallelFields(), key), "setup.parallel.modules[]");
+  } else {
+    add(HasKey(ClusterFields(), key) ||
+            std::find(kClusterSections.begin(), kClusterSections.end(), key) !=
+                kClusterSections.end(),
+        "the top level");
+    add(HasKey(GpuFields(), key), "gpu");
+    add(HasKey(LinkFields(), key), "intra_node");
+    add(HasKey(LinkFields(), key), "inter_node");
+    add(HasKey(EfficiencyFields(), key), "efficiency");
+  }
+  if (sections.empty()) return "";
+  std::string list;
+  for (size_t i = 0; i < sections.size(); ++i) list += (i ? " or " : "") + sections[i];
+  return fmt::format(" (`{}:` belongs under {}; check its indentation)", key, list);
+}
+
+StatusOr<ClusterSpec> ParseClusterDocument(std::string_view text, const Context& cluster_ctx) {
+  Context ctx = cluster_ctx;
+  ctx.cluster = true;
   WEFT_ASSIGN_OR_RETURN(YAML::Node root, LoadYaml(text, ctx));
   try {
     ClusterSpec cluster;
@@ -824,7 +937,7 @@ StatusOr<ClusterSpec> ParseClusterDocument(std::string_view text, const Context&
     return cluster;
   } catch (const YAML::Exception& e) {
     return InvalidArgumentError(fmt::format("{}:{}:{}: invalid YAML: {}", ctx.source,
-                                            e.mark.line + 1, e.mark.column + 1, e.msg));
+                                            e.mark.line + 1, e.mark.column + 1, Shown(e.msg)));
   }
 }
 
@@ -870,7 +983,19 @@ std::vector<std::string> AllPresetNames() {
   return names;
 }
 
+// Whether `path` exists; false (not an exception) for a name the OS cannot even look up (too long,
+// a component that is not a directory, ...).
+bool PathExists(std::string_view path) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::path(std::string(path)), ec) && !ec;
+}
+
+// A spec file is small: a regular file (not a FIFO or device, which could block or never end) of
+// at most 16 MiB.
+constexpr int64_t kMaxSpecFileBytes = int64_t{16} << 20;
+
 StatusOr<std::string> ReadTextFile(const std::string& path, std::string_view what) {
+  WEFT_RETURN_IF_ERROR(CheckInputFile(path, kMaxSpecFileBytes, fmt::format("{} file", what)));
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError(fmt::format("cannot open {} file '{}'", what, path));
   std::ostringstream text;
@@ -880,7 +1005,7 @@ StatusOr<std::string> ReadTextFile(const std::string& path, std::string_view wha
 
 std::string UnknownPresetMessage(PresetKind kind, std::string_view name) {
   return fmt::format("unknown {} preset '{}'{}; `weft presets` lists them",
-                     PresetKindName(kind), name, Suggestion(name, PresetNames(kind)));
+                     PresetKindName(kind), Shown(name), DidYouMean(name, PresetNames(kind)));
 }
 
 StatusOr<ModelPreset> LoadModelWithContext(std::string_view name_or_path, const Context& parent) {
@@ -891,16 +1016,29 @@ StatusOr<ModelPreset> LoadModelWithContext(std::string_view name_or_path, const 
       ctx.source = fmt::format("preset:{}", EmbeddedName(*p));
       return ParseModelDocument(p->yaml, ctx);
     }
-    if (!std::filesystem::exists(std::string(name_or_path))) {
+    if (!PathExists(name_or_path)) {
       return NotFoundError(UnknownPresetMessage(PresetKind::kModel, name_or_path));
     }
   }
   std::filesystem::path path{std::string(name_or_path)};
   if (path.is_relative() && !parent.base_dir.empty()) {
     std::filesystem::path candidate = std::filesystem::path(parent.base_dir) / path;
-    if (std::filesystem::exists(candidate)) path = candidate;
+    if (PathExists(candidate.string())) path = candidate;
   }
   WEFT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path.string(), "model"));
+  if (parent.depth >= 0) {
+    // A `use:` of a file that is not a model: say so without echoing any of its content (the
+    // reference may point anywhere, e.g. ../../etc/passwd).
+    bool is_model = false;
+    try {
+      const YAML::Node doc = YAML::Load(text);
+      is_model = doc.IsMap() && doc["modules"] && doc["modules"].IsSequence();
+    } catch (const YAML::Exception&) {
+    }
+    if (!is_model) {
+      return NotFoundError("is not a model file (a YAML mapping with a `modules:` list)");
+    }
+  }
   ctx.source = path.string();
   ctx.base_dir = path.parent_path().string();
   return ParseModelDocument(text, ctx);
@@ -986,22 +1124,30 @@ StatusOr<std::string> PresetYaml(std::string_view name) {
     if (const auto* p = FindEmbedded(kind, name)) return std::string(p->yaml);
   }
   return NotFoundError(fmt::format("unknown preset '{}'{}; `weft presets` lists them", name,
-                                   Suggestion(name, AllPresetNames())));
+                                   DidYouMean(name, AllPresetNames())));
+}
+
+// Every error leaving the reader is one safe line, whatever path it took (OneLineStatus).
+template <typename T>
+StatusOr<T> OneLine(StatusOr<T> result) {
+  if (result.ok()) return result;
+  return OneLineStatus(result.status());
 }
 
 StatusOr<ModelPreset> LoadModel(std::string_view name_or_path) {
   Context root;
   root.depth = -1;
-  return LoadModelWithContext(name_or_path, root);
+  return OneLine(LoadModelWithContext(name_or_path, root));
 }
 
-StatusOr<ClusterSpec> LoadCluster(std::string_view name_or_path) {
+namespace {
+StatusOr<ClusterSpec> LoadClusterUnchecked(std::string_view name_or_path) {
   if (!LooksLikePath(name_or_path)) {
     if (const auto* p = FindEmbedded(PresetKind::kCluster, name_or_path)) {
       return ParseClusterDocument(p->yaml,
                                   SourceContext(fmt::format("preset:{}", EmbeddedName(*p))));
     }
-    if (!std::filesystem::exists(std::string(name_or_path))) {
+    if (!PathExists(name_or_path)) {
       return NotFoundError(UnknownPresetMessage(PresetKind::kCluster, name_or_path));
     }
   }
@@ -1009,17 +1155,22 @@ StatusOr<ClusterSpec> LoadCluster(std::string_view name_or_path) {
   WEFT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, "cluster"));
   return ParseClusterDocument(text, SourceContext(path));
 }
+}  // namespace
+
+StatusOr<ClusterSpec> LoadCluster(std::string_view name_or_path) {
+  return OneLine(LoadClusterUnchecked(name_or_path));
+}
 
 StatusOr<ModelPreset> ParseModelYaml(std::string_view text, std::string_view source) {
   Context ctx = SourceContext(std::string(source));
   if (source.rfind("preset:", 0) != 0) {
     ctx.base_dir = std::filesystem::path(std::string(source)).parent_path().string();
   }
-  return ParseModelDocument(text, ctx);
+  return OneLine(ParseModelDocument(text, ctx));
 }
 
 StatusOr<ClusterSpec> ParseClusterYaml(std::string_view text, std::string_view source) {
-  return ParseClusterDocument(text, SourceContext(std::string(source)));
+  return OneLine(ParseClusterDocument(text, SourceContext(std::string(source))));
 }
 
 std::string ModelToYaml(const ModelPreset& preset) {

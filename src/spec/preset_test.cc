@@ -540,5 +540,97 @@ TEST(LoadModel, EmittedYamlOfAnEditedModelParsesBackEqual) {
   EXPECT_TRUE(*again == *p);
 }
 
+
+// ---- strictness (issue 15) ----------------------------------------------------------------
+
+TEST(Strict, DuplicateKeyIsAnErrorNamingBothLines) {
+  std::string text(kTinyModel);
+  text.replace(text.find("num_layers: 2"), 13, "num_layers: 32\n    num_layers: 3200");
+  StatusOr<ModelPreset> p = ParseModelYaml(text, "dup.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(p.status().message(),
+            "dup.yaml:7:5: modules[0].num_layers appears twice (first at line 6); keys must be "
+            "unique");
+  StatusOr<ClusterSpec> c =
+      ParseClusterYaml("num_nodes: 1\nnum_nodes: 2\ngpus_per_node: 8\n", "c.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("c.yaml:2:1: num_nodes appears twice"));
+}
+
+TEST(Strict, MisplacedKeySaysWhereItBelongs) {
+  // `modules:` one level too deep (under setup instead of setup.parallel).
+  const std::string text = std::string(kTinyModel) +
+                           "setup:\n  cluster: h800\n  gpus: 8\n  parallel:\n"
+                           "    all: {tp: 1}\n  modules:\n    - {module: llm, tp: 2}\n";
+  StatusOr<ModelPreset> p = ParseModelYaml(text, "m.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("unknown key 'modules' (`modules:` belongs under the top level or "
+                        "setup.parallel; check its indentation)"));
+  StatusOr<ClusterSpec> c = ParseClusterYaml(
+      "num_nodes: 1\ngpus_per_node: 8\nlatency_s: 1us\n", "c.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("(`latency_s:` belongs under intra_node or inter_node"));
+}
+
+TEST(Strict, NumbersHaveStatedRanges) {
+  const std::string cluster =
+      "num_nodes: 1\ngpus_per_node: 8\n"
+      "gpu: {peak_bf16_flops_per_s: 989TFLOPS, hbm_bandwidth_bytes_per_s: 3TB/s, "
+      "memory_capacity_bytes: 80GiB}\n";
+  StatusOr<ClusterSpec> c = ParseClusterYaml(
+      cluster + "intra_node: {bandwidth_bytes_per_s: 1e-320, latency_s: 1us}\n", "bw.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "bw.yaml: intra_node.bandwidth_bytes_per_s = 1e-320; must be 0 or in [1000, 1e+16] "
+            "bytes/s");
+  c = ParseClusterYaml(cluster + "efficiency: {compute: 1e-300}\n", "e.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("efficiency.compute = 1e-300; must be in [0.001, 1]"));
+  c = ParseClusterYaml("num_nodes: 100000000\ngpus_per_node: 100000000\n", "n.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("num_nodes = 100000000; must be in [0, 65536]"));
+  std::string text(kTinyModel);
+  text.replace(text.find("num_layers: 2"), 13, "num_layers: 2000000000");
+  StatusOr<ModelPreset> p = ParseModelYaml(text, "l.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(), "l.yaml: modules[0].num_layers = 2000000000; must be in [0, 4096]");
+  p = ParseModelYaml(std::string(kTinyModel) +
+                         "setup:\n  cluster: h800\n  gpus: 8\n  parallel:\n"
+                         "    all: {tp: 1048576, pp: 1048576, dp: 1048576, cp: 1048576}\n",
+                     "p.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("must be at most 16777216 GPUs"));
+}
+
+TEST(Strict, UseOfANonModelFileDoesNotEchoItsContent) {
+  const std::string dir = ::testing::TempDir() + "/weft_strict_use";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir + "/secret.txt") << "root:x:0:0:SECRET-CONTENT:/root:/bin/bash\n";
+  }
+  const std::string text = "modules:\n  - use: " + dir + "/secret.txt\n";
+  StatusOr<ModelPreset> p = ParseModelYaml(text, "u.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("is not a model file"));
+  EXPECT_THAT(p.status().message(), ::testing::Not(HasSubstr("SECRET")));
+  // A device or FIFO is refused before reading (it could block or never end).
+  p = ParseModelYaml("modules:\n  - use: /dev/zero.yaml\n", "z.yaml");
+  ASSERT_FALSE(p.ok());
+  StatusOr<ModelPreset> z = LoadModel("/dev/zero");
+  ASSERT_FALSE(z.ok());
+  EXPECT_THAT(z.status().message(), HasSubstr("not a regular file"));
+}
+
+TEST(Strict, ControlBytesInInputAreEscaped) {
+  std::string text(kTinyModel);
+  text.replace(text.find("num_layers: 2"), 13, "num_layers: \"2\\n3\\x1b[K\"");
+  StatusOr<ModelPreset> p = ParseModelYaml(text, "c.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(), "c.yaml: modules[0].num_layers = \"2\\n3\\x1b[K\"; must be an integer");
+}
+
 }  // namespace
 }  // namespace weft::spec

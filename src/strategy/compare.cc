@@ -1,5 +1,7 @@
 #include "weft/strategy/compare.h"
 
+#include "weft/common/text.h"
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -144,12 +146,19 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
         ": lower --microbatches or --gpus, or set --sequences");
   }
   setup->data_name = !options.data.empty() ? options.data : training.data_profile;
+  std::error_code exists_error;  // a name the OS cannot look up (too long, ...) does not exist
   if (setup->data_name.empty() || (!IsGeneratorProfile(setup->data_name) &&
-                                   !std::filesystem::exists(setup->data_name))) {
+                                   !std::filesystem::exists(setup->data_name, exists_error))) {
+    std::string known;
+    for (auto n : data::GeneratorProfileNames()) known += (known.empty() ? "" : ", ") + std::string(n);
     if (!options.data.empty()) {
-      std::string known;
-      for (auto n : data::GeneratorProfileNames()) known += (known.empty() ? "" : ", ") + std::string(n);
       return NotFoundError("--data = " + QuoteForMessage(options.data) +
+                           "; neither a file nor a profile (profiles: " + known + ")");
+    }
+    if (!setup->data_name.empty()) {
+      // The model's setup names a profile that does not exist: an error, not a silent "mixed".
+      return NotFoundError(options.model + ": setup.data_profile = " +
+                           QuoteForMessage(setup->data_name) +
                            "; neither a file nor a profile (profiles: " + known + ")");
     }
     setup->data_name = "mixed";

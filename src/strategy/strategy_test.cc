@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "planner_test_util.h"
 
 #include <map>
@@ -321,6 +323,24 @@ TEST(MakeJobSetup, BadInputNamesTheFlag) {
   o.data = "mixed";
   o.gpus = 8;  // vlm-s needs tp·pp = 16 GPUs per replica
   EXPECT_EQ(MakeJobSetup(o).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(MakeJobSetup, AnUnknownDataProfileInTheModelSetupIsAnError) {
+  const std::string path = ::testing::TempDir() + "/weft_no_such_profile.yaml";
+  {
+    std::ofstream out(path);
+    out << "modules:\n  - use: tiny-vlm\n    module: llm\n"
+           "setup:\n  cluster: a100\n  gpus: 1\n  data_profile: no-such-profile\n";
+  }
+  JobOptions o;
+  o.model = path;
+  auto s = MakeJobSetup(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(s.status().message().find("setup.data_profile = \"no-such-profile\"; neither a file "
+                                      "nor a profile"),
+            std::string::npos)
+      << s.status().message();
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 #include "weft/data/workload.h"
 #include "weft/spec/parallel.h"
-#include "strict_yaml.h"
+#include "weft/common/strict_input.h"
 
 namespace weft::strategy::manual {
 namespace {
@@ -37,12 +37,12 @@ std::string Field(const MimoModuleParallelism& m, std::string_view field) {
 
 StatusOr<int> ReadInt(const YAML::Node& node, std::string_view source, std::string_view path,
                       int min_value) {
-  return internal::ReadBoundedInt(node, source, path, min_value, kMaxRanks);
+  return ReadBoundedInt(node, source, path, min_value, kMaxRanks);
 }
 
 Status CheckKeys(const YAML::Node& node, std::string_view source, std::string_view path,
                  const std::vector<std::string>& known) {
-  return internal::CheckMapKeys(node, source, path, known);
+  return CheckMapKeys(node, source, path, known);
 }
 
 std::string ModuleNames(const spec::ModelSpec& model) {
@@ -114,8 +114,9 @@ bool LooksLikeMimoConfig(std::string_view text) {
   }
 }
 
-StatusOr<MimoConfig> ParseMimoConfigYaml(std::string_view text, std::string_view source,
-                                         const spec::ModelSpec& model) {
+static StatusOr<MimoConfig> ParseMimoConfigYamlImpl(std::string_view text,
+                                                    std::string_view source,
+                                                    const spec::ModelSpec& model) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
@@ -209,6 +210,14 @@ StatusOr<MimoConfig> ParseMimoConfigYaml(std::string_view text, std::string_view
     out.modules.push_back(std::move(m));
   }
   return out;
+}
+
+// Every error leaving the reader is one safe line (OneLineStatus: no raw input bytes).
+StatusOr<MimoConfig> ParseMimoConfigYaml(std::string_view text, std::string_view source,
+                                         const spec::ModelSpec& model) {
+  auto result = ParseMimoConfigYamlImpl(text, source, model);
+  if (!result.ok()) return OneLineStatus(result.status());
+  return result;
 }
 
 Status CheckMimoConfig(const MimoConfig& config, const spec::ModelSpec& model,

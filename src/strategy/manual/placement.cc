@@ -14,7 +14,7 @@
 #include "weft/sched/generators.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/graph_builder.h"
-#include "strict_yaml.h"
+#include "weft/common/strict_input.h"
 #include "weft/strategy/manual/mimo_config.h"
 
 namespace weft::strategy::manual {
@@ -33,12 +33,12 @@ class Reader {
   // A map whose keys are all in `known`.
   Status CheckKeys(const YAML::Node& node, std::string_view path,
                    const std::vector<std::string>& known) const {
-    return internal::CheckMapKeys(node, source_, path, known);
+    return CheckMapKeys(node, source_, path, known);
   }
 
   StatusOr<int> Int(const YAML::Node& node, std::string_view path, int min_value,
                     int max_value) const {
-    return internal::ReadBoundedInt(node, source_, path, min_value, max_value);
+    return ReadBoundedInt(node, source_, path, min_value, max_value);
   }
 
  private:
@@ -61,9 +61,10 @@ bool Feeds(const spec::ModelSpec& model, int ancestor, int module) {
 
 }  // namespace
 
-StatusOr<PlacementSpec> ParsePlacementYaml(std::string_view text, std::string_view source,
-                                           const spec::ModelSpec& model,
-                                           const spec::ClusterSpec& cluster) {
+static StatusOr<PlacementSpec> ParsePlacementYamlImpl(std::string_view text,
+                                                      std::string_view source,
+                                                      const spec::ModelSpec& model,
+                                                      const spec::ClusterSpec& cluster) {
   Reader rd(source);
   YAML::Node root;
   try {
@@ -278,6 +279,15 @@ StatusOr<PlacementSpec> ParsePlacementYaml(std::string_view text, std::string_vi
     return InvalidArgumentError(fmt::format("{}: {}", source, m));
   }
   return out;
+}
+
+// Every error leaving the reader is one safe line (OneLineStatus: no raw input bytes).
+StatusOr<PlacementSpec> ParsePlacementYaml(std::string_view text, std::string_view source,
+                                           const spec::ModelSpec& model,
+                                           const spec::ClusterSpec& cluster) {
+  auto result = ParsePlacementYamlImpl(text, source, model, cluster);
+  if (!result.ok()) return OneLineStatus(result.status());
+  return result;
 }
 
 StatusOr<PlacementSpec> ReadPlacementFile(const std::string& path, const spec::ModelSpec& model,
