@@ -130,7 +130,7 @@ cornstarch-tables: cp-table
 
 # Regenerates the DIP figures of issue 4 (docs/results_dip.md, SVGs in docs/figures/) with
 # `weft bench dip <experiment>` (defaults of each experiment; ~30 min on 2 cores).
-BENCH_DIP_EXPERIMENTS ?= search scalability subbatch memory xl e2e ablation dynamic
+BENCH_DIP_EXPERIMENTS ?= search scalability subbatch memory xl e2e ablation dynamic paper
 .PHONY: bench-dip
 bench-dip: build
 	@mkdir -p docs/figures out/bench-dip
@@ -147,6 +147,7 @@ bench-dip: build
 	      e2e) t="Fig. 8a — end-to-end comparison";; \
 	      ablation) t="Table 5 — ablation";; \
 	      dynamic) t="Fig. 8b — dynamic workload";; \
+	      paper) t="DIP on DIP's own setup — Tables 4, 5, 6 and Fig. 8a side by side with the paper";; \
 	      *) t="$$e";; \
 	    esac; \
 	    start=$$(date +%s); \
@@ -154,6 +155,7 @@ bench-dip: build
 	    echo "\`weft bench dip $$e --json out/bench-dip/$$e.json --figure-dir docs/figures\`"; echo; \
 	    $(BUILD_DIR)/weft bench dip $$e --quiet --json out/bench-dip/$$e.json \
 	      --figure-dir docs/figures || exit 1; \
+	    if [ $$e = paper ]; then echo; cat bench/results_dip_paper_notes.md; fi; \
 	    echo; echo "(wall time $$(( $$(date +%s) - start )) s; load average $$(cut -d' ' -f1 /proc/loadavg) at the end)"; \
 	    echo; \
 	  done; } > docs/results_dip.md.tmp

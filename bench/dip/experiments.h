@@ -6,6 +6,8 @@
 //   memory       Fig. 10  memory timeline of rank 0, dip vs megatron-1f1b (SVG)
 //   xl           Fig. 14 / Table 6  VLM-XL-8k/16k, T2V-XL-3k/6k simulated, dip vs baselines
 //   e2e, ablation, dynamic  Fig. 8a, Table 5, Fig. 8b through strategy::RunComparison
+//   paper        Tables 4, 5, 6 and Fig. 8a on DIP's own §7.1 data (dip-vlm, dip-t2v), side by
+//                side with the paper's numbers, plus controlled experiments on the gaps
 // Every experiment returns a markdown table (with the setup it ran), the same numbers as JSON and
 // any figures as SVG text; nothing is written to disk here (the CLI does that).
 // Thread-safety: functions are reentrant; the searchers run their own worker threads.

@@ -102,7 +102,7 @@ TEST(Experiments, UnknownNameAndBadOptionsAreUserErrors) {
   o.sweep = {0};
   EXPECT_EQ(RunExperiment("scalability", o).status().code(), StatusCode::kInvalidArgument);
   const auto names = ExperimentNames();
-  EXPECT_EQ(names.size(), 8u);
+  EXPECT_EQ(names.size(), 9u);
   for (const auto& n : names) EXPECT_NE(ExperimentHelp().find(n), std::string::npos);
 }
 
@@ -128,6 +128,27 @@ TEST(Experiments, SearchOnATinyModelGivesATableJsonAndAFigure) {
   }
   ASSERT_EQ(r->figures.size(), 1u);
   EXPECT_NE(r->figures[0].svg.find("<svg"), std::string::npos);
+}
+
+// `paper` with a model none of its runs uses runs nothing (fast) but still prints every paper
+// number of the side-by-side table, with weft's side n/a (FSDP: said to be missing).
+TEST(Experiments, PaperListsEveryPaperNumberSideBySide) {
+  ExperimentOptions o;
+  o.model = "tiny-vlm";
+  o.threads = 1;
+  auto r = RunExperiment("paper", o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->json["runs"].size(), 0u);
+  EXPECT_EQ(r->json["rows"].size(), 23u);
+  EXPECT_EQ(r->json["work_budget"].get<int64_t>(), 100);  // deterministic, the CLI's default
+  for (const char* row : {"| Table 4: FSDP, s | 40.270 | no FSDP strategy in weft | — |",
+                          "| Table 4: DIP, s | 28.606 | n/a | — |",
+                          "| Table 5: vanilla Megatron-LM (megatron-vpp), s | 26.130 |",
+                          "| Table 5: + memory optimization (dip), s | 16.050 |",
+                          "| Fig. 8a: T2V, dip over a baseline, highest | 1.973 |",
+                          "| Table 6: T2V-XL-3k dip MFU | 0.390 |"}) {
+    EXPECT_NE(r->markdown.find(row), std::string::npos) << row << "\n" << r->markdown;
+  }
 }
 
 TEST(ComparisonMarkdownTest, PrintsOneRowPerStrategyAndErrors) {

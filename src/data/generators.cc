@@ -195,6 +195,55 @@ void RiseAndFall(Rng& rng, const GeneratorOptions& o, spec::Sample& s) {
   s.images.assign(images, spec::ImageMeta{.width_px = o.image_size_px, .height_px = o.image_size_px});
 }
 
+void ScienceQa(Rng& rng, spec::Sample& s) {
+  // ScienceQA (Lu et al. 2022): 21,208 multiple-choice science questions, 10,332 (48.7%) with an
+  // image context; 83.9% carry a lecture and 90.5% an explanation. Text = question, context,
+  // choices, answer, lecture and explanation: the HF release holds ≈1.29 kB of text fields per
+  // question (27.3 MB / 21,208) ≈ 300 tokens at ≈4.3 bytes/token, of which the metadata fields
+  // (task, grade, subject, topic, category, skill) are not trained on => mean 260 tokens
+  // (log-normal σ 0.5, an assumption). Images are small diagrams (no size histogram published).
+  s.text_tokens = ClampTokens(rng.LogNormalWithMean(260, 0.5));
+  if (rng.Bernoulli(0.487)) s.images.push_back(WebImage(rng));
+}
+
+// DIP §7.1 VLM data. The paper names its sources (LAION-2B pairs, OBELICS documents, ScienceQA)
+// but not their weights. Assumption: MM1's pre-training ratio (McKinzie et al. 2024, §3.3: 45%
+// captioned images, 45% interleaved documents, 10% text-only, by tokens), ScienceQA taking the
+// 10% slot (half of it is text-only). Token shares 45 : 45 : 10 become per-sample shares through
+// the sources' mean LLM tokens at 169 tokens per image: LAION 16.4 + 169 = 185.4, OBELICS
+// 816 + 2.5·169 = 1238.5, ScienceQA 260 + 0.487·169 = 342.3 => 78.74% : 11.79% : 9.48%.
+// Every image is then scaled to 728 px (169 LLM tokens), as §7.1 does.
+constexpr double kDipVlmSampleShares[3] = {0.7874, 0.1179, 0.0948};  // LAION, OBELICS, ScienceQA
+
+void DipVlm(Rng& rng, const GeneratorOptions& o, spec::Sample& s) {
+  const auto& w = kDipVlmSampleShares;
+  switch (rng.Choose({w[0], w[1], w[2]})) {
+    case 0: Laion(rng, s); break;
+    case 1: Obelics(rng, s); break;
+    default: ScienceQa(rng, s); break;
+  }
+  for (auto& im : s.images) im = spec::ImageMeta{.width_px = o.image_size_px, .height_px = o.image_size_px};
+}
+
+// DIP §7.1 T2V data (after MovieGen): clips transcoded to 16 fps, at most 16 s each (packing
+// then groups up to 8 clips and 16 s per microbatch). Durations: the `video` profile's sources
+// (InternVid-like and ShareGPT4Video-like halves, two of DIP Fig. 4b's three datasets), each clip
+// cut to its first 16 s (the paper gives no histogram of its own). Resolution: MovieGen's
+// 768 px stage, 768 x 768 (a 16-s clip = 256 frames = 73,728 latent tokens, MovieGen's "73K").
+constexpr double kDipT2vFps = 16.0;
+constexpr double kDipT2vMaxClipS = 16.0;
+constexpr int kDipT2vSizePx = 768;
+
+void DipT2v(Rng& rng, spec::Sample& s) {
+  Video(rng, s);
+  spec::VideoMeta& v = s.videos.front();
+  const double duration_s = std::min(v.duration_s, kDipT2vMaxClipS);
+  v.frames = std::max<int>(1, static_cast<int>(std::floor(duration_s * kDipT2vFps)));
+  v.fps = kDipT2vFps;
+  v.duration_s = v.frames / kDipT2vFps;
+  v.width_px = v.height_px = kDipT2vSizePx;
+}
+
 void Cornstarch(spec::Sample& s) {
   // Cornstarch §6.1's synthetic samples: 1k text tokens, one 1280×720 image and one 30-s audio
   // clip, the modality tokens injected in the middle of the text (every sample the same; the
@@ -207,8 +256,9 @@ void Cornstarch(spec::Sample& s) {
 }  // namespace internal
 
 namespace {
-constexpr std::string_view kProfiles[] = {"laion", "obelics", "coco-llava",    "video",
-                                          "audio", "mixed",   "rise-and-fall", "cornstarch"};
+constexpr std::string_view kProfiles[] = {"laion",      "obelics",   "coco-llava", "video",
+                                          "audio",      "mixed",     "rise-and-fall",
+                                          "cornstarch", "scienceqa", "dip-vlm",    "dip-t2v"};
 }  // namespace
 
 std::vector<std::string_view> GeneratorProfileNames() {
@@ -271,7 +321,10 @@ StatusOr<std::vector<spec::Sample>> GenerateSamples(std::string_view profile,
       case 4: internal::Audio(rng, s); break;
       case 5: internal::Mixed(rng, s); break;
       case 6: internal::RiseAndFall(rng, options, s); break;
-      default: internal::Cornstarch(s); break;
+      case 7: internal::Cornstarch(s); break;
+      case 8: internal::ScienceQa(rng, s); break;
+      case 9: internal::DipVlm(rng, options, s); break;
+      default: internal::DipT2v(rng, s); break;
     }
     samples.push_back(std::move(s));
   }

@@ -104,6 +104,102 @@ TEST(GenerateSamples, MixedFollowsDflopTable2Proportions) {
   EXPECT_NEAR(multi / 37000.0, 60.0 / 185, 0.01);
 }
 
+TEST(GenerateSamples, ScienceQaHasAnImageForHalfTheQuestions) {
+  const auto p = ComputeDataProfile(Gen("scienceqa", 40000, 7));
+  EXPECT_NEAR(p.samples_with_images / 40000.0, 0.487, 0.01);  // 10,332 of 21,208
+  EXPECT_NEAR(MeanOf(p, "text_tokens_per_sample"), 260, 8);
+}
+
+// DIP §7.1 VLM data: LAION pairs, OBELICS documents and ScienceQA questions in the stated
+// per-sample shares (78.74 / 11.79 / 9.48%, i.e. ≈45 / 45 / 10% of LLM tokens), every image at
+// 728 px = 169 LLM tokens, and packed sequences of at most 48 images.
+TEST(DipVlm, MixesTheThreeSourcesInTheStatedSharesWith728PxImages) {
+  const int64_t n = 60000;
+  const auto samples = Gen("dip-vlm", n, 11, 2);
+  const auto model = testing::DipVlm();
+  int64_t laion = 0, obelics = 0, sqa = 0;
+  double tokens[3] = {0, 0, 0};
+  for (const auto& s : samples) {
+    ASSERT_TRUE(s.videos.empty());
+    for (const auto& im : s.images) {
+      ASSERT_EQ(im.width_px, 728);
+      ASSERT_EQ(im.height_px, 728);
+    }
+    // Source by shape: LAION = 1 image + a caption under 100 tokens; ScienceQA = at most one
+    // image with a question (a few overlap, hence the tolerance); OBELICS = the rest.
+    const int k = s.images.size() == 1 && s.text_tokens < 100 ? 0
+                  : s.images.size() <= 1                       ? 2
+                                                               : 1;
+    (k == 0 ? laion : k == 1 ? obelics : sqa) += 1;
+    tokens[k] += static_cast<double>(*SampleLlmTokens(model, s));
+  }
+  // OBELICS documents with one image and ScienceQA questions with an image and long text look
+  // alike; compare the image-count classes the shares imply instead of the raw labels.
+  EXPECT_NEAR(laion / static_cast<double>(n), 0.7874, 0.02);
+  EXPECT_NEAR((obelics + sqa) / static_cast<double>(n), 0.1179 + 0.0948, 0.02);
+  const double total = tokens[0] + tokens[1] + tokens[2];
+  EXPECT_NEAR(tokens[0] / total, 0.45, 0.04);
+  EXPECT_NEAR((tokens[1] + tokens[2]) / total, 0.55, 0.04);
+  const auto p = ComputeDataProfile(samples);
+  int64_t multi = 0;
+  for (const auto& s : samples) multi += s.images.size() >= 2;
+  // OBELICS documents have ≥ 2 images with probability 1.5/2.5 = 0.6 (geometric, mean 1.5 extra).
+  EXPECT_NEAR(multi / static_cast<double>(n), 0.1179 * 0.6, 0.01);
+  EXPECT_NEAR(MeanOf(p, "images_per_sample"), 0.7874 + 0.1179 * 2.5 + 0.0948 * 0.487, 0.03);
+  auto packed = PackSamples(model, samples,
+                            PackingOptions{.context_tokens = 8192, .max_images_per_sequence = 48});
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  EXPECT_TRUE(packed->report.rejected_ids.empty());
+  for (const auto& seq : packed->batch.sequences) {
+    int images = 0;
+    for (int64_t i : seq.sample_indices) images += static_cast<int>(packed->batch.samples[i].images.size());
+    EXPECT_LE(images, 48);
+    EXPECT_LE(seq.llm_tokens, 8192);
+  }
+}
+
+// DIP §7.1 T2V data: 16-fps clips of at most 16 s at 768 px; one clip per sample; the `video`
+// profile's durations cut at 16 s.
+TEST(DipT2v, ClipsAre16FpsAndAtMost16Seconds) {
+  const int64_t n = 20000;
+  const auto samples = Gen("dip-t2v", n, 12, 1);
+  int64_t at_cap = 0, short_internvid_like = 0;
+  double seconds = 0;
+  for (const auto& s : samples) {
+    ASSERT_EQ(s.videos.size(), 1u);
+    ASSERT_TRUE(s.images.empty());
+    const auto& v = s.videos[0];
+    EXPECT_EQ(v.fps, 16.0);
+    EXPECT_GE(v.frames, 1);
+    EXPECT_LE(v.frames, 256);
+    EXPECT_DOUBLE_EQ(v.duration_s, v.frames / 16.0);
+    EXPECT_LE(v.duration_s, 16.0);
+    EXPECT_EQ(v.width_px, 768);
+    EXPECT_EQ(v.height_px, 768);
+    at_cap += v.frames == 256;
+    short_internvid_like += v.duration_s <= 10 && s.text_tokens < 100;
+    seconds += v.duration_s;
+  }
+  // InternVid-like half: 85% ≤ 10 s; P(> 16 s) ≈ 5%. ShareGPT4Video-like half: log-normal mean
+  // 27 s, σ 0.5 => P(> 16 s) ≈ 79%. So ≈ 0.5·0.05 + 0.5·0.79 = 42% of clips are cut to 16 s.
+  EXPECT_NEAR(short_internvid_like / static_cast<double>(n), 0.5 * 0.85, 0.02);
+  EXPECT_NEAR(at_cap / static_cast<double>(n), 0.42, 0.03);
+  EXPECT_GT(seconds / n, 8.0);
+  EXPECT_LT(seconds / n, 12.0);
+  // A 16-s clip is MovieGen's 73K-token context: 256 frames / 8 · (768 / 8 / 2)² = 73,728.
+  spec::ModuleSpec dit = testing::T2v().modules[1];
+  dit.vae_temporal_downsample = 8;
+  spec::VideoMeta full{.frames = 256, .fps = 16, .duration_s = 16, .width_px = 768, .height_px = 768};
+  EXPECT_EQ(*DitLatentTokensForVideo(dit, full), 73728);
+}
+
+TEST(DipProfiles, DeterministicPerSeedAndIteration) {
+  for (std::string_view profile : {"dip-vlm", "dip-t2v", "scienceqa"}) {
+    EXPECT_EQ(SamplesToJsonl(Gen(profile, 300, 5, 7)), SamplesToJsonl(Gen(profile, 300, 5, 7)));
+    EXPECT_NE(SamplesToJsonl(Gen(profile, 300, 5, 7)), SamplesToJsonl(Gen(profile, 300, 5, 8)));
+  }
+}
+
 TEST(RiseAndFall, BoundsRiseThenFallOverTwentyIterations) {
   EXPECT_EQ(RiseAndFallImageBounds(0).min_images, 0);
   EXPECT_EQ(RiseAndFallImageBounds(0).max_images, 32);

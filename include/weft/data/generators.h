@@ -21,11 +21,13 @@ struct GeneratorOptions {
   // rise-and-fall: each sample is one document filling a packed sequence (DIP §7.1 setting).
   int64_t context_tokens = 8192;   // LLM context the document fills
   int llm_tokens_per_image = 169;  // 728 px, patch 14, merge 4
-  int image_size_px = 728;         // images are pre-resized to this square
+  int image_size_px = 728;         // rise-and-fall, dip-vlm: images are pre-resized to this square
   Status Validate() const;
 };
 
-// "laion", "obelics", "coco-llava", "video", "audio", "mixed", "rise-and-fall".
+// "laion", "obelics", "coco-llava", "video", "audio", "mixed", "rise-and-fall", "cornstarch",
+// "scienceqa", and DIP §7.1's own data: "dip-vlm" (LAION / OBELICS / ScienceQA mix, images at
+// image_size_px) and "dip-t2v" (16-fps clips of at most 16 s at 768 px).
 std::vector<std::string_view> GeneratorProfileNames();
 
 // Draws options.num_samples samples of `profile`; NotFound naming the known profiles otherwise.
