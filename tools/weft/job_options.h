@@ -66,7 +66,8 @@ inline void AddBudgetOptions(CLI::App* cmd, BudgetFlags& b) {
   AddNumberOption(cmd, "--budget-work", b.budget_work, int64_t{1},
                   strategy::PlanBudget::kMaxWorkBudget,
                   "deterministic planning budget per iteration of search strategies, in work "
-                  "units (MCTS iterations per replica search; same inputs, same plans)")
+                  "units (MCTS iterations, shared by the DP replicas: each replica's search gets "
+                  "budget / DP, at least 1; same inputs, same plans)")
       ->capture_default_str();
   AddNumberOption(cmd, "--budget-ms", b.budget_ms, 0.0,
                   strategy::PlanBudget::kMaxTimeBudgetS * 1000,

@@ -350,15 +350,18 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   if (options.polish && !(budget.interrupt != nullptr && budget.interrupt->load())) {
     const int64_t n = g.num_stages();
     // Under a work budget (deterministic): with a custom evaluator (it runs the per-rank memory
-    // selection each time) 1 evaluation per stage, at most 2000; else up to 200 per stage while
-    // the simulated stages stay within 10^4 per work unit (an evaluation simulates n stages), and
-    // never fewer than min(2000, 4 n). Under a time budget: 200 per stage, the deadline binds.
+    // selection each time) 1 evaluation per stage, at most 2000 and 20 per work unit; else up to
+    // 200 per stage while the simulated stages stay within 10^4 per work unit (an evaluation
+    // simulates n stages), and never fewer than min(2000, 4 n, 20 per work unit). Under a time
+    // budget: 200 per stage, the deadline binds.
+    const int64_t per_unit = 20 * budget.work_budget;
     const int64_t work_cap =
-        std::max(std::min<int64_t>(2000, 4 * n),
+        std::max(std::min<int64_t>({2000, 4 * n, per_unit}),
                  std::min<int64_t>(200 * n, budget.work_budget * 10000 / std::max<int64_t>(1, n)));
     const int64_t max_evaluations =
-        budget.work_budget > 0 ? (custom_evaluator ? std::min<int64_t>(2000, n) : work_cap)
-                               : 200 * n;
+        budget.work_budget > 0
+            ? (custom_evaluator ? std::min<int64_t>({2000, n, per_unit}) : work_cap)
+            : 200 * n;
     const auto deadline =
         time_s > 0 && budget.work_budget <= 0
             ? start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -649,6 +652,11 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   PlanBudget replica_budget = budget;
   replica_budget.threads =
       budget.work_budget > 0 ? 1 : std::max(1, budget.threads / workers);
+  // A work budget is per iteration like a time budget: the DP replicas share it (at least one
+  // unit each), so 128 replicas do not take 128 times the work of one.
+  if (budget.work_budget > 0) {
+    replica_budget.work_budget = std::max<int64_t>(1, budget.work_budget / dp);
+  }
   // Search time per DP replica; `dip` keeps a fifth of the budget for graph builds, the per-rank
   // selections and the buffer check around its searches, the variants a twentieth for their
   // graph builds and simulations.
