@@ -95,19 +95,11 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
     o.sweep = *sweep_list;
     if (budget_opt->count() > 0) o.budget_s = *budget_s;  // range checked at parse time
     // Output paths are checked before the work.
-    for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--json", *json_path},
-                                     {"--markdown", *markdown_path}}) {
-      if (path.empty()) continue;
-      if (Status s = CheckOutputFile(path, flag); !s.ok()) {
-        exit_code = ReportError(s);
-        return;
-      }
-    }
-    if (!figure_dir->empty()) {
-      if (Status s = CheckOutputDir(*figure_dir, "--figure-dir"); !s.ok()) {
-        exit_code = ReportError(s);
-        return;
-      }
+    if (Status s = CheckOutputs({{"--json", *json_path}, {"--markdown", *markdown_path}},
+                                {{"--figure-dir", *figure_dir}});
+        !s.ok()) {
+      exit_code = ReportError(s);
+      return;
     }
     if (!*quiet) o.progress = ProgressPrinter();
     auto result = bench::dip::RunExperiment(*experiment, o);

@@ -159,6 +159,16 @@ Status CheckOutputFile(const std::string& path, const std::string& flag) {
   return OkStatus();
 }
 
+Status CheckOutputs(OutputFlags files, OutputFlags dirs) {
+  for (const auto& [flag, path] : files) {
+    if (!path.empty()) WEFT_RETURN_IF_ERROR(CheckOutputFile(path, flag));
+  }
+  for (const auto& [flag, dir] : dirs) {
+    if (!dir.empty()) WEFT_RETURN_IF_ERROR(CheckOutputDir(dir, flag));
+  }
+  return OkStatus();
+}
+
 Status CheckOutputDir(const std::string& dir, const std::string& flag) {
   namespace fs = std::filesystem;
   const std::string name = flag + " " + QuoteForMessage(dir, 200);

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -77,6 +78,10 @@ CLI::Validator InputFileCheck(int64_t max_bytes);
 Status CheckOutputFile(const std::string& path, const std::string& flag);
 // OK when `dir` is (or can be created as) a writable directory. Creates it.
 Status CheckOutputDir(const std::string& dir, const std::string& flag);
+// Every given output of a command, before its work: files and directories as (flag, path) pairs;
+// empty paths are skipped. The first problem, else OK.
+using OutputFlags = std::initializer_list<std::pair<std::string, std::string>>;
+Status CheckOutputs(OutputFlags files, OutputFlags dirs = {});
 
 // Progress lines on stderr: "\r<line>\033[K" on a terminal, plain lines otherwise (logs stay
 // readable, errors never start with escape codes). Clear() ends the progress display.

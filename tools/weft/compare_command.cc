@@ -56,19 +56,11 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
       return;
     }
     // Every output path is checked before the work: a bad one fails now and writes nothing.
-    for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--json", *json_path},
-                                     {"--report", *report_path}}) {
-      if (path.empty()) continue;
-      if (Status s = CheckOutputFile(path, flag); !s.ok()) {
-        exit_code = ReportError(s);
-        return;
-      }
-    }
-    if (!trace_dir->empty()) {
-      if (Status s = CheckOutputDir(*trace_dir, "--trace-dir"); !s.ok()) {
-        exit_code = ReportError(s);
-        return;
-      }
+    if (Status s = CheckOutputs({{"--json", *json_path}, {"--report", *report_path}},
+                                {{"--trace-dir", *trace_dir}});
+        !s.ok()) {
+      exit_code = ReportError(s);
+      return;
     }
     auto plan_budget = MakePlanBudget(*budget);
     if (!plan_budget.ok()) {
