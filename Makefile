@@ -4,8 +4,9 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := demo
 
 BUILD_DIR ?= build/default
-ASAN_DIR ?= build/asan
-FUZZ_DIR ?= build/fuzz
+# One clang tree (the `sanitize` preset) serves both: the unit tests under ASan + UBSan and the
+# libFuzzer targets (the library is compiled once with -fsanitize=fuzzer-no-link,address,undefined).
+SAN_DIR ?= build/sanitize
 # Seconds each fuzzer runs in `make fuzz` (CI uses the default).
 FUZZ_SECONDS ?= 30
 VENV ?= .venv
@@ -75,31 +76,31 @@ test: build
 
 # --- extras ---------------------------------------------------------------------------------------
 asan: deps
-	cmake --preset asan
-	cmake --build $(ASAN_DIR) -j $(JOBS)
-	cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS) -E '^(cli_|python)'
+	cmake --preset sanitize
+	cmake --build $(SAN_DIR) -j $(JOBS)
+	cd $(SAN_DIR) && ctest --output-on-failure -j $(JOBS) -E '^(cli_|python|bench_python)'
 
-# libFuzzer targets of fuzz/ (clang, ASan + UBSan), each run FUZZ_SECONDS on a corpus seeded from
-# presets/, ../shared/data, `weft data gen`, compiled plans and fuzz/regressions/. A crash, leak,
-# timeout (> 10 s on one input) or memory blow-up (> 2 GB) fails; the input is left in
-# $(FUZZ_DIR)/artifacts/ (add it to fuzz/regressions/<fuzzer>/ once fixed).
+# libFuzzer targets of fuzz/ (clang, ASan + UBSan, the tree of `make asan`), each run FUZZ_SECONDS
+# on a corpus seeded from presets/, ../shared/data, `weft data gen`, compiled plans and
+# fuzz/regressions/. A crash, leak, timeout (> 10 s on one input) or memory blow-up (> 2 GB) fails;
+# the input is left in $(SAN_DIR)/artifacts/ (add it to fuzz/regressions/<fuzzer>/ once fixed).
 FUZZERS := model_spec_fuzzer cluster_spec_fuzzer plan_reader_fuzzer placement_fuzzer \
   data_weft_jsonl_fuzzer data_llava_fuzzer data_coco_fuzzer data_msrvtt_fuzzer \
   data_nextqa_fuzzer data_fairseq_tsv_fuzzer data_audiocaps_fuzzer
 fuzz: deps build
-	cmake --preset fuzz
-	cmake --build $(FUZZ_DIR) -j $(JOBS) --target weft_fuzzers
-	bash fuzz/make_seeds.sh $(FUZZ_DIR)/seeds $(BUILD_DIR)/weft
-	@mkdir -p $(FUZZ_DIR)/artifacts
+	cmake --preset sanitize
+	cmake --build $(SAN_DIR) -j $(JOBS) --target weft_fuzzers
+	bash fuzz/make_seeds.sh $(SAN_DIR)/seeds $(BUILD_DIR)/weft
+	@mkdir -p $(SAN_DIR)/artifacts
 	@for f in $(FUZZERS); do \
-	  mkdir -p $(FUZZ_DIR)/corpus/$$f; \
+	  mkdir -p $(SAN_DIR)/corpus/$$f; \
 	  echo "== $$f ($(FUZZ_SECONDS) s)"; \
-	  $(FUZZ_DIR)/fuzz/$$f $(FUZZ_DIR)/corpus/$$f $(FUZZ_DIR)/seeds/$$f \
+	  $(SAN_DIR)/fuzz/$$f $(SAN_DIR)/corpus/$$f $(SAN_DIR)/seeds/$$f \
 	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
 	    -max_len=65536 -print_final_stats=1 \
-	    -artifact_prefix=$(FUZZ_DIR)/artifacts/$$f- 2>$(FUZZ_DIR)/$$f.log || \
-	    { tail -n 40 $(FUZZ_DIR)/$$f.log; echo "== $$f FAILED (log: $(FUZZ_DIR)/$$f.log)"; exit 1; }; \
-	  grep -E '^stat::number_of_executed_units|^Done' $(FUZZ_DIR)/$$f.log | tr '\n' ' '; echo; \
+	    -artifact_prefix=$(SAN_DIR)/artifacts/$$f- 2>$(SAN_DIR)/$$f.log || \
+	    { tail -n 40 $(SAN_DIR)/$$f.log; echo "== $$f FAILED (log: $(SAN_DIR)/$$f.log)"; exit 1; }; \
+	  grep -E '^stat::number_of_executed_units|^Done' $(SAN_DIR)/$$f.log | tr '\n' ' '; echo; \
 	done
 
 bench: build

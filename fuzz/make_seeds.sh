@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Builds the seed corpora of the fuzzers under OUT (default build/fuzz/seeds/<fuzzer>/): model and
+# Builds the seed corpora of the fuzzers under OUT (default build/sanitize/seeds/<fuzzer>/): model and
 # cluster presets, placement files, the first records of every file in the shared data, synthetic
 # weft JSONL from `weft data gen`, and plans compiled by `weft plan --out` (when WEFT is given), plus
 # the checked-in regression inputs of fuzz/regressions/<fuzzer>/.
 # Usage: fuzz/make_seeds.sh [OUT] [WEFT binary] [SHARED_DATA dir]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-out="${1:-$root/build/fuzz/seeds}"
+out="${1:-$root/build/sanitize/seeds}"
 weft="${2:-}"
 data="${3:-$root/../shared/data}"
 mkdir -p "$out"

@@ -121,5 +121,36 @@ def test_mutated_inputs_give_one_line_value_errors(target):
     assert outcomes["value_error"] > 0  # the mutations do reach the error paths
 
 
+# Every binding that takes a file path checks it before opening (weft::CheckInputFile): a device, a
+# FIFO (which would block) or a directory is a one-line ValueError naming the path, never a hang.
+FILE_INPUTS = {
+    "load_model": lambda weft, p: weft.load_model(p),
+    "load_cluster": lambda weft, p: weft.load_cluster(p),
+    "read_samples": lambda weft, p: weft.read_samples(p, 4),
+    "plan model": lambda weft, p: weft.plan("megatron-1f1b", p),
+    "plan data": lambda weft, p: weft.plan("megatron-1f1b", "tiny-vlm", data=p),
+    "plan placement": lambda weft, p: weft.plan("manual", "tiny-vlm", placement=p),
+    "simulate cluster": lambda weft, p: weft.simulate("megatron-1f1b", "tiny-vlm", cluster=p),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(FILE_INPUTS))
+@pytest.mark.parametrize("kind", ["device", "fifo", "directory", "missing"])
+def test_file_inputs_refuse_special_files(entry, kind, tmp_path):
+    import weft
+
+    path = {"device": "/dev/zero", "fifo": str(tmp_path / "fifo"), "directory": str(tmp_path),
+            "missing": str(tmp_path / "no-such.yaml")}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    with pytest.raises(ValueError) as e:
+        FILE_INPUTS[entry](weft, path)
+    message = str(e.value)
+    assert "\n" not in message and path in message, message
+    expected = {"device": "not a regular file", "fifo": "not a regular file",
+                "directory": "directory", "missing": "no such"}[kind]
+    assert expected in message.lower() or kind == "missing", message
+
+
 if __name__ == "__main__":
     _run_target(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

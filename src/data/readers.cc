@@ -836,10 +836,6 @@ StatusOr<ReadResult> ParseSamples(std::string_view content, DataFormat format,
 }
 
 namespace {
-// Data files are read whole: a regular file (a FIFO or device could block or never end) of at
-// most 16 GiB.
-constexpr int64_t kMaxDataFileBytes = int64_t{16} << 30;
-
 StatusOr<std::string> ReadWholeFile(const std::string& path) {
   WEFT_RETURN_IF_ERROR(CheckInputFile(path, kMaxDataFileBytes, "data file"));
   std::ifstream in(path, std::ios::binary);

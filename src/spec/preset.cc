@@ -990,10 +990,6 @@ bool PathExists(std::string_view path) {
   return std::filesystem::exists(std::filesystem::path(std::string(path)), ec) && !ec;
 }
 
-// A spec file is small: a regular file (not a FIFO or device, which could block or never end) of
-// at most 16 MiB.
-constexpr int64_t kMaxSpecFileBytes = int64_t{16} << 20;
-
 StatusOr<std::string> ReadTextFile(const std::string& path, std::string_view what) {
   WEFT_RETURN_IF_ERROR(CheckInputFile(path, kMaxSpecFileBytes, fmt::format("{} file", what)));
   std::ifstream in(path, std::ios::binary);

@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "weft/common/status.h"
+#include "weft/data/readers.h"
+#include "weft/plan/plan_json.h"
+#include "weft/spec/preset.h"
 
 namespace weft::cli {
 
@@ -66,9 +69,11 @@ CLI::Option* AddNumberOption(CLI::App* cmd, const std::string& flag, T& value, T
 }
 
 // --- Input and output paths, checked before any work -----------------------------------------
-inline constexpr int64_t kMaxSpecFileBytes = 16LL << 20;  // model/cluster/placement YAML or JSON
-inline constexpr int64_t kMaxDataFileBytes = 4LL << 30;   // data files (read into memory)
-inline constexpr int64_t kMaxPlanFileBytes = 1LL << 30;   // weft.plan/v2 JSON
+// The limits are the library's (spec::kMaxSpecFileBytes, data::kMaxDataFileBytes,
+// plan::kMaxPlanFileBytes), so a flag and the reader behind it agree.
+using spec::kMaxSpecFileBytes;
+using data::kMaxDataFileBytes;
+using plan::kMaxPlanFileBytes;
 // A validator for an option naming a preset/profile or a file: a value that exists on disk and is
 // not a preset or profile name must be a regular file of at most `max_bytes` (so /dev/zero or a
 // FIFO cannot hang or exhaust memory).

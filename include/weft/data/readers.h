@@ -16,6 +16,10 @@
 
 namespace weft::data {
 
+// Data files are read whole: a regular file (a FIFO or device could block or never end) of at most
+// 4 GiB.
+inline constexpr int64_t kMaxDataFileBytes = int64_t{4} << 30;
+
 enum class DataFormat {
   kWeftJsonl,       // weft's schema, one sample per line (docs/data.md)
   kLlavaJson,       // LLaVA conversation JSON: [{id, image, conversations:[{from, value}]}]

@@ -22,10 +22,12 @@ namespace weft::plan {
 // Upper bound of every byte count (and row count, buffer id, iteration) read from a plan: 2^50
 // bytes = 1 PiB, far above any GPU, and low enough that sums of thousands of them fit int64.
 inline constexpr int64_t kMaxPlanBytes = int64_t{1} << 50;
+// Size of a plan file or text (1 GiB).
+inline constexpr int64_t kMaxPlanFileBytes = int64_t{1} << 30;
 
 // Limits of the reader; a plan beyond one is refused naming the limit.
 struct ReadOptions {
-  int64_t max_file_bytes = int64_t{1} << 30;  // size of the file / text (1 GiB)
+  int64_t max_file_bytes = kMaxPlanFileBytes;  // size of the file / text
   int max_depth = 32;                         // JSON nesting of arrays and objects (a plan needs 6)
   int max_ranks = 4096;                       // entries of `ranks`
   int max_modules = 4096;                     // entries of `modules`

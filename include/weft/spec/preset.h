@@ -14,6 +14,9 @@
 
 namespace weft::spec {
 
+// A spec file (model, cluster, placement YAML or JSON) is small: a regular file of at most 16 MiB.
+inline constexpr int64_t kMaxSpecFileBytes = int64_t{16} << 20;
+
 // The setup a paper used for a model combination (optional `setup:` section of a model preset).
 struct TrainingSetup {
   std::string cluster;           // cluster preset name

@@ -5,16 +5,17 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "weft/common/strict_input.h"
+#include "weft/common/text.h"
 #include "weft/sched/generators.h"
+#include "weft/spec/preset.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/graph_builder.h"
-#include "weft/common/strict_input.h"
 #include "weft/strategy/manual/mimo_config.h"
 
 namespace weft::strategy::manual {
@@ -292,14 +293,9 @@ StatusOr<PlacementSpec> ParsePlacementYaml(std::string_view text, std::string_vi
 
 StatusOr<PlacementSpec> ReadPlacementFile(const std::string& path, const spec::ModelSpec& model,
                                           const spec::ClusterSpec& cluster) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return NotFoundError(fmt::format("--placement {}: no such file", path));
-  }
-  if (std::filesystem::file_size(path, ec) > (1 << 20)) {
-    return InvalidArgumentError(fmt::format("{}: larger than 1 MiB; not a placement file", path));
-  }
-  std::ifstream in(path);
+  WEFT_RETURN_IF_ERROR(CheckInputFile(path, spec::kMaxSpecFileBytes, "placement file"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError(fmt::format("cannot open placement file {}", QuoteForMessage(path)));
   std::stringstream text;
   text << in.rdbuf();
   // A Megatron MIMO parallelism config (module_parallelisms: ...) is a placement too.
