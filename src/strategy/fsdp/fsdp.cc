@@ -126,8 +126,8 @@ class FsdpStrategy final : public Strategy {
     plan.keep_empty_stages = true;  // every rank runs every unit (collectives need all ranks)
     plan.num_microbatches = layout.num_microbatches;
     plan.description = fmt::format(
-        "FSDP full shard (ZeRO-3) over DP {} ranks of TP {}{}, {} microbatch(es) per rank, {} units "
-        "(one per layer), all-gather prefetch of the next unit, states {:.2f} GiB per GPU",
+        "FSDP full shard (ZeRO-3) over DP {} ranks of TP {}{}, {} microbatch(es) per rank, {} "
+        "units (one per layer), all-gather prefetch of the next unit, states {:.3f} GiB per GPU",
         layout.dp, layout.tp, layout.cp > 1 ? fmt::format(" CP {}", layout.cp) : "",
         layout.num_microbatches, units.size(),
         static_cast<double>(plan.placement.groups[0].static_bytes) / (1LL << 30));
@@ -213,7 +213,7 @@ class FsdpStrategy final : public Strategy {
         "exposed, {:.3f} s (mean) waiting for the slowest rank",
         out.notes.empty() ? "" : "; ", layout.dp, out.replicas[0].microbatches.size(), comm_s,
         exposed_total_s - compute_total_s,
-        compute_total_s - own_compute_s / static_cast<double>(out.replicas.size()));
+        std::max(0.0, compute_total_s - own_compute_s / static_cast<double>(out.replicas.size())));
     return out;
   }
 

@@ -152,7 +152,8 @@ TEST(FsdpTinyLm, ComputeBoundIterationEqualsTheHandComputation) {
   const auto& group = planned->evaluation.timelines[0].groups[0];
   EXPECT_NEAR(group.last_end_s, expected, 1e-12);
   EXPECT_NEAR(group.optimizer_s, h.optimizer_s, 1e-12);
-  EXPECT_EQ(group.grad_sync_s, 0);  // no end-of-iteration all-reduce: the reduce-scatters replace it
+  // No end-of-iteration all-reduce: the reduce-scatters replace it.
+  EXPECT_EQ(group.grad_sync_s, 0);
   EXPECT_NEAR(planned->evaluation.iteration_time_s, expected + h.optimizer_s, 1e-12);
 }
 
@@ -194,7 +195,8 @@ TEST(FsdpMemory, StatesAreShardedOverTheRanks) {
   std::vector<int64_t> statics;
   double unsharded = 0, buffers = 0;
   for (int gpus : {4, 8, 16}) {
-    auto setup = MakeJobSetup(JobOptions{.model = "vlm-s", .gpus = gpus, .pipeline_size = 1, .data = "mixed"});
+    auto setup = MakeJobSetup(
+        JobOptions{.model = "vlm-s", .gpus = gpus, .pipeline_size = 1, .data = "mixed"});
     ASSERT_TRUE(setup.ok()) << setup.status().ToString();
     const Job& job = (*setup)->job;
     auto layout = LayoutOf(job);

@@ -8,10 +8,10 @@
 // Cost model (docs/strategies.md "FSDP"):
 //  - FSDP unit = one layer unit of the chain (a transformer layer with its first/last-layer extras,
 //    a projector as one unit). Before each unit's forward its bf16 parameters are all-gathered
-//    over the DP ranks, again before its backward; after a trainable unit's backward its gradients
-//    are reduce-scattered. Each collective costs cost::CollectiveLatency (ring: (d−1)/d · bytes /
-//    (bandwidth · efficiency) + (d−1) · link latency + NCCL base) on NVLink when the DP ranks lie in
-//    one node, else on the network. Gradient bytes are the cost model's (the bytes other strategies
+//    over the DP ranks, again before its backward; after a trainable unit's backward its
+//    gradients are reduce-scattered. Each collective costs cost::CollectiveLatency (ring:
+//    (d−1)/d · bytes / (bandwidth · efficiency) + (d−1) · link latency + NCCL base) on NVLink
+//    when the DP ranks lie in one node, else on the network. Gradient bytes are the cost model's (the bytes other strategies
 //    all-reduce); there is no end-of-iteration all-reduce (grad_sync_bytes = 0).
 //  - Prefetch (ExposedStepTimes): one compute stream, one communication stream that runs the
 //    collectives in issue order; a unit's all-gather is issued when the previous unit's compute
