@@ -131,7 +131,7 @@ TEST(Experiments, SearchOnATinyModelGivesATableJsonAndAFigure) {
 }
 
 // `paper` with a model none of its runs uses runs nothing (fast) but still prints every paper
-// number of the side-by-side table, with weft's side n/a (FSDP: said to be missing).
+// number of the side-by-side table, with weft's side n/a.
 TEST(Experiments, PaperListsEveryPaperNumberSideBySide) {
   ExperimentOptions o;
   o.model = "tiny-vlm";
@@ -139,9 +139,10 @@ TEST(Experiments, PaperListsEveryPaperNumberSideBySide) {
   auto r = RunExperiment("paper", o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->json["runs"].size(), 0u);
-  EXPECT_EQ(r->json["rows"].size(), 23u);
+  EXPECT_EQ(r->json["rows"].size(), 24u);
   EXPECT_EQ(r->json["work_budget"].get<int64_t>(), 100);  // deterministic, the CLI's default
-  for (const char* row : {"| Table 4: FSDP, s | 40.270 | no FSDP strategy in weft | — |",
+  for (const char* row : {"| Table 4: FSDP (fsdp), s | 40.270 | n/a | — |",
+                          "| Table 4: FSDP / Megatron-LM | 1.031 | n/a | — |",
                           "| Table 4: DIP, s | 28.606 | n/a | — |",
                           "| Table 5: vanilla Megatron-LM (megatron-vpp), s | 26.130 |",
                           "| Table 5: + memory optimization (dip), s | 16.050 |",

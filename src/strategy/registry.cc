@@ -3,6 +3,7 @@
 #include "weft/strategy/baselines.h"
 #include "weft/strategy/cornstarch/cornstarch.h"
 #include "weft/strategy/dip/dip.h"
+#include "weft/strategy/fsdp/fsdp.h"
 #include "weft/strategy/megatron_mimo/megatron_mimo.h"
 
 namespace weft::strategy::internal {
@@ -27,6 +28,7 @@ const std::vector<RegistryEntry>& Registry() {
       {"cornstarch-frozen-unaware",
        [] { return cornstarch::MakeCornstarchStrategy(cornstarch::Weighting::kFrozenUnaware); }},
       {"nnscaler", [] { return MakeNnScalerStrategy(); }},
+      {"fsdp", [] { return fsdp::MakeFsdpStrategy(); }},
       {"dip-partition-only", [] { return dip::MakeDipStrategy(dip::DipVariant::kPartitionOnly); }},
       {"dip-interleave", [] { return dip::MakeDipStrategy(dip::DipVariant::kInterleave); }},
       {"dip-reorder", [] { return dip::MakeDipStrategy(dip::DipVariant::kReorder); }},
