@@ -151,7 +151,7 @@ StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
     if (policy == MemoryPolicy::kFirstUniformLevelThatFits) {
       variant.recompute.assign(job.model.modules.size(), level);
     }
-    if (fallback) {
+    if (fallback && !strategy_->IsOwnFallback()) {
       WEFT_ASSIGN_OR_RETURN(
           out.plan,
           PlanReplicas(job, variant, batch,

@@ -164,6 +164,10 @@ class Strategy {
   // True when PlanIteration chooses recomputation / offload itself (per stage or per layer); then
   // PlanAndEvaluate does not retry it with uniform recompute levels.
   virtual bool ManagesMemory() const { return false; }
+  // True when PlanIteration is a fixed rule without search (milliseconds) whose layout the job's
+  // own pipeline cannot express (fsdp): the planner's deadline fallback then runs PlanIteration
+  // instead of re-planning the job's placement with 1F1B.
+  virtual bool IsOwnFallback() const { return false; }
 };
 
 // Names of all strategies, in the order `weft compare` lists them.

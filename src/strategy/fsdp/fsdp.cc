@@ -76,6 +76,7 @@ StatusOr<graph::StageGraph> WithLatencies(const graph::StageGraph& g,
 class FsdpStrategy final : public Strategy {
  public:
   std::string_view Name() const override { return "fsdp"; }
+  bool IsOwnFallback() const override { return true; }
   std::string_view Description() const override {
     return "PyTorch FSDP full shard (ZeRO-3): every rank runs the whole model, parameters "
            "all-gathered per layer with prefetch, gradients reduce-scattered, states / DP";

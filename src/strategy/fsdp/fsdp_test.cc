@@ -328,6 +328,22 @@ std::string ModelTestName(const ::testing::TestParamInfo<std::string>& param) {
 INSTANTIATE_TEST_SUITE_P(Models, FsdpOnModel, ::testing::Values("vlm-s", "t2v-s", "tiny-valm"),
                          ModelTestName);
 
+// The deadline fallback of an FSDP job is the FSDP plan itself (IsOwnFallback), not a 1F1B
+// re-plan of the job's pipeline: same replicas, same time, and its world plan compiles.
+TEST(Fsdp, FallbackIsTheFsdpPlan) {
+  auto planner = Planner::Create(JobOptions{.model = "tiny-vlm", .data = "mixed"}, "fsdp");
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+  auto batches = (*planner)->Batches(0, 1);
+  ASSERT_TRUE(batches.ok());
+  auto planned = (*planner)->Plan(batches->front());
+  auto fallback = (*planner)->Fallback(batches->front());
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  ASSERT_TRUE(fallback.ok()) << fallback.status().ToString();
+  EXPECT_EQ(fallback->plan.replicas.size(), planned->plan.replicas.size());
+  EXPECT_DOUBLE_EQ(fallback->evaluation.iteration_time_s, planned->evaluation.iteration_time_s);
+  EXPECT_TRUE((*planner)->CompileWorld(*fallback, 0).ok());
+}
+
 TEST(Fsdp, IsRegistered) {
   const auto names = StrategyNames();
   EXPECT_NE(std::find(names.begin(), names.end(), "fsdp"), names.end());
