@@ -101,8 +101,14 @@ py::dict PlannedIterationDict(const strategy::Planner& planner, int64_t iteratio
   FillSummary(d, planned);
   d["plan_json"] = compiled.plan_json;
   d["validation"] = compiled.validation;
-  d["pipeline_size"] = setup.job.PipelineSize();
-  d["dp"] = setup.job.DataParallelSize();
+  // The plan's layout: a folded placement runs `groups` pipeline ranks per replica and one replica
+  // per data-parallel copy (a strategy may choose its own, e.g. fsdp: 1 rank x all GPUs); an
+  // unfolded placement's sizes are the job's (its LLM's).
+  const bool folded = !fixed.placement.unfolded;
+  d["pipeline_size"] = folded ? static_cast<int>(fixed.placement.groups.size())
+                              : setup.job.PipelineSize();
+  d["dp"] = folded ? static_cast<int>(planned.plan.replicas.size())
+                   : setup.job.DataParallelSize();
   d["num_microbatches"] = static_cast<int>(compiled.microbatches.size());
   d["microbatches"] = compiled.microbatches;
   d["replica_microbatches"] = compiled.replica_microbatches;
