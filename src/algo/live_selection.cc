@@ -81,10 +81,12 @@ double TotalCost(const LiveSelectionProblem& p, const std::vector<int>& choice) 
 
 // Greedy upgrades: the move with the most cost saved per extra byte that keeps every checkpoint
 // of its item within budget; ties by item, then option index (deterministic). Lazy evaluation
-// of the same rule: a max-heap holds every improving move of each item's current option; a
-// popped move whose item has changed since is dropped, one that does not fit now is parked
-// (slack only shrinks while extras are >= 0; a move that frees bytes re-queues the parked ones).
-// The chosen sequence of moves is the one of a full scan per step, in O(moves · log) time.
+// of the same rule: a popped move whose item has changed since is dropped, one that does not fit
+// now is parked (slack only shrinks while extras are >= 0; a move that frees bytes re-queues the
+// parked ones). The heap holds, per item, only the best of its not yet popped improving moves
+// (a cursor into the item's moves sorted in heap order; popping it queues the next one), plus
+// the re-queued parked moves: the next live move popped is the one of a heap holding every move,
+// so the chosen sequence of moves is the one of a full scan per step, in O(moves · log) time.
 void GreedyUpgrades(const LiveSelectionProblem& problem,
                     const std::vector<std::vector<int>>& checkpoints_of,
                     std::vector<double>& slack, std::vector<int>& choice) {
@@ -93,6 +95,7 @@ void GreedyUpgrades(const LiveSelectionProblem& problem,
     int item;
     int option;
     int version;
+    bool cursor;  // the item's cursor (popping it queues the item's next move)
   };
   // Heap top: the largest ratio, then the smallest item, then the smallest option.
   const auto lower = [](const Move& a, const Move& b) {
@@ -102,24 +105,43 @@ void GreedyUpgrades(const LiveSelectionProblem& problem,
   };
   const int n = static_cast<int>(problem.items.size());
   std::vector<int> version(n, 0);
+  // Per item: its improving moves from the current option, best first; next_move: the cursor.
+  std::vector<std::vector<Move>> moves(n);
+  std::vector<int> next_move(n, 0);
   std::vector<Move> heap, parked;
-  const auto push_moves = [&](int i) {
+  heap.reserve(n);
+  const auto push = [&](const Move& m) {
+    heap.push_back(m);
+    std::push_heap(heap.begin(), heap.end(), lower);
+  };
+  const auto queue_next = [&](int i) {
+    if (next_move[i] < static_cast<int>(moves[i].size())) push(moves[i][next_move[i]++]);
+  };
+  const auto make_moves = [&](int i) {
     const auto& opts = problem.items[i];
     const LiveOption& cur = opts[choice[i]];
+    std::vector<Move>& list = moves[i];
+    list.clear();
     for (int o = 0; o < static_cast<int>(opts.size()); ++o) {
       const double saved = cur.cost - opts[o].cost;
       if (saved <= 0) continue;
       const double extra = opts[o].weight - cur.weight;
-      heap.push_back({saved / std::max(extra, 1e-9), i, o, version[i]});
-      std::push_heap(heap.begin(), heap.end(), lower);
+      list.push_back({saved / std::max(extra, 1e-9), i, o, version[i], true});
     }
+    std::sort(list.begin(), list.end(), [&](const Move& a, const Move& b) { return lower(b, a); });
+    next_move[i] = 0;
+    queue_next(i);
   };
-  for (int i = 0; i < n; ++i) push_moves(i);
+  for (int i = 0; i < n; ++i) make_moves(i);
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), lower);
-    const Move m = heap.back();
+    Move m = heap.back();
     heap.pop_back();
     if (m.version != version[m.item]) continue;
+    if (m.cursor) {
+      queue_next(m.item);
+      m.cursor = false;
+    }
     double room = std::numeric_limits<double>::infinity();
     for (int k : checkpoints_of[m.item]) room = std::min(room, slack[k]);
     const auto& opts = problem.items[m.item];
@@ -131,12 +153,9 @@ void GreedyUpgrades(const LiveSelectionProblem& problem,
     for (int k : checkpoints_of[m.item]) slack[k] -= extra;
     choice[m.item] = m.option;
     ++version[m.item];
-    push_moves(m.item);
+    make_moves(m.item);
     if (extra < 0) {
-      for (const Move& p : parked) {
-        heap.push_back(p);
-        std::push_heap(heap.begin(), heap.end(), lower);
-      }
+      for (const Move& p : parked) push(p);
       parked.clear();
     }
   }

@@ -529,8 +529,8 @@ class DipStrategy final : public Strategy {
   // level), searched unless `hurry`; nullopt when none could be made.
   StatusOr<std::optional<MemoryCandidate>> ChooseReplicaMemory(
       const Job& job, const StaticPlan& plan, const spec::Batch& batch,
-      const Microbatches& microbatches, const PlanBudget& budget, double share,
-      bool hurry) const;
+      const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry,
+      const std::shared_ptr<PairCandidateCache>& candidate_cache) const;
 
   DipVariant variant_;
   DipOptions options_;
@@ -676,6 +676,7 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   enum class Outcome { kKept, kSkipped, kHurried, kSearched };
   std::vector<Outcome> outcome(replicas, Outcome::kKept);
   std::vector<std::optional<MemoryCandidate>> chosen(replicas);
+  const auto candidate_cache = std::make_shared<PairCandidateCache>();
   WEFT_RETURN_IF_ERROR(ParallelFor(replicas, workers, [&](int r) -> Status {
     // Also when the fastest graph fits (a memory-capped schedule without recomputation can be
     // slower than one with per-layer options or a uniform level) — unless the time budget is
@@ -691,7 +692,8 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
     outcome[r] = hurry ? Outcome::kHurried : Outcome::kSearched;
     WEFT_ASSIGN_OR_RETURN(chosen[r], ChooseReplicaMemory(job, plan, batch,
                                                          out.replicas[r].microbatches,
-                                                         replica_budget, share, hurry));
+                                                         replica_budget, share, hurry,
+                                                         candidate_cache));
     return OkStatus();
   }));
   MemoryTally tally;
@@ -762,7 +764,8 @@ std::vector<int> LayersPerStage(const graph::StageGraph& g, const Placement& pla
 
 StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
     const Job& job, const StaticPlan& plan, const spec::Batch& batch,
-    const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry) const {
+    const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry,
+    const std::shared_ptr<PairCandidateCache>& candidate_cache) const {
   WEFT_ASSIGN_OR_RETURN(std::vector<graph::StageGraph> variants,
                         RecomputeVariants(job, plan, batch, microbatches, options_.memory_offload));
   WEFT_ASSIGN_OR_RETURN(
@@ -770,7 +773,8 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
       MemoryOptimizer::Create(variants, LayersPerStage(variants[0], plan.placement), job.cluster,
                               {.num_candidates = options_.memory_candidates,
                                // A work budget is deterministic: CBC stops on its node limit only.
-                               .selection = {.time_limit_s = budget.work_budget > 0 ? 0.0 : 0.02}}));
+                               .selection = {.time_limit_s = budget.work_budget > 0 ? 0.0 : 0.02},
+                               .candidate_cache = candidate_cache}));
   // Inside the search one selection per schedule (its P2P buffers count; the candidates below
   // are fitted). Across the candidates the reserves carry over.
   // Without search (hurry) the search evaluates only its start orders; the best one's selection

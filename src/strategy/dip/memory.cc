@@ -30,7 +30,42 @@ int FreeingStage(const graph::StageGraph& g, int f) {
   return -1;
 }
 
+// The selections of SelectMemoryBucketCandidates over `layers` copies of `layer`, through `cache`.
+StatusOr<std::shared_ptr<const std::vector<std::vector<int>>>> BucketChoices(
+    const algo::KnapsackGroup& layer, int layers, int num_candidates, PairCandidateCache& cache) {
+  PairCandidateCache::Key key;
+  auto& [values, key_layers, key_candidates] = key;
+  values.reserve(2 * layer.size());
+  for (const auto& o : layer) {
+    values.push_back(o.cost);
+    values.push_back(o.weight);
+  }
+  key_layers = layers;
+  key_candidates = num_candidates;
+  if (auto hit = cache.Find(key)) return hit;
+  const std::vector<algo::KnapsackGroup> groups(layers, layer);
+  WEFT_ASSIGN_OR_RETURN(auto selections,
+                        algo::SelectMemoryBucketCandidates(groups, num_candidates,
+                                                           {.max_points = 256}));
+  std::vector<std::vector<int>> choices;
+  for (auto& sel : selections) choices.push_back(std::move(sel.choice));
+  cache.Insert(key, choices);
+  return std::make_shared<const std::vector<std::vector<int>>>(std::move(choices));
+}
+
 }  // namespace
+
+std::shared_ptr<const std::vector<std::vector<int>>> PairCandidateCache::Find(
+    const Key& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = map_.find(key);
+  return it == map_.end() ? nullptr : it->second;
+}
+
+void PairCandidateCache::Insert(const Key& key, std::vector<std::vector<int>> choices) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  map_.emplace(key, std::make_shared<const std::vector<std::vector<int>>>(std::move(choices)));
+}
 
 StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::StageGraph>& variants,
                                                   const std::vector<int>& layers_per_stage,
@@ -63,6 +98,9 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
   const bool offload = variants.size() == 4 && cluster.host_link_bandwidth_bytes_per_s > 0 &&
                        cluster.HostMemoryBytesPerNode() > 0;
   const int num_options = offload ? 4 : 3;
+  const std::shared_ptr<PairCandidateCache> cache =
+      options.candidate_cache != nullptr ? options.candidate_cache
+                                         : std::make_shared<PairCandidateCache>();
   // Per-GPU copy bandwidth with every GPU of the node copying (DIP's replicas are alike).
   const double d2h_bytes_per_s =
       cluster.SharedHostBandwidthBytesPerS(cluster.HostD2hBandwidthBytesPerS(), cluster.gpus_per_node);
@@ -97,29 +135,26 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
     for (int r = 0; r < num_options; ++r) {
       layer.push_back({std::max(0.0, dforward[r] + dbackward[r]) + price[r], bytes[r]});
     }
-    const std::vector<algo::KnapsackGroup> groups(layers, layer);
-    WEFT_ASSIGN_OR_RETURN(auto selections,
-                          algo::SelectMemoryBucketCandidates(groups, options.num_candidates,
-                                                             {.max_points = 256}));
+    WEFT_ASSIGN_OR_RETURN(auto with_all,
+                          BucketChoices(layer, layers, options.num_candidates, *cache));
+    std::vector<const std::vector<int>*> selections;
+    for (const auto& choice : *with_all) selections.push_back(&choice);
+    std::shared_ptr<const std::vector<std::vector<int>>> more;
     if (offload) {
       // The candidates without offload too, for ranks whose host share is spent.
       const algo::KnapsackGroup no_offload(layer.begin(), layer.begin() + kOffload);
-      const std::vector<algo::KnapsackGroup> recompute_only(layers, no_offload);
-      WEFT_ASSIGN_OR_RETURN(auto more,
-                            algo::SelectMemoryBucketCandidates(recompute_only,
-                                                               options.num_candidates,
-                                                               {.max_points = 256}));
-      selections.insert(selections.end(), more.begin(), more.end());
+      WEFT_ASSIGN_OR_RETURN(more, BucketChoices(no_offload, layers, options.num_candidates, *cache));
+      for (const auto& choice : *more) selections.push_back(&choice);
     }
     MemoryPair pair;
     pair.forward = f;
     pair.backward = b;
-    for (const auto& sel : selections) {
+    for (const std::vector<int>* sel : selections) {
       PairCandidate c;
       c.forward_s = fs.latency_s;
       c.backward_s = base.stage(b).latency_s;
       double held = 0, host = 0;
-      for (int o : sel.choice) {
+      for (int o : *sel) {
         ++c.layers[o];
         c.forward_s += dforward[o];
         c.backward_s += dbackward[o];
