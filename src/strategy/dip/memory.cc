@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -259,9 +260,10 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
       problem = {};
       allowed.clear();
       std::vector<int> local(pairs_.size(), -1);  // pair -> local item (this group)
-      std::vector<int> live;
       // Stashed bytes of stages outside pairs, plus the caller's reserve.
       int64_t other_bytes = g < reserve_bytes.size() ? reserve_bytes[g] : 0;
+      // Interval form: an item is live from its forward's checkpoint to the last checkpoint
+      // before its backward (the list form would name the live items in increasing order).
       for (int s : schedule.order[g]) {
         const graph::Stage& st = base_.stage(s);
         const int p = pair_of_stage_[s];
@@ -278,28 +280,35 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
             problem.items.back().push_back(
                 {cands[c].CostS(), static_cast<double>(cands[c].activation_bytes)});
           }
-          live.push_back(local[p]);
+          const int here = static_cast<int>(problem.checkpoints.size());
+          problem.live.push_back({here, std::numeric_limits<int>::max()});
         } else if (p < 0) {
           other_bytes += st.activation_alloc_bytes;
         }
         if (starts_pair || (p < 0 && st.activation_alloc_bytes > 0)) {
-          problem.checkpoints.push_back(
-              {live, static_cast<double>(cap_bytes_[g] - other_bytes)});
+          problem.checkpoints.push_back({{}, static_cast<double>(cap_bytes_[g] - other_bytes)});
         }
         if (p >= 0 && pairs_[p].backward == s && local[p] >= 0) {
-          live.erase(std::find(live.begin(), live.end(), local[p]));
+          problem.live[local[p]].last = static_cast<int>(problem.checkpoints.size()) - 1;
         } else if (p < 0) {
           other_bytes -= st.activation_free_bytes;
         }
       }
+      const int num_checkpoints = static_cast<int>(problem.checkpoints.size());
+      for (auto& r : problem.live) r.last = std::min(r.last, num_checkpoints - 1);
       if (problem.items.empty()) return true;
       WEFT_ASSIGN_OR_RETURN(sel, algo::SolveLiveSelection(problem, options));
       if (host_limit <= 0) return true;
-      for (const auto& checkpoint : problem.checkpoints) {
-        int64_t host = 0;
-        for (int i : checkpoint.items) {
-          host += pairs_[global[i]].candidates[allowed[i][sel.choice[i]]].offload_bytes;
-        }
+      // Offloaded bytes live at each checkpoint (a difference array over the intervals).
+      std::vector<int64_t> delta(num_checkpoints + 1, 0);
+      for (size_t i = 0; i < global.size(); ++i) {
+        const int64_t host = pairs_[global[i]].candidates[allowed[i][sel.choice[i]]].offload_bytes;
+        delta[problem.live[i].first] += host;
+        delta[problem.live[i].last + 1] -= host;
+      }
+      int64_t host = 0;
+      for (int k = 0; k < num_checkpoints; ++k) {
+        host += delta[k];
         if (host > host_bytes_per_gpu_) return false;
       }
       return true;
