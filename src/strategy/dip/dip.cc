@@ -521,16 +521,19 @@ class DipStrategy final : public Strategy {
                                             const spec::Batch& batch, const PlanBudget& budget,
                                             double share, int workers) const;
   // dip, step 1: every replica's graph without recomputation, searched (MCTS + polish).
-  StatusOr<IterationPlan> PlanFastGraphs(const Job& job, const StaticPlan& plan,
-                                         const spec::Batch& batch, const PlanBudget& budget,
-                                         double share, int workers,
-                                         std::vector<Score>& scores) const;
+  // `recompute_variants[r]` (when the graphs allow): replica r's graphs at the recompute levels
+  // of step 2 (RecomputeVariants), built from the same draft as its fast graph.
+  StatusOr<IterationPlan> PlanFastGraphs(
+      const Job& job, const StaticPlan& plan, const spec::Batch& batch, const PlanBudget& budget,
+      double share, int workers, std::vector<Score>& scores,
+      std::vector<std::vector<graph::StageGraph>>& recompute_variants) const;
   // dip, step 2: the best memory candidate of one replica (per-layer §5.3 options or a uniform
   // level), searched unless `hurry`; nullopt when none could be made.
   StatusOr<std::optional<MemoryCandidate>> ChooseReplicaMemory(
       const Job& job, const StaticPlan& plan, const spec::Batch& batch,
       const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry,
-      const std::shared_ptr<PairCandidateCache>& candidate_cache) const;
+      const std::shared_ptr<PairCandidateCache>& candidate_cache,
+      std::vector<graph::StageGraph> variants) const;
 
   DipVariant variant_;
   DipOptions options_;
@@ -669,8 +672,9 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   // reorder on the uniform selective and full graphs; keep the fastest that fits.
   const auto start = std::chrono::steady_clock::now();
   std::vector<Score> scores(dp);
+  std::vector<std::vector<graph::StageGraph>> variants(dp);
   WEFT_ASSIGN_OR_RETURN(IterationPlan out, PlanFastGraphs(job, plan, batch, replica_budget, share,
-                                                          workers, scores));
+                                                          workers, scores, variants));
   const bool time_mode = budget.work_budget <= 0 && budget.time_budget_s > 0;
   const int replicas = static_cast<int>(std::min(out.replicas.size(), scores.size()));
   enum class Outcome { kKept, kSkipped, kHurried, kSearched };
@@ -685,15 +689,20 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
     const double elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const bool hurry = time_mode && elapsed_s > budget.time_budget_s;
+    std::vector<graph::StageGraph> replica_variants = std::move(variants[r]);
     if (!scores[r].oom && hurry) {
       outcome[r] = Outcome::kSkipped;
       return OkStatus();
     }
     outcome[r] = hurry ? Outcome::kHurried : Outcome::kSearched;
+    if (!replica_variants.empty()) {  // the fast graph is the "none" variant
+      replica_variants.insert(replica_variants.begin(), out.replicas[r].graph);
+    }
     WEFT_ASSIGN_OR_RETURN(chosen[r], ChooseReplicaMemory(job, plan, batch,
                                                          out.replicas[r].microbatches,
                                                          replica_budget, share, hurry,
-                                                         candidate_cache));
+                                                         candidate_cache,
+                                                         std::move(replica_variants)));
     return OkStatus();
   }));
   MemoryTally tally;
@@ -713,19 +722,40 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   return out;
 }
 
-StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const StaticPlan& plan,
-                                                    const spec::Batch& batch,
-                                                    const PlanBudget& budget, double share,
-                                                    int workers,
-                                                    std::vector<Score>& scores) const {
+// The uniform recompute levels the memory optimizer reads, after none: selective, full[,
+// offload].
+std::vector<std::vector<cost::Recompute>> MemoryLevels(const Job& job, bool offload) {
+  std::vector<std::vector<cost::Recompute>> levels;
+  for (auto level : cost::kAllRecompute) {
+    if (level == cost::Recompute::kNone) continue;
+    if (level == cost::Recompute::kOffload && !offload) continue;
+    levels.emplace_back(job.model.modules.size(), level);
+  }
+  return levels;
+}
+
+StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(
+    const Job& job, const StaticPlan& plan, const spec::Batch& batch, const PlanBudget& budget,
+    double share, int workers, std::vector<Score>& scores,
+    std::vector<std::vector<graph::StageGraph>>& recompute_variants) const {
   StaticPlan fast = plan;
   fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
-  return PlanReplicas(
+  // The step-2 variants come from the same draft when they would be built with the same options
+  // (RecomputeVariants sets the sub-microbatch sizes only; one replica per graph).
+  const bool share_draft =
+      !plan.split_backward && !plan.keep_empty_stages && !plan.placement.unfolded;
+  return PlanReplicaVariants(
       job, fast, batch,
-      [&](int r, const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
+      share_draft ? MemoryLevels(job, options_.memory_offload)
+                  : std::vector<std::vector<cost::Recompute>>{},
+      [&](int r, std::vector<graph::StageGraph>& variants) -> StatusOr<sched::Schedule> {
         WEFT_ASSIGN_OR_RETURN(auto result,
-                              SearchSchedule(job, g, true, budget, share / 3, options_));
+                              SearchSchedule(job, variants[0], true, budget, share / 3, options_));
         scores[r] = result.score;
+        if (variants.size() > 1 && r < static_cast<int>(recompute_variants.size())) {
+          recompute_variants[r].assign(std::make_move_iterator(variants.begin() + 1),
+                                       std::make_move_iterator(variants.end()));
+        }
         return std::move(result.schedule);
       },
       workers);
@@ -765,9 +795,12 @@ std::vector<int> LayersPerStage(const graph::StageGraph& g, const Placement& pla
 StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
     const Job& job, const StaticPlan& plan, const spec::Batch& batch,
     const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry,
-    const std::shared_ptr<PairCandidateCache>& candidate_cache) const {
-  WEFT_ASSIGN_OR_RETURN(std::vector<graph::StageGraph> variants,
-                        RecomputeVariants(job, plan, batch, microbatches, options_.memory_offload));
+    const std::shared_ptr<PairCandidateCache>& candidate_cache,
+    std::vector<graph::StageGraph> variants) const {
+  if (variants.empty()) {
+    WEFT_ASSIGN_OR_RETURN(variants, RecomputeVariants(job, plan, batch, microbatches,
+                                                      options_.memory_offload));
+  }
   WEFT_ASSIGN_OR_RETURN(
       MemoryOptimizer memory,
       MemoryOptimizer::Create(variants, LayersPerStage(variants[0], plan.placement), job.cluster,
