@@ -438,26 +438,55 @@ struct MemoryTally {
   }
 };
 
+// The rounds SelectFitting made for one replica, by (method, schedule order, reserve): a
+// round is deterministic in these (Optimize, Simulate), so a repeated one is looked up.
+class FitMemo {
+ public:
+  const FittedChoice* Find(algo::LiveSelectionMethod method, const sched::Schedule& schedule,
+                           const std::vector<int64_t>& reserve) const {
+    const std::vector<int64_t> key = Normalized(reserve);
+    for (const Entry& e : entries_) {
+      if (e.method == method && e.reserve == key && e.order == schedule.order) return &e.fitted;
+    }
+    return nullptr;
+  }
+  void Add(algo::LiveSelectionMethod method, const sched::Schedule& schedule,
+           const std::vector<int64_t>& reserve, const FittedChoice& fitted) {
+    entries_.push_back({method, schedule.order, Normalized(reserve), fitted});
+  }
+
+ private:
+  struct Entry {
+    algo::LiveSelectionMethod method;
+    std::vector<std::vector<graph::StageId>> order;
+    std::vector<int64_t> reserve;
+    FittedChoice fitted;
+  };
+  // Missing groups reserve nothing: trailing zeros do not matter.
+  static std::vector<int64_t> Normalized(const std::vector<int64_t>& reserve) {
+    std::vector<int64_t> out = reserve;
+    while (!out.empty() && out.back() == 0) out.pop_back();
+    return out;
+  }
+  std::vector<Entry> entries_;
+};
+
 // The per-rank selection caps activations only; the simulation also counts the compiled plan's
 // P2P buffers (exactly: docs/simulator.md). `reserve` (per group, grown here) lowers the caps;
 // while a group peaks above the capacity, raise its reserve to its simulated buffer peak and
-// select again (at most `rounds` times). `first`, when given, is this schedule's selection
-// under an empty reserve, already made (it stands for the first round when `reserve` is empty).
+// select again (at most `rounds` times). `memo` (optional): rounds already made, and where the
+// new ones are kept.
 StatusOr<FittedChoice> SelectFitting(const Job& job, const MemoryOptimizer& memory,
                                      const sched::Schedule& schedule,
                                      algo::LiveSelectionMethod method, int rounds,
-                                     std::vector<int64_t>& reserve,
-                                     const FittedChoice* first = nullptr) {
+                                     std::vector<int64_t>& reserve, FitMemo* memo = nullptr) {
   const sim::SimOptions options{.record_transfers = false,
                                 .record_memory_curves = false,
                                 .validate_schedule = false};
-  const bool reuse_first =
-      first != nullptr &&
-      std::all_of(reserve.begin(), reserve.end(), [](int64_t bytes) { return bytes == 0; });
   for (int round = 0;; ++round) {
     FittedChoice fitted;
-    if (round == 0 && reuse_first) {
-      fitted = *first;
+    if (const FittedChoice* hit = memo != nullptr ? memo->Find(method, schedule, reserve) : nullptr) {
+      fitted = *hit;
     } else {
       WEFT_ASSIGN_OR_RETURN(fitted.choice, memory.Optimize(schedule, method, reserve));
       auto t = sim::Simulate(fitted.choice.graph, schedule, job.cluster, options);
@@ -467,6 +496,7 @@ StatusOr<FittedChoice> SelectFitting(const Job& job, const MemoryOptimizer& memo
         if (o.host_node >= 0) continue;  // host memory: no GPU reserve helps
         fitted.oom_buffers.emplace_back(o.group, t->groups[o.group].peak_buffer_bytes);
       }
+      if (memo != nullptr) memo->Add(method, schedule, reserve, fitted);
     }
     bool grew = false;
     if (round < rounds) {
@@ -810,18 +840,15 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
                                .candidate_cache = candidate_cache}));
   // Inside the search one selection per schedule (its P2P buffers count; the candidates below
   // are fitted). Across the candidates the reserves carry over.
-  // Without search (hurry) the search evaluates only its start orders; the best one's selection
-  // is kept for the first candidate below instead of being made again.
-  std::optional<std::pair<sched::Schedule, FittedChoice>> best_evaluated;
+  // Without search (hurry) the search evaluates only its start orders: their selections are
+  // kept (`memo`) for the candidates below that repeat them instead of being made again.
+  FitMemo memo;
   Evaluator evaluate = [&](const sched::Schedule& s) -> Score {
     std::vector<int64_t> no_reserve;
-    auto fitted = SelectFitting(job, memory, s, algo::LiveSelectionMethod::kGreedy, 0, no_reserve);
+    auto fitted = SelectFitting(job, memory, s, algo::LiveSelectionMethod::kGreedy, 0, no_reserve,
+                                hurry ? &memo : nullptr);
     if (!fitted.ok()) return {};
-    const Score score = fitted->score;
-    if (hurry && (!best_evaluated || score.Cost() < best_evaluated->second.score.Cost())) {
-      best_evaluated.emplace(s, std::move(*fitted));
-    }
-    return score;
+    return fitted->score;
   };
   std::vector<int64_t> reserve;
   // Candidates: (a) the search scored after the per-rank selection (the dual-queue's memory caps
@@ -831,13 +858,13 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
   // as it is and after the per-rank selection. The best simulated one wins.
   std::optional<MemoryCandidate> best;
   auto consider = [&](const sched::Schedule& schedule, const graph::StageGraph* plain,
-                      Score plain_score, const FittedChoice* first) -> Status {
+                      Score plain_score) -> Status {
     if (plain != nullptr && (!best || plain_score.Cost() < best->score.Cost())) {
       best = MemoryCandidate{*plain, schedule, plain_score, {}, false};
     }
     WEFT_ASSIGN_OR_RETURN(FittedChoice fitted,
                           SelectFitting(job, memory, schedule, algo::LiveSelectionMethod::kGreedy,
-                                        3, reserve, first));
+                                        3, reserve, &memo));
     if (!best || fitted.score.Cost() < best->score.Cost()) {
       graph::StageGraph g = std::move(fitted.choice.graph);
       best = MemoryCandidate{std::move(g), schedule, fitted.score, std::move(fitted.choice), true};
@@ -847,15 +874,12 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
   StartOrders full_start;  // variants[2] is searched twice: with the selection, then as it is
   WEFT_ASSIGN_OR_RETURN(auto searched, SearchSchedule(job, variants[2], !hurry, budget, share / 3,
                                                       options_, evaluate, &full_start));
-  const bool reuse = best_evaluated && best_evaluated->first.order == searched.schedule.order;
-  WEFT_RETURN_IF_ERROR(
-      consider(searched.schedule, nullptr, {}, reuse ? &best_evaluated->second : nullptr));
-  best_evaluated.reset();
+  WEFT_RETURN_IF_ERROR(consider(searched.schedule, nullptr, {}));
   for (int level : {1, 2}) {  // selective, full
     WEFT_ASSIGN_OR_RETURN(auto uniform,
                           SearchSchedule(job, variants[level], !hurry, budget, share / 6, options_,
                                          nullptr, level == 2 ? &full_start : nullptr));
-    WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score, nullptr));
+    WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score));
   }
   if (best && best->per_layer && !hurry) {
     // CBC on the winner's selection (warm-started by the greedy one); kept if the span is not

@@ -183,17 +183,23 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
     m.cap_bytes_.push_back(cluster.gpu.UsableMemoryBytes() - group.static_bytes);
   }
   m.host_bytes_per_gpu_ = cluster.HostMemoryBytesPerNode() / std::max(1, cluster.gpus_per_node);
-  std::vector<int> lightest(m.pairs_.size(), 0), fastest(m.pairs_.size(), 0);
-  for (size_t p = 0; p < m.pairs_.size(); ++p) {
-    const auto& cands = m.pairs_[p].candidates;
+  return m;
+}
+
+StatusOr<graph::StageGraph> MemoryOptimizer::Lightest() const {
+  return Build(std::vector<int>(pairs_.size(), 0));
+}
+
+StatusOr<graph::StageGraph> MemoryOptimizer::Fastest() const {
+  std::vector<int> fastest(pairs_.size(), 0);
+  for (size_t p = 0; p < pairs_.size(); ++p) {
+    const auto& cands = pairs_[p].candidates;
     for (size_t c = 0; c < cands.size(); ++c) {
       const auto t = [&](size_t i) { return cands[i].CostS(); };
       if (t(c) < t(fastest[p])) fastest[p] = static_cast<int>(c);
     }
   }
-  WEFT_ASSIGN_OR_RETURN(m.lightest_, m.Build(lightest));
-  WEFT_ASSIGN_OR_RETURN(m.fastest_, m.Build(fastest));
-  return m;
+  return Build(fastest);
 }
 
 StatusOr<graph::StageGraph> MemoryOptimizer::Build(const std::vector<int>& choice) const {

@@ -81,12 +81,15 @@ TEST(MemoryOptimizer, FitsTheCapAtEveryStageStartAndBeatsUniformFullRecompute) {
   const auto cluster = Cluster(cap);
   auto m = MemoryOptimizer::Create(v, layers, cluster);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, m->lightest());
+  auto lightest_graph = m->Lightest();
+  auto fastest_graph = m->Fastest();
+  ASSERT_TRUE(lightest_graph.ok() && fastest_graph.ok());
+  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, *lightest_graph);
   ASSERT_TRUE(order.ok());
-  auto fastest = sim::Simulate(m->fastest(), *order, cluster);
+  auto fastest = sim::Simulate(*fastest_graph, *order, cluster);
   ASSERT_TRUE(fastest.ok());
   EXPECT_FALSE(fastest->oom.empty());  // the fastest options do not fit
-  auto lightest = sim::Simulate(m->lightest(), *order, cluster);
+  auto lightest = sim::Simulate(*lightest_graph, *order, cluster);
   ASSERT_TRUE(lightest.ok());
   ASSERT_TRUE(lightest->oom.empty());
   for (auto method : {algo::LiveSelectionMethod::kGreedy, algo::LiveSelectionMethod::kMilp}) {
@@ -159,7 +162,7 @@ TEST(MemoryOptimizer, AReplicaThatFitsWithoutOptionsGetsNone) {
   const auto cluster = OffloadCluster(int64_t{1} << 50, int64_t{1} << 50);  // everything fits
   auto m = MemoryOptimizer::Create(v, layers, cluster);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, m->lightest());
+  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, *m->Lightest());
   ASSERT_TRUE(order.ok());
   for (auto method : {algo::LiveSelectionMethod::kGreedy, algo::LiveSelectionMethod::kMilp}) {
     auto choice = m->Optimize(*order, method);
@@ -189,7 +192,7 @@ TEST(MemoryOptimizer, OffloadIsPricedAndLimitedByHostMemory) {
       EXPECT_EQ(c.offload_bytes, c.layers[3] * kGB);
     }
   }
-  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, roomy->lightest());
+  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, *roomy->Lightest());
   ASSERT_TRUE(order.ok());
   // The exact selection never costs more than the greedy one, with offload among the options
   // (the oracle check of the memory step).
@@ -237,7 +240,7 @@ TEST(MemoryOptimizer, InfeasibleWhenEvenTheLightestOptionsOverflow) {
   const std::vector<int> layers(v[0].num_stages(), 4);
   auto m = MemoryOptimizer::Create(v, layers, Cluster(50));
   ASSERT_TRUE(m.ok());
-  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, m->lightest());
+  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, *m->Lightest());
   ASSERT_TRUE(order.ok());
   auto choice = m->Optimize(*order, algo::LiveSelectionMethod::kMilp);
   ASSERT_TRUE(choice.ok());

@@ -100,9 +100,9 @@ class MemoryOptimizer {
                                           const spec::ClusterSpec& cluster,
                                           MemoryOptions options = {});
 
-  // Every pair at its most memory-efficient / fastest candidate.
-  const graph::StageGraph& lightest() const { return lightest_; }
-  const graph::StageGraph& fastest() const { return fastest_; }
+  // Every pair at its most memory-efficient / fastest candidate (built on each call).
+  StatusOr<graph::StageGraph> Lightest() const;
+  StatusOr<graph::StageGraph> Fastest() const;
   const std::vector<MemoryPair>& pairs() const { return pairs_; }
 
   // Per rank, the candidates that minimize extra time within the cap for `schedule`'s order.
@@ -116,7 +116,6 @@ class MemoryOptimizer {
   StatusOr<graph::StageGraph> Build(const std::vector<int>& choice) const;
 
   graph::StageGraph base_;  // the "none" variant (shape and edges)
-  graph::StageGraph lightest_, fastest_;
   std::vector<MemoryPair> pairs_;
   std::vector<int> pair_of_stage_;  // pair index of a forward or freeing stage, else -1
   std::vector<int64_t> cap_bytes_;  // per group: capacity − static bytes
