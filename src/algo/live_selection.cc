@@ -231,9 +231,12 @@ void GreedyUpgrades(const LiveSelectionProblem& problem, Room room_of, Take take
   };
   const int n = static_cast<int>(problem.items.size());
   std::vector<int> version(n, 0);
-  // Per item: its improving moves from the current option, best first; next_move: the cursor.
-  std::vector<std::vector<Move>> moves(n);
-  std::vector<int> next_move(n, 0);
+  // Per item: its improving moves from the current option, best first, in one flat array
+  // (item i owns [begin[i], begin[i] + its option count)); end[i] and next_move[i] (the cursor)
+  // index into it.
+  std::vector<int> begin(n + 1, 0), end(n, 0), next_move(n, 0);
+  for (int i = 0; i < n; ++i) begin[i + 1] = begin[i] + static_cast<int>(problem.items[i].size());
+  std::vector<Move> moves(begin[n]);
   std::vector<Move> heap, parked;
   heap.reserve(n);
   const auto push = [&](const Move& m) {
@@ -242,9 +245,8 @@ void GreedyUpgrades(const LiveSelectionProblem& problem, Room room_of, Take take
   };
   // Queues item i's next move that may fit `room`, parking the ones before it that do not.
   const auto queue_next = [&](int i, double room) {
-    const std::vector<Move>& list = moves[i];
-    while (next_move[i] < static_cast<int>(list.size())) {
-      const Move& m = list[next_move[i]++];
+    while (next_move[i] < end[i]) {
+      const Move& m = moves[next_move[i]++];
       if (m.extra > room) {
         parked.push_back(m);
         parked.back().cursor = false;
@@ -257,17 +259,18 @@ void GreedyUpgrades(const LiveSelectionProblem& problem, Room room_of, Take take
   const auto make_moves = [&](int i) {
     const auto& opts = problem.items[i];
     const LiveOption& cur = opts[choice[i]];
-    std::vector<Move>& list = moves[i];
-    list.clear();
+    int k = begin[i];
     for (int o = 0; o < static_cast<int>(opts.size()); ++o) {
       const double saved = cur.cost - opts[o].cost;
       if (saved <= 0) continue;
       const double extra = opts[o].weight - cur.weight;
-      list.push_back({saved / std::max(extra, 1e-9), extra, i, o, version[i], true});
+      moves[k++] = {saved / std::max(extra, 1e-9), extra, i, o, version[i], true};
     }
-    next_move[i] = 0;
-    if (list.empty()) return;
-    std::sort(list.begin(), list.end(), [&](const Move& a, const Move& b) { return lower(b, a); });
+    next_move[i] = begin[i];
+    end[i] = k;
+    if (k == begin[i]) return;
+    std::sort(moves.begin() + begin[i], moves.begin() + k,
+              [&](const Move& a, const Move& b) { return lower(b, a); });
     queue_next(i, room_of(i));
   };
   for (int i = 0; i < n; ++i) make_moves(i);

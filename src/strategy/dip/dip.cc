@@ -89,15 +89,38 @@ std::vector<double> KeysFromOrder(const Segments& seg, std::span<const int> orde
   return key;
 }
 
+// The 1F1B rules' answer for one graph shape (stages and edges; the rules and the deadlock check
+// read neither latencies nor bytes), shared by graphs that differ only in those (a replica's
+// recompute variants).
+struct RuleAttempt {
+  bool known = false;
+  std::optional<sched::Schedule> rule;  // nullopt: no 1F1B rule is deadlock-free
+};
+
 // The 1F1B-like rule order of dip-partition-only: Megatron 1F1B (or interleaved 1F1B) when the
 // rule applies to the graph without deadlock, else the dual-queue order with FIFO priorities.
-// `*fell_back` (if given) says whether the dual-queue order was used.
-StatusOr<sched::Schedule> RuleSchedule(const graph::StageGraph& g, bool* fell_back = nullptr) {
+// `*fell_back` (if given) says whether the dual-queue order was used. `shape` (optional): the
+// rules' answer for this graph's shape, used when known, else filled.
+StatusOr<sched::Schedule> RuleSchedule(const graph::StageGraph& g, bool* fell_back = nullptr,
+                                       RuleAttempt* shape = nullptr) {
   if (fell_back != nullptr) *fell_back = false;
-  for (auto kind : {sched::ScheduleKind::kOneFOneB, sched::ScheduleKind::kInterleavedOneFOneB}) {
-    auto s = sched::MakeSchedule(kind, g);
-    if (s.ok() && s->CheckDeadlockFree(g).ok()) return s;
+  if (shape == nullptr || !shape->known) {
+    std::optional<sched::Schedule> found;
+    for (auto kind : {sched::ScheduleKind::kOneFOneB, sched::ScheduleKind::kInterleavedOneFOneB}) {
+      auto s = sched::MakeSchedule(kind, g);
+      if (s.ok() && s->CheckDeadlockFree(g).ok()) {
+        found = std::move(*s);
+        break;
+      }
+    }
+    if (shape == nullptr) {
+      if (found) return std::move(*found);
+    } else {
+      shape->known = true;
+      shape->rule = std::move(found);
+    }
   }
+  if (shape != nullptr && shape->rule) return *shape->rule;
   if (fell_back != nullptr) *fell_back = true;
   return DualQueueSchedule(g, {});
 }
@@ -262,10 +285,12 @@ struct StartOrders {
 };
 
 // `start_orders`: the graph's start orders, filled on first use (nullptr: not kept).
+// `rule_shape`: the 1F1B rules' answer for the graph's shape (RuleSchedule; nullptr: not kept).
 StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g, bool search,
                                       const PlanBudget& budget, double time_share,
                                       const DipOptions& options, Evaluator evaluate = nullptr,
-                                      StartOrders* start_orders = nullptr) {
+                                      StartOrders* start_orders = nullptr,
+                                      RuleAttempt* rule_shape = nullptr) {
   const bool custom_evaluator = static_cast<bool>(evaluate);
   if (!evaluate) {
     evaluate = [&](const sched::Schedule& s) { return Evaluate(g, s, job.cluster); };
@@ -280,7 +305,7 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
     WEFT_ASSIGN_OR_RETURN(orders->dual_queue, DualQueueSchedule(g, *dq));
     orders->dual_queue_decode_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - decode_start).count();
-    if (auto rule = RuleSchedule(g); rule.ok()) orders->rule = std::move(*rule);
+    if (auto rule = RuleSchedule(g, nullptr, rule_shape); rule.ok()) orders->rule = std::move(*rule);
   }
   SearchResult best;
   best.schedule = *orders->dual_queue;
@@ -372,6 +397,14 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   }
   return best;
 }
+
+// What step 1 of dip leaves for step 2 of a replica: its graphs at the recompute levels of
+// RecomputeVariants after none (selective, full[, offload]; empty: build them in step 2) and
+// the 1F1B rules' answer for their shape.
+struct ReplicaDraft {
+  std::vector<graph::StageGraph> variants;
+  RuleAttempt rule;
+};
 
 // A schedule with its graph (per-layer memory options chosen by `choice` when per_layer).
 struct MemoryCandidate {
@@ -551,19 +584,18 @@ class DipStrategy final : public Strategy {
                                             const spec::Batch& batch, const PlanBudget& budget,
                                             double share, int workers) const;
   // dip, step 1: every replica's graph without recomputation, searched (MCTS + polish).
-  // `recompute_variants[r]` (when the graphs allow): replica r's graphs at the recompute levels
-  // of step 2 (RecomputeVariants), built from the same draft as its fast graph.
-  StatusOr<IterationPlan> PlanFastGraphs(
-      const Job& job, const StaticPlan& plan, const spec::Batch& batch, const PlanBudget& budget,
-      double share, int workers, std::vector<Score>& scores,
-      std::vector<std::vector<graph::StageGraph>>& recompute_variants) const;
+  // `drafts[r]` (when the graphs allow): replica r's graphs at the recompute levels of step 2
+  // (RecomputeVariants), built from the same draft as its fast graph, and their rule answer.
+  StatusOr<IterationPlan> PlanFastGraphs(const Job& job, const StaticPlan& plan,
+                                         const spec::Batch& batch, const PlanBudget& budget,
+                                         double share, int workers, std::vector<Score>& scores,
+                                         std::vector<ReplicaDraft>& drafts) const;
   // dip, step 2: the best memory candidate of one replica (per-layer §5.3 options or a uniform
   // level), searched unless `hurry`; nullopt when none could be made.
   StatusOr<std::optional<MemoryCandidate>> ChooseReplicaMemory(
       const Job& job, const StaticPlan& plan, const spec::Batch& batch,
       const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry,
-      const std::shared_ptr<PairCandidateCache>& candidate_cache,
-      std::vector<graph::StageGraph> variants) const;
+      const std::shared_ptr<PairCandidateCache>& candidate_cache, ReplicaDraft draft) const;
 
   DipVariant variant_;
   DipOptions options_;
@@ -702,9 +734,9 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   // reorder on the uniform selective and full graphs; keep the fastest that fits.
   const auto start = std::chrono::steady_clock::now();
   std::vector<Score> scores(dp);
-  std::vector<std::vector<graph::StageGraph>> variants(dp);
+  std::vector<ReplicaDraft> drafts(dp);
   WEFT_ASSIGN_OR_RETURN(IterationPlan out, PlanFastGraphs(job, plan, batch, replica_budget, share,
-                                                          workers, scores, variants));
+                                                          workers, scores, drafts));
   const bool time_mode = budget.work_budget <= 0 && budget.time_budget_s > 0;
   const int replicas = static_cast<int>(std::min(out.replicas.size(), scores.size()));
   enum class Outcome { kKept, kSkipped, kHurried, kSearched };
@@ -719,20 +751,19 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
     const double elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const bool hurry = time_mode && elapsed_s > budget.time_budget_s;
-    std::vector<graph::StageGraph> replica_variants = std::move(variants[r]);
+    ReplicaDraft draft = std::move(drafts[r]);
     if (!scores[r].oom && hurry) {
       outcome[r] = Outcome::kSkipped;
       return OkStatus();
     }
     outcome[r] = hurry ? Outcome::kHurried : Outcome::kSearched;
-    if (!replica_variants.empty()) {  // the fast graph is the "none" variant
-      replica_variants.insert(replica_variants.begin(), out.replicas[r].graph);
+    if (!draft.variants.empty()) {  // the fast graph is the "none" variant
+      draft.variants.insert(draft.variants.begin(), out.replicas[r].graph);
     }
     WEFT_ASSIGN_OR_RETURN(chosen[r], ChooseReplicaMemory(job, plan, batch,
                                                          out.replicas[r].microbatches,
                                                          replica_budget, share, hurry,
-                                                         candidate_cache,
-                                                         std::move(replica_variants)));
+                                                         candidate_cache, std::move(draft)));
     return OkStatus();
   }));
   MemoryTally tally;
@@ -764,10 +795,11 @@ std::vector<std::vector<cost::Recompute>> MemoryLevels(const Job& job, bool offl
   return levels;
 }
 
-StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(
-    const Job& job, const StaticPlan& plan, const spec::Batch& batch, const PlanBudget& budget,
-    double share, int workers, std::vector<Score>& scores,
-    std::vector<std::vector<graph::StageGraph>>& recompute_variants) const {
+StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const StaticPlan& plan,
+                                                    const spec::Batch& batch,
+                                                    const PlanBudget& budget, double share,
+                                                    int workers, std::vector<Score>& scores,
+                                                    std::vector<ReplicaDraft>& drafts) const {
   StaticPlan fast = plan;
   fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
   // The step-2 variants come from the same draft when they would be built with the same options
@@ -779,12 +811,14 @@ StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(
       share_draft ? MemoryLevels(job, options_.memory_offload)
                   : std::vector<std::vector<cost::Recompute>>{},
       [&](int r, std::vector<graph::StageGraph>& variants) -> StatusOr<sched::Schedule> {
+        const bool keep = variants.size() > 1 && r < static_cast<int>(drafts.size());
         WEFT_ASSIGN_OR_RETURN(auto result,
-                              SearchSchedule(job, variants[0], true, budget, share / 3, options_));
+                              SearchSchedule(job, variants[0], true, budget, share / 3, options_,
+                                             nullptr, nullptr, keep ? &drafts[r].rule : nullptr));
         scores[r] = result.score;
-        if (variants.size() > 1 && r < static_cast<int>(recompute_variants.size())) {
-          recompute_variants[r].assign(std::make_move_iterator(variants.begin() + 1),
-                                       std::make_move_iterator(variants.end()));
+        if (keep) {
+          drafts[r].variants.assign(std::make_move_iterator(variants.begin() + 1),
+                                    std::make_move_iterator(variants.end()));
         }
         return std::move(result.schedule);
       },
@@ -825,8 +859,10 @@ std::vector<int> LayersPerStage(const graph::StageGraph& g, const Placement& pla
 StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
     const Job& job, const StaticPlan& plan, const spec::Batch& batch,
     const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry,
-    const std::shared_ptr<PairCandidateCache>& candidate_cache,
-    std::vector<graph::StageGraph> variants) const {
+    const std::shared_ptr<PairCandidateCache>& candidate_cache, ReplicaDraft draft) const {
+  std::vector<graph::StageGraph> variants = std::move(draft.variants);
+  // The rules' answer holds for variants of the fast graph's shape only.
+  RuleAttempt* rule_shape = variants.empty() ? nullptr : &draft.rule;
   if (variants.empty()) {
     WEFT_ASSIGN_OR_RETURN(variants, RecomputeVariants(job, plan, batch, microbatches,
                                                       options_.memory_offload));
@@ -873,12 +909,12 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
   };
   StartOrders full_start;  // variants[2] is searched twice: with the selection, then as it is
   WEFT_ASSIGN_OR_RETURN(auto searched, SearchSchedule(job, variants[2], !hurry, budget, share / 3,
-                                                      options_, evaluate, &full_start));
+                                                      options_, evaluate, &full_start, rule_shape));
   WEFT_RETURN_IF_ERROR(consider(searched.schedule, nullptr, {}));
   for (int level : {1, 2}) {  // selective, full
     WEFT_ASSIGN_OR_RETURN(auto uniform,
                           SearchSchedule(job, variants[level], !hurry, budget, share / 6, options_,
-                                         nullptr, level == 2 ? &full_start : nullptr));
+                                         nullptr, level == 2 ? &full_start : nullptr, rule_shape));
     WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score));
   }
   if (best && best->per_layer && !hurry) {
