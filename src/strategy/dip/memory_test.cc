@@ -72,6 +72,35 @@ TEST(MemoryOptimizer, CandidatesSpanFastestToLightestPerPair) {
   EXPECT_FALSE(MemoryOptimizer::Create({v[0]}, layers, Cluster(1 << 20)).ok());
 }
 
+TEST(MemoryOptimizer, SharedCandidateCacheGivesTheCandidatesOfAFreshOne) {
+  const int mbs = 4;
+  // Two graphs of different costs: the cache must not mix their pairs.
+  const std::vector<graph::StageGraph> a = {Variant(mbs, 0, 400), Variant(mbs, 0.2, 200),
+                                            Variant(mbs, 1.0, 40)};
+  const std::vector<graph::StageGraph> b = {Variant(mbs, 0, 500), Variant(mbs, 0.3, 260),
+                                            Variant(mbs, 1.0, 40)};
+  const std::vector<int> layers(a[0].num_stages(), 4);
+  const auto cache = std::make_shared<PairCandidateCache>();
+  for (const auto* variants : {&a, &b, &a}) {
+    auto shared = MemoryOptimizer::Create(*variants, layers, Cluster(1 << 20),
+                                          {.num_candidates = 4, .candidate_cache = cache});
+    auto fresh = MemoryOptimizer::Create(*variants, layers, Cluster(1 << 20), {.num_candidates = 4});
+    ASSERT_TRUE(shared.ok() && fresh.ok());
+    ASSERT_EQ(shared->pairs().size(), fresh->pairs().size());
+    for (size_t p = 0; p < fresh->pairs().size(); ++p) {
+      const auto& x = shared->pairs()[p].candidates;
+      const auto& y = fresh->pairs()[p].candidates;
+      ASSERT_EQ(x.size(), y.size());
+      for (size_t c = 0; c < x.size(); ++c) {
+        EXPECT_EQ(x[c].layers, y[c].layers);
+        EXPECT_EQ(x[c].activation_bytes, y[c].activation_bytes);
+        EXPECT_EQ(x[c].forward_s, y[c].forward_s);
+        EXPECT_EQ(x[c].backward_s, y[c].backward_s);
+      }
+    }
+  }
+}
+
 TEST(MemoryOptimizer, FitsTheCapAtEveryStageStartAndBeatsUniformFullRecompute) {
   const int mbs = 6;
   std::vector<graph::StageGraph> v = {Variant(mbs, 0, 400), Variant(mbs, 0.2, 200),
