@@ -152,6 +152,87 @@ TEST(LiveSelectionTest, RejectsMalformedProblems) {
   EXPECT_FALSE(SolveLiveSelection(p).ok());
 }
 
+TEST(LiveSelectionTest, RejectsMalformedIntervals) {
+  LiveSelectionProblem p;
+  p.items = {{{1, 1}}, {{1, 2}}};
+  p.checkpoints = {{{}, 5}, {{}, 5}};
+  p.live = {{0, 1}};  // one interval for two items
+  EXPECT_FALSE(SolveLiveSelection(p).ok());
+  p.live = {{0, 1}, {1, 2}};  // past the last checkpoint
+  EXPECT_FALSE(SolveLiveSelection(p).ok());
+  p.live = {{0, 1}, {1, 1}};
+  p.checkpoints[0].items = {0};  // both forms at once
+  EXPECT_FALSE(SolveLiveSelection(p).ok());
+  p.checkpoints[0].items = {};
+  EXPECT_TRUE(SolveLiveSelection(p).ok());
+  p.live = {{0, 1}, {1, 0}};  // empty: live nowhere
+  EXPECT_TRUE(SolveLiveSelection(p).ok());
+}
+
+// The interval form of a problem whose checkpoints name contiguous runs of items (nullopt-like
+// empty result when some item's checkpoints are not contiguous).
+LiveSelectionProblem IntervalForm(const LiveSelectionProblem& p) {
+  LiveSelectionProblem out;
+  out.items = p.items;
+  out.live.assign(p.items.size(), {0, -1});
+  for (int k = 0; k < static_cast<int>(p.checkpoints.size()); ++k) {
+    out.checkpoints.push_back({{}, p.checkpoints[k].budget});
+    for (int i : p.checkpoints[k].items) {
+      LiveInterval& r = out.live[i];
+      if (r.last < r.first) r.first = k;
+      EXPECT_TRUE(r.last < r.first || r.last == k - 1) << "item " << i << " not contiguous";
+      r.last = k;
+    }
+  }
+  return out;
+}
+
+TEST(LiveSelectionTest, IntervalFormSolvesLikeTheListForm) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0, 1);
+  int tree = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 2 + trial % 40;
+    LiveSelectionProblem p = RandomProblem(rng, n);
+    // Byte counts (integers: the exact segment-tree path) on most trials, fractions on the rest
+    // (the list-form path); options in any order and lighter-and-cheaper moves (freeing bytes).
+    const bool bytes = trial % 5 != 4;
+    for (auto& item : p.items) {
+      if (trial % 3 == 1) std::shuffle(item.begin(), item.end(), rng);
+      item.push_back({0.2 + u(rng), 2 + 6 * u(rng)});
+      for (auto& o : item) {
+        if (bytes) o.weight = std::round(o.weight * 1e9);
+      }
+    }
+    for (auto& ck : p.checkpoints) {
+      if (bytes) ck.budget = std::round(ck.budget * 1e9);
+    }
+    // Some items live nowhere.
+    if (trial % 7 == 3) {
+      for (auto& ck : p.checkpoints) std::erase(ck.items, 0);
+    }
+    const LiveSelectionProblem q = IntervalForm(p);
+    tree += bytes;
+    for (auto method : {LiveSelectionMethod::kGreedy, LiveSelectionMethod::kMilp}) {
+      // CBC on a tenth of the trials, on its node limit only (deterministic).
+      if (method == LiveSelectionMethod::kMilp && trial % 10 != 0) continue;
+      const LiveSelectionOptions o{.method = method, .time_limit_s = 0, .max_nodes = 200};
+      auto listed = SolveLiveSelection(p, o);
+      auto intervals = SolveLiveSelection(q, o);
+      ASSERT_TRUE(listed.ok() && intervals.ok()) << trial;
+      EXPECT_EQ(intervals->choice, listed->choice) << "trial " << trial;
+      EXPECT_EQ(intervals->feasible, listed->feasible) << "trial " << trial;
+      EXPECT_EQ(intervals->total_cost, listed->total_cost) << "trial " << trial;
+      EXPECT_EQ(intervals->lower_bound, listed->lower_bound) << "trial " << trial;
+      EXPECT_EQ(intervals->method, listed->method) << "trial " << trial;
+      if (method == LiveSelectionMethod::kGreedy) {
+        EXPECT_EQ(intervals->choice, ScanGreedy(p)) << "trial " << trial;
+      }
+    }
+  }
+  EXPECT_GT(tree, 200);
+}
+
 TEST(LiveSelectionTest, GreedyFeasibleAndMilpNearOptimalOnRandomProblems) {
   std::mt19937 rng(7);
   double greedy_gap_sum = 0, milp_gap_sum = 0;

@@ -132,6 +132,16 @@ StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
 StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
                                      const spec::Batch& batch, const ReplicaScheduleFn& schedule,
                                      int threads) {
+  return PlanReplicaVariants(
+      job, plan, batch, {},
+      [&](int r, std::vector<graph::StageGraph>& variants) { return schedule(r, variants[0]); },
+      threads);
+}
+
+StatusOr<IterationPlan> PlanReplicaVariants(
+    const Job& job, const StaticPlan& plan, const spec::Batch& batch,
+    const std::vector<std::vector<cost::Recompute>>& extra_recompute,
+    const ReplicaVariantsScheduleFn& schedule, int threads) {
   const auto start = std::chrono::steady_clock::now();
   const Placement& placement = plan.placement;
   const int anchor = std::max(0, data::FirstLlmModule(job.model));
@@ -169,10 +179,22 @@ StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
                                    [&](int r) -> Status {
     Microbatches& microbatches = split.replicas[r];
     ReplicaPlan& replica = out.replicas[r];
-    WEFT_ASSIGN_OR_RETURN(replica.graph,
-                          BuildStageGraph(job.model, plan.placement, batch, microbatches,
-                                          *job.cost_model, job.workload, options));
-    WEFT_ASSIGN_OR_RETURN(replica.schedule, schedule(r, replica.graph));
+    std::vector<graph::StageGraph> variants;
+    if (extra_recompute.empty()) {
+      WEFT_ASSIGN_OR_RETURN(graph::StageGraph g,
+                            BuildStageGraph(job.model, plan.placement, batch, microbatches,
+                                            *job.cost_model, job.workload, options));
+      variants.push_back(std::move(g));
+    } else {
+      std::vector<std::vector<cost::Recompute>> levels = {options.recompute};
+      levels.insert(levels.end(), extra_recompute.begin(), extra_recompute.end());
+      WEFT_ASSIGN_OR_RETURN(variants,
+                            BuildStageGraphVariants(job.model, plan.placement, batch, microbatches,
+                                                    *job.cost_model, job.workload, options,
+                                                    levels));
+    }
+    WEFT_ASSIGN_OR_RETURN(replica.schedule, schedule(r, variants));
+    replica.graph = std::move(variants[0]);
     for (const auto& mb : microbatches) {
       for (int seq : mb) {
         if (batch.sequences.empty()) {

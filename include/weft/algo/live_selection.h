@@ -23,9 +23,24 @@ struct LiveCheckpoint {
   double budget = 0.0;     // the sum of their chosen weights must not exceed it
 };
 
+// The checkpoints first..last (inclusive) of an item; last < first: none.
+struct LiveInterval {
+  int first = 0;
+  int last = -1;
+};
+
 struct LiveSelectionProblem {
   std::vector<std::vector<LiveOption>> items;  // options per item, each non-empty
   std::vector<LiveCheckpoint> checkpoints;
+  // Interval form (optional; e.g. a rank's stage pairs, each live from its forward to its
+  // backward): when non-empty, one entry per item, the item is live exactly at those
+  // checkpoints, and every checkpoint's `items` is empty. The same problem as the list form
+  // whose checkpoints name their live items in increasing order (and solved to the same answer),
+  // built in O(items + checkpoints) instead of O(Σ live-set sizes); when the weights are
+  // integers and weights and budgets are at most 2^50 (byte counts: the greedy's arithmetic is
+  // then exact in any order) the greedy checks and updates an item's checkpoints on a segment
+  // tree in O(log checkpoints).
+  std::vector<LiveInterval> live;
 
   Status Validate() const;
 };

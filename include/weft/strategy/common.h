@@ -51,6 +51,16 @@ StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
 StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
                                      const spec::Batch& batch, const ReplicaScheduleFn& schedule,
                                      int threads);
+// Same, each replica graph built once per recompute assignment (BuildStageGraphVariants: the
+// workloads and chunk costs derived once): variants[0] with the static plan's recompute (the
+// graph `schedule` orders and the replica keeps), variants[v] with extra_recompute[v - 1].
+// `schedule` may move the extra variants out (not variants[0]).
+using ReplicaVariantsScheduleFn = std::function<StatusOr<sched::Schedule>(
+    int replica, std::vector<graph::StageGraph>& variants)>;
+StatusOr<IterationPlan> PlanReplicaVariants(
+    const Job& job, const StaticPlan& plan, const spec::Batch& batch,
+    const std::vector<std::vector<cost::Recompute>>& extra_recompute,
+    const ReplicaVariantsScheduleFn& schedule, int threads);
 
 // Simulates every replica of an iteration plan. The iteration time is the slowest replica's.
 struct IterationEvaluation {

@@ -89,15 +89,38 @@ std::vector<double> KeysFromOrder(const Segments& seg, std::span<const int> orde
   return key;
 }
 
+// The 1F1B rules' answer for one graph shape (stages and edges; the rules and the deadlock check
+// read neither latencies nor bytes), shared by graphs that differ only in those (a replica's
+// recompute variants).
+struct RuleAttempt {
+  bool known = false;
+  std::optional<sched::Schedule> rule;  // nullopt: no 1F1B rule is deadlock-free
+};
+
 // The 1F1B-like rule order of dip-partition-only: Megatron 1F1B (or interleaved 1F1B) when the
 // rule applies to the graph without deadlock, else the dual-queue order with FIFO priorities.
-// `*fell_back` (if given) says whether the dual-queue order was used.
-StatusOr<sched::Schedule> RuleSchedule(const graph::StageGraph& g, bool* fell_back = nullptr) {
+// `*fell_back` (if given) says whether the dual-queue order was used. `shape` (optional): the
+// rules' answer for this graph's shape, used when known, else filled.
+StatusOr<sched::Schedule> RuleSchedule(const graph::StageGraph& g, bool* fell_back = nullptr,
+                                       RuleAttempt* shape = nullptr) {
   if (fell_back != nullptr) *fell_back = false;
-  for (auto kind : {sched::ScheduleKind::kOneFOneB, sched::ScheduleKind::kInterleavedOneFOneB}) {
-    auto s = sched::MakeSchedule(kind, g);
-    if (s.ok() && s->CheckDeadlockFree(g).ok()) return s;
+  if (shape == nullptr || !shape->known) {
+    std::optional<sched::Schedule> found;
+    for (auto kind : {sched::ScheduleKind::kOneFOneB, sched::ScheduleKind::kInterleavedOneFOneB}) {
+      auto s = sched::MakeSchedule(kind, g);
+      if (s.ok() && s->CheckDeadlockFree(g).ok()) {
+        found = std::move(*s);
+        break;
+      }
+    }
+    if (shape == nullptr) {
+      if (found) return std::move(*found);
+    } else {
+      shape->known = true;
+      shape->rule = std::move(found);
+    }
   }
+  if (shape != nullptr && shape->rule) return *shape->rule;
   if (fell_back != nullptr) *fell_back = true;
   return DualQueueSchedule(g, {});
 }
@@ -262,10 +285,12 @@ struct StartOrders {
 };
 
 // `start_orders`: the graph's start orders, filled on first use (nullptr: not kept).
+// `rule_shape`: the 1F1B rules' answer for the graph's shape (RuleSchedule; nullptr: not kept).
 StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g, bool search,
                                       const PlanBudget& budget, double time_share,
                                       const DipOptions& options, Evaluator evaluate = nullptr,
-                                      StartOrders* start_orders = nullptr) {
+                                      StartOrders* start_orders = nullptr,
+                                      RuleAttempt* rule_shape = nullptr) {
   const bool custom_evaluator = static_cast<bool>(evaluate);
   if (!evaluate) {
     evaluate = [&](const sched::Schedule& s) { return Evaluate(g, s, job.cluster); };
@@ -280,7 +305,7 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
     WEFT_ASSIGN_OR_RETURN(orders->dual_queue, DualQueueSchedule(g, *dq));
     orders->dual_queue_decode_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - decode_start).count();
-    if (auto rule = RuleSchedule(g); rule.ok()) orders->rule = std::move(*rule);
+    if (auto rule = RuleSchedule(g, nullptr, rule_shape); rule.ok()) orders->rule = std::move(*rule);
   }
   SearchResult best;
   best.schedule = *orders->dual_queue;
@@ -373,6 +398,14 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   return best;
 }
 
+// What step 1 of dip leaves for step 2 of a replica: its graphs at the recompute levels of
+// RecomputeVariants after none (selective, full[, offload]; empty: build them in step 2) and
+// the 1F1B rules' answer for their shape.
+struct ReplicaDraft {
+  std::vector<graph::StageGraph> variants;
+  RuleAttempt rule;
+};
+
 // A schedule with its graph (per-layer memory options chosen by `choice` when per_layer).
 struct MemoryCandidate {
   graph::StageGraph graph;
@@ -438,26 +471,55 @@ struct MemoryTally {
   }
 };
 
+// The rounds SelectFitting made for one replica, by (method, schedule order, reserve): a
+// round is deterministic in these (Optimize, Simulate), so a repeated one is looked up.
+class FitMemo {
+ public:
+  const FittedChoice* Find(algo::LiveSelectionMethod method, const sched::Schedule& schedule,
+                           const std::vector<int64_t>& reserve) const {
+    const std::vector<int64_t> key = Normalized(reserve);
+    for (const Entry& e : entries_) {
+      if (e.method == method && e.reserve == key && e.order == schedule.order) return &e.fitted;
+    }
+    return nullptr;
+  }
+  void Add(algo::LiveSelectionMethod method, const sched::Schedule& schedule,
+           const std::vector<int64_t>& reserve, const FittedChoice& fitted) {
+    entries_.push_back({method, schedule.order, Normalized(reserve), fitted});
+  }
+
+ private:
+  struct Entry {
+    algo::LiveSelectionMethod method;
+    std::vector<std::vector<graph::StageId>> order;
+    std::vector<int64_t> reserve;
+    FittedChoice fitted;
+  };
+  // Missing groups reserve nothing: trailing zeros do not matter.
+  static std::vector<int64_t> Normalized(const std::vector<int64_t>& reserve) {
+    std::vector<int64_t> out = reserve;
+    while (!out.empty() && out.back() == 0) out.pop_back();
+    return out;
+  }
+  std::vector<Entry> entries_;
+};
+
 // The per-rank selection caps activations only; the simulation also counts the compiled plan's
 // P2P buffers (exactly: docs/simulator.md). `reserve` (per group, grown here) lowers the caps;
 // while a group peaks above the capacity, raise its reserve to its simulated buffer peak and
-// select again (at most `rounds` times). `first`, when given, is this schedule's selection
-// under an empty reserve, already made (it stands for the first round when `reserve` is empty).
+// select again (at most `rounds` times). `memo` (optional): rounds already made, and where the
+// new ones are kept.
 StatusOr<FittedChoice> SelectFitting(const Job& job, const MemoryOptimizer& memory,
                                      const sched::Schedule& schedule,
                                      algo::LiveSelectionMethod method, int rounds,
-                                     std::vector<int64_t>& reserve,
-                                     const FittedChoice* first = nullptr) {
+                                     std::vector<int64_t>& reserve, FitMemo* memo = nullptr) {
   const sim::SimOptions options{.record_transfers = false,
                                 .record_memory_curves = false,
                                 .validate_schedule = false};
-  const bool reuse_first =
-      first != nullptr &&
-      std::all_of(reserve.begin(), reserve.end(), [](int64_t bytes) { return bytes == 0; });
   for (int round = 0;; ++round) {
     FittedChoice fitted;
-    if (round == 0 && reuse_first) {
-      fitted = *first;
+    if (const FittedChoice* hit = memo != nullptr ? memo->Find(method, schedule, reserve) : nullptr) {
+      fitted = *hit;
     } else {
       WEFT_ASSIGN_OR_RETURN(fitted.choice, memory.Optimize(schedule, method, reserve));
       auto t = sim::Simulate(fitted.choice.graph, schedule, job.cluster, options);
@@ -467,6 +529,7 @@ StatusOr<FittedChoice> SelectFitting(const Job& job, const MemoryOptimizer& memo
         if (o.host_node >= 0) continue;  // host memory: no GPU reserve helps
         fitted.oom_buffers.emplace_back(o.group, t->groups[o.group].peak_buffer_bytes);
       }
+      if (memo != nullptr) memo->Add(method, schedule, reserve, fitted);
     }
     bool grew = false;
     if (round < rounds) {
@@ -521,16 +584,18 @@ class DipStrategy final : public Strategy {
                                             const spec::Batch& batch, const PlanBudget& budget,
                                             double share, int workers) const;
   // dip, step 1: every replica's graph without recomputation, searched (MCTS + polish).
+  // `drafts[r]` (when the graphs allow): replica r's graphs at the recompute levels of step 2
+  // (RecomputeVariants), built from the same draft as its fast graph, and their rule answer.
   StatusOr<IterationPlan> PlanFastGraphs(const Job& job, const StaticPlan& plan,
                                          const spec::Batch& batch, const PlanBudget& budget,
-                                         double share, int workers,
-                                         std::vector<Score>& scores) const;
+                                         double share, int workers, std::vector<Score>& scores,
+                                         std::vector<ReplicaDraft>& drafts) const;
   // dip, step 2: the best memory candidate of one replica (per-layer §5.3 options or a uniform
   // level), searched unless `hurry`; nullopt when none could be made.
   StatusOr<std::optional<MemoryCandidate>> ChooseReplicaMemory(
       const Job& job, const StaticPlan& plan, const spec::Batch& batch,
-      const Microbatches& microbatches, const PlanBudget& budget, double share,
-      bool hurry) const;
+      const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry,
+      const std::shared_ptr<PairCandidateCache>& candidate_cache, ReplicaDraft draft) const;
 
   DipVariant variant_;
   DipOptions options_;
@@ -669,13 +734,15 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   // reorder on the uniform selective and full graphs; keep the fastest that fits.
   const auto start = std::chrono::steady_clock::now();
   std::vector<Score> scores(dp);
+  std::vector<ReplicaDraft> drafts(dp);
   WEFT_ASSIGN_OR_RETURN(IterationPlan out, PlanFastGraphs(job, plan, batch, replica_budget, share,
-                                                          workers, scores));
+                                                          workers, scores, drafts));
   const bool time_mode = budget.work_budget <= 0 && budget.time_budget_s > 0;
   const int replicas = static_cast<int>(std::min(out.replicas.size(), scores.size()));
   enum class Outcome { kKept, kSkipped, kHurried, kSearched };
   std::vector<Outcome> outcome(replicas, Outcome::kKept);
   std::vector<std::optional<MemoryCandidate>> chosen(replicas);
+  const auto candidate_cache = std::make_shared<PairCandidateCache>();
   WEFT_RETURN_IF_ERROR(ParallelFor(replicas, workers, [&](int r) -> Status {
     // Also when the fastest graph fits (a memory-capped schedule without recomputation can be
     // slower than one with per-layer options or a uniform level) — unless the time budget is
@@ -684,14 +751,19 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
     const double elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const bool hurry = time_mode && elapsed_s > budget.time_budget_s;
+    ReplicaDraft draft = std::move(drafts[r]);
     if (!scores[r].oom && hurry) {
       outcome[r] = Outcome::kSkipped;
       return OkStatus();
     }
     outcome[r] = hurry ? Outcome::kHurried : Outcome::kSearched;
+    if (!draft.variants.empty()) {  // the fast graph is the "none" variant
+      draft.variants.insert(draft.variants.begin(), out.replicas[r].graph);
+    }
     WEFT_ASSIGN_OR_RETURN(chosen[r], ChooseReplicaMemory(job, plan, batch,
                                                          out.replicas[r].microbatches,
-                                                         replica_budget, share, hurry));
+                                                         replica_budget, share, hurry,
+                                                         candidate_cache, std::move(draft)));
     return OkStatus();
   }));
   MemoryTally tally;
@@ -711,19 +783,43 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   return out;
 }
 
+// The uniform recompute levels the memory optimizer reads, after none: selective, full[,
+// offload].
+std::vector<std::vector<cost::Recompute>> MemoryLevels(const Job& job, bool offload) {
+  std::vector<std::vector<cost::Recompute>> levels;
+  for (auto level : cost::kAllRecompute) {
+    if (level == cost::Recompute::kNone) continue;
+    if (level == cost::Recompute::kOffload && !offload) continue;
+    levels.emplace_back(job.model.modules.size(), level);
+  }
+  return levels;
+}
+
 StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const StaticPlan& plan,
                                                     const spec::Batch& batch,
                                                     const PlanBudget& budget, double share,
-                                                    int workers,
-                                                    std::vector<Score>& scores) const {
+                                                    int workers, std::vector<Score>& scores,
+                                                    std::vector<ReplicaDraft>& drafts) const {
   StaticPlan fast = plan;
   fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
-  return PlanReplicas(
+  // The step-2 variants come from the same draft when they would be built with the same options
+  // (RecomputeVariants sets the sub-microbatch sizes only; one replica per graph).
+  const bool share_draft =
+      !plan.split_backward && !plan.keep_empty_stages && !plan.placement.unfolded;
+  return PlanReplicaVariants(
       job, fast, batch,
-      [&](int r, const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
+      share_draft ? MemoryLevels(job, options_.memory_offload)
+                  : std::vector<std::vector<cost::Recompute>>{},
+      [&](int r, std::vector<graph::StageGraph>& variants) -> StatusOr<sched::Schedule> {
+        const bool keep = variants.size() > 1 && r < static_cast<int>(drafts.size());
         WEFT_ASSIGN_OR_RETURN(auto result,
-                              SearchSchedule(job, g, true, budget, share / 3, options_));
+                              SearchSchedule(job, variants[0], true, budget, share / 3, options_,
+                                             nullptr, nullptr, keep ? &drafts[r].rule : nullptr));
         scores[r] = result.score;
+        if (keep) {
+          drafts[r].variants.assign(std::make_move_iterator(variants.begin() + 1),
+                                    std::make_move_iterator(variants.end()));
+        }
         return std::move(result.schedule);
       },
       workers);
@@ -762,29 +858,33 @@ std::vector<int> LayersPerStage(const graph::StageGraph& g, const Placement& pla
 
 StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
     const Job& job, const StaticPlan& plan, const spec::Batch& batch,
-    const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry) const {
-  WEFT_ASSIGN_OR_RETURN(std::vector<graph::StageGraph> variants,
-                        RecomputeVariants(job, plan, batch, microbatches, options_.memory_offload));
+    const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry,
+    const std::shared_ptr<PairCandidateCache>& candidate_cache, ReplicaDraft draft) const {
+  std::vector<graph::StageGraph> variants = std::move(draft.variants);
+  // The rules' answer holds for variants of the fast graph's shape only.
+  RuleAttempt* rule_shape = variants.empty() ? nullptr : &draft.rule;
+  if (variants.empty()) {
+    WEFT_ASSIGN_OR_RETURN(variants, RecomputeVariants(job, plan, batch, microbatches,
+                                                      options_.memory_offload));
+  }
   WEFT_ASSIGN_OR_RETURN(
       MemoryOptimizer memory,
       MemoryOptimizer::Create(variants, LayersPerStage(variants[0], plan.placement), job.cluster,
                               {.num_candidates = options_.memory_candidates,
                                // A work budget is deterministic: CBC stops on its node limit only.
-                               .selection = {.time_limit_s = budget.work_budget > 0 ? 0.0 : 0.02}}));
+                               .selection = {.time_limit_s = budget.work_budget > 0 ? 0.0 : 0.02},
+                               .candidate_cache = candidate_cache}));
   // Inside the search one selection per schedule (its P2P buffers count; the candidates below
   // are fitted). Across the candidates the reserves carry over.
-  // Without search (hurry) the search evaluates only its start orders; the best one's selection
-  // is kept for the first candidate below instead of being made again.
-  std::optional<std::pair<sched::Schedule, FittedChoice>> best_evaluated;
+  // Without search (hurry) the search evaluates only its start orders: their selections are
+  // kept (`memo`) for the candidates below that repeat them instead of being made again.
+  FitMemo memo;
   Evaluator evaluate = [&](const sched::Schedule& s) -> Score {
     std::vector<int64_t> no_reserve;
-    auto fitted = SelectFitting(job, memory, s, algo::LiveSelectionMethod::kGreedy, 0, no_reserve);
+    auto fitted = SelectFitting(job, memory, s, algo::LiveSelectionMethod::kGreedy, 0, no_reserve,
+                                hurry ? &memo : nullptr);
     if (!fitted.ok()) return {};
-    const Score score = fitted->score;
-    if (hurry && (!best_evaluated || score.Cost() < best_evaluated->second.score.Cost())) {
-      best_evaluated.emplace(s, std::move(*fitted));
-    }
-    return score;
+    return fitted->score;
   };
   std::vector<int64_t> reserve;
   // Candidates: (a) the search scored after the per-rank selection (the dual-queue's memory caps
@@ -794,13 +894,13 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
   // as it is and after the per-rank selection. The best simulated one wins.
   std::optional<MemoryCandidate> best;
   auto consider = [&](const sched::Schedule& schedule, const graph::StageGraph* plain,
-                      Score plain_score, const FittedChoice* first) -> Status {
+                      Score plain_score) -> Status {
     if (plain != nullptr && (!best || plain_score.Cost() < best->score.Cost())) {
       best = MemoryCandidate{*plain, schedule, plain_score, {}, false};
     }
     WEFT_ASSIGN_OR_RETURN(FittedChoice fitted,
                           SelectFitting(job, memory, schedule, algo::LiveSelectionMethod::kGreedy,
-                                        3, reserve, first));
+                                        3, reserve, &memo));
     if (!best || fitted.score.Cost() < best->score.Cost()) {
       graph::StageGraph g = std::move(fitted.choice.graph);
       best = MemoryCandidate{std::move(g), schedule, fitted.score, std::move(fitted.choice), true};
@@ -809,16 +909,13 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
   };
   StartOrders full_start;  // variants[2] is searched twice: with the selection, then as it is
   WEFT_ASSIGN_OR_RETURN(auto searched, SearchSchedule(job, variants[2], !hurry, budget, share / 3,
-                                                      options_, evaluate, &full_start));
-  const bool reuse = best_evaluated && best_evaluated->first.order == searched.schedule.order;
-  WEFT_RETURN_IF_ERROR(
-      consider(searched.schedule, nullptr, {}, reuse ? &best_evaluated->second : nullptr));
-  best_evaluated.reset();
+                                                      options_, evaluate, &full_start, rule_shape));
+  WEFT_RETURN_IF_ERROR(consider(searched.schedule, nullptr, {}));
   for (int level : {1, 2}) {  // selective, full
     WEFT_ASSIGN_OR_RETURN(auto uniform,
                           SearchSchedule(job, variants[level], !hurry, budget, share / 6, options_,
-                                         nullptr, level == 2 ? &full_start : nullptr));
-    WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score, nullptr));
+                                         nullptr, level == 2 ? &full_start : nullptr, rule_shape));
+    WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score));
   }
   if (best && best->per_layer && !hurry) {
     // CBC on the winner's selection (warm-started by the greedy one); kept if the span is not

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -30,7 +31,42 @@ int FreeingStage(const graph::StageGraph& g, int f) {
   return -1;
 }
 
+// The selections of SelectMemoryBucketCandidates over `layers` copies of `layer`, through `cache`.
+StatusOr<std::shared_ptr<const std::vector<std::vector<int>>>> BucketChoices(
+    const algo::KnapsackGroup& layer, int layers, int num_candidates, PairCandidateCache& cache) {
+  PairCandidateCache::Key key;
+  auto& [values, key_layers, key_candidates] = key;
+  values.reserve(2 * layer.size());
+  for (const auto& o : layer) {
+    values.push_back(o.cost);
+    values.push_back(o.weight);
+  }
+  key_layers = layers;
+  key_candidates = num_candidates;
+  if (auto hit = cache.Find(key)) return hit;
+  const std::vector<algo::KnapsackGroup> groups(layers, layer);
+  WEFT_ASSIGN_OR_RETURN(auto selections,
+                        algo::SelectMemoryBucketCandidates(groups, num_candidates,
+                                                           {.max_points = 256}));
+  std::vector<std::vector<int>> choices;
+  for (auto& sel : selections) choices.push_back(std::move(sel.choice));
+  cache.Insert(key, choices);
+  return std::make_shared<const std::vector<std::vector<int>>>(std::move(choices));
+}
+
 }  // namespace
+
+std::shared_ptr<const std::vector<std::vector<int>>> PairCandidateCache::Find(
+    const Key& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = map_.find(key);
+  return it == map_.end() ? nullptr : it->second;
+}
+
+void PairCandidateCache::Insert(const Key& key, std::vector<std::vector<int>> choices) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  map_.emplace(key, std::make_shared<const std::vector<std::vector<int>>>(std::move(choices)));
+}
 
 StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::StageGraph>& variants,
                                                   const std::vector<int>& layers_per_stage,
@@ -63,6 +99,9 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
   const bool offload = variants.size() == 4 && cluster.host_link_bandwidth_bytes_per_s > 0 &&
                        cluster.HostMemoryBytesPerNode() > 0;
   const int num_options = offload ? 4 : 3;
+  const std::shared_ptr<PairCandidateCache> cache =
+      options.candidate_cache != nullptr ? options.candidate_cache
+                                         : std::make_shared<PairCandidateCache>();
   // Per-GPU copy bandwidth with every GPU of the node copying (DIP's replicas are alike).
   const double d2h_bytes_per_s =
       cluster.SharedHostBandwidthBytesPerS(cluster.HostD2hBandwidthBytesPerS(), cluster.gpus_per_node);
@@ -97,29 +136,26 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
     for (int r = 0; r < num_options; ++r) {
       layer.push_back({std::max(0.0, dforward[r] + dbackward[r]) + price[r], bytes[r]});
     }
-    const std::vector<algo::KnapsackGroup> groups(layers, layer);
-    WEFT_ASSIGN_OR_RETURN(auto selections,
-                          algo::SelectMemoryBucketCandidates(groups, options.num_candidates,
-                                                             {.max_points = 256}));
+    WEFT_ASSIGN_OR_RETURN(auto with_all,
+                          BucketChoices(layer, layers, options.num_candidates, *cache));
+    std::vector<const std::vector<int>*> selections;
+    for (const auto& choice : *with_all) selections.push_back(&choice);
+    std::shared_ptr<const std::vector<std::vector<int>>> more;
     if (offload) {
       // The candidates without offload too, for ranks whose host share is spent.
       const algo::KnapsackGroup no_offload(layer.begin(), layer.begin() + kOffload);
-      const std::vector<algo::KnapsackGroup> recompute_only(layers, no_offload);
-      WEFT_ASSIGN_OR_RETURN(auto more,
-                            algo::SelectMemoryBucketCandidates(recompute_only,
-                                                               options.num_candidates,
-                                                               {.max_points = 256}));
-      selections.insert(selections.end(), more.begin(), more.end());
+      WEFT_ASSIGN_OR_RETURN(more, BucketChoices(no_offload, layers, options.num_candidates, *cache));
+      for (const auto& choice : *more) selections.push_back(&choice);
     }
     MemoryPair pair;
     pair.forward = f;
     pair.backward = b;
-    for (const auto& sel : selections) {
+    for (const std::vector<int>* sel : selections) {
       PairCandidate c;
       c.forward_s = fs.latency_s;
       c.backward_s = base.stage(b).latency_s;
       double held = 0, host = 0;
-      for (int o : sel.choice) {
+      for (int o : *sel) {
         ++c.layers[o];
         c.forward_s += dforward[o];
         c.backward_s += dbackward[o];
@@ -147,17 +183,23 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
     m.cap_bytes_.push_back(cluster.gpu.UsableMemoryBytes() - group.static_bytes);
   }
   m.host_bytes_per_gpu_ = cluster.HostMemoryBytesPerNode() / std::max(1, cluster.gpus_per_node);
-  std::vector<int> lightest(m.pairs_.size(), 0), fastest(m.pairs_.size(), 0);
-  for (size_t p = 0; p < m.pairs_.size(); ++p) {
-    const auto& cands = m.pairs_[p].candidates;
+  return m;
+}
+
+StatusOr<graph::StageGraph> MemoryOptimizer::Lightest() const {
+  return Build(std::vector<int>(pairs_.size(), 0));
+}
+
+StatusOr<graph::StageGraph> MemoryOptimizer::Fastest() const {
+  std::vector<int> fastest(pairs_.size(), 0);
+  for (size_t p = 0; p < pairs_.size(); ++p) {
+    const auto& cands = pairs_[p].candidates;
     for (size_t c = 0; c < cands.size(); ++c) {
       const auto t = [&](size_t i) { return cands[i].CostS(); };
       if (t(c) < t(fastest[p])) fastest[p] = static_cast<int>(c);
     }
   }
-  WEFT_ASSIGN_OR_RETURN(m.lightest_, m.Build(lightest));
-  WEFT_ASSIGN_OR_RETURN(m.fastest_, m.Build(fastest));
-  return m;
+  return Build(fastest);
 }
 
 StatusOr<graph::StageGraph> MemoryOptimizer::Build(const std::vector<int>& choice) const {
@@ -224,9 +266,10 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
       problem = {};
       allowed.clear();
       std::vector<int> local(pairs_.size(), -1);  // pair -> local item (this group)
-      std::vector<int> live;
       // Stashed bytes of stages outside pairs, plus the caller's reserve.
       int64_t other_bytes = g < reserve_bytes.size() ? reserve_bytes[g] : 0;
+      // Interval form: an item is live from its forward's checkpoint to the last checkpoint
+      // before its backward (the list form would name the live items in increasing order).
       for (int s : schedule.order[g]) {
         const graph::Stage& st = base_.stage(s);
         const int p = pair_of_stage_[s];
@@ -243,28 +286,35 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
             problem.items.back().push_back(
                 {cands[c].CostS(), static_cast<double>(cands[c].activation_bytes)});
           }
-          live.push_back(local[p]);
+          const int here = static_cast<int>(problem.checkpoints.size());
+          problem.live.push_back({here, std::numeric_limits<int>::max()});
         } else if (p < 0) {
           other_bytes += st.activation_alloc_bytes;
         }
         if (starts_pair || (p < 0 && st.activation_alloc_bytes > 0)) {
-          problem.checkpoints.push_back(
-              {live, static_cast<double>(cap_bytes_[g] - other_bytes)});
+          problem.checkpoints.push_back({{}, static_cast<double>(cap_bytes_[g] - other_bytes)});
         }
         if (p >= 0 && pairs_[p].backward == s && local[p] >= 0) {
-          live.erase(std::find(live.begin(), live.end(), local[p]));
+          problem.live[local[p]].last = static_cast<int>(problem.checkpoints.size()) - 1;
         } else if (p < 0) {
           other_bytes -= st.activation_free_bytes;
         }
       }
+      const int num_checkpoints = static_cast<int>(problem.checkpoints.size());
+      for (auto& r : problem.live) r.last = std::min(r.last, num_checkpoints - 1);
       if (problem.items.empty()) return true;
       WEFT_ASSIGN_OR_RETURN(sel, algo::SolveLiveSelection(problem, options));
       if (host_limit <= 0) return true;
-      for (const auto& checkpoint : problem.checkpoints) {
-        int64_t host = 0;
-        for (int i : checkpoint.items) {
-          host += pairs_[global[i]].candidates[allowed[i][sel.choice[i]]].offload_bytes;
-        }
+      // Offloaded bytes live at each checkpoint (a difference array over the intervals).
+      std::vector<int64_t> delta(num_checkpoints + 1, 0);
+      for (size_t i = 0; i < global.size(); ++i) {
+        const int64_t host = pairs_[global[i]].candidates[allowed[i][sel.choice[i]]].offload_bytes;
+        delta[problem.live[i].first] += host;
+        delta[problem.live[i].last + 1] -= host;
+      }
+      int64_t host = 0;
+      for (int k = 0; k < num_checkpoints; ++k) {
+        host += delta[k];
         if (host > host_bytes_per_gpu_) return false;
       }
       return true;

@@ -72,6 +72,35 @@ TEST(MemoryOptimizer, CandidatesSpanFastestToLightestPerPair) {
   EXPECT_FALSE(MemoryOptimizer::Create({v[0]}, layers, Cluster(1 << 20)).ok());
 }
 
+TEST(MemoryOptimizer, SharedCandidateCacheGivesTheCandidatesOfAFreshOne) {
+  const int mbs = 4;
+  // Two graphs of different costs: the cache must not mix their pairs.
+  const std::vector<graph::StageGraph> a = {Variant(mbs, 0, 400), Variant(mbs, 0.2, 200),
+                                            Variant(mbs, 1.0, 40)};
+  const std::vector<graph::StageGraph> b = {Variant(mbs, 0, 500), Variant(mbs, 0.3, 260),
+                                            Variant(mbs, 1.0, 40)};
+  const std::vector<int> layers(a[0].num_stages(), 4);
+  const auto cache = std::make_shared<PairCandidateCache>();
+  for (const auto* variants : {&a, &b, &a}) {
+    auto shared = MemoryOptimizer::Create(*variants, layers, Cluster(1 << 20),
+                                          {.num_candidates = 4, .candidate_cache = cache});
+    auto fresh = MemoryOptimizer::Create(*variants, layers, Cluster(1 << 20), {.num_candidates = 4});
+    ASSERT_TRUE(shared.ok() && fresh.ok());
+    ASSERT_EQ(shared->pairs().size(), fresh->pairs().size());
+    for (size_t p = 0; p < fresh->pairs().size(); ++p) {
+      const auto& x = shared->pairs()[p].candidates;
+      const auto& y = fresh->pairs()[p].candidates;
+      ASSERT_EQ(x.size(), y.size());
+      for (size_t c = 0; c < x.size(); ++c) {
+        EXPECT_EQ(x[c].layers, y[c].layers);
+        EXPECT_EQ(x[c].activation_bytes, y[c].activation_bytes);
+        EXPECT_EQ(x[c].forward_s, y[c].forward_s);
+        EXPECT_EQ(x[c].backward_s, y[c].backward_s);
+      }
+    }
+  }
+}
+
 TEST(MemoryOptimizer, FitsTheCapAtEveryStageStartAndBeatsUniformFullRecompute) {
   const int mbs = 6;
   std::vector<graph::StageGraph> v = {Variant(mbs, 0, 400), Variant(mbs, 0.2, 200),
@@ -81,12 +110,15 @@ TEST(MemoryOptimizer, FitsTheCapAtEveryStageStartAndBeatsUniformFullRecompute) {
   const auto cluster = Cluster(cap);
   auto m = MemoryOptimizer::Create(v, layers, cluster);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, m->lightest());
+  auto lightest_graph = m->Lightest();
+  auto fastest_graph = m->Fastest();
+  ASSERT_TRUE(lightest_graph.ok() && fastest_graph.ok());
+  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, *lightest_graph);
   ASSERT_TRUE(order.ok());
-  auto fastest = sim::Simulate(m->fastest(), *order, cluster);
+  auto fastest = sim::Simulate(*fastest_graph, *order, cluster);
   ASSERT_TRUE(fastest.ok());
   EXPECT_FALSE(fastest->oom.empty());  // the fastest options do not fit
-  auto lightest = sim::Simulate(m->lightest(), *order, cluster);
+  auto lightest = sim::Simulate(*lightest_graph, *order, cluster);
   ASSERT_TRUE(lightest.ok());
   ASSERT_TRUE(lightest->oom.empty());
   for (auto method : {algo::LiveSelectionMethod::kGreedy, algo::LiveSelectionMethod::kMilp}) {
@@ -159,7 +191,7 @@ TEST(MemoryOptimizer, AReplicaThatFitsWithoutOptionsGetsNone) {
   const auto cluster = OffloadCluster(int64_t{1} << 50, int64_t{1} << 50);  // everything fits
   auto m = MemoryOptimizer::Create(v, layers, cluster);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, m->lightest());
+  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, *m->Lightest());
   ASSERT_TRUE(order.ok());
   for (auto method : {algo::LiveSelectionMethod::kGreedy, algo::LiveSelectionMethod::kMilp}) {
     auto choice = m->Optimize(*order, method);
@@ -189,7 +221,7 @@ TEST(MemoryOptimizer, OffloadIsPricedAndLimitedByHostMemory) {
       EXPECT_EQ(c.offload_bytes, c.layers[3] * kGB);
     }
   }
-  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, roomy->lightest());
+  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, *roomy->Lightest());
   ASSERT_TRUE(order.ok());
   // The exact selection never costs more than the greedy one, with offload among the options
   // (the oracle check of the memory step).
@@ -237,7 +269,7 @@ TEST(MemoryOptimizer, InfeasibleWhenEvenTheLightestOptionsOverflow) {
   const std::vector<int> layers(v[0].num_stages(), 4);
   auto m = MemoryOptimizer::Create(v, layers, Cluster(50));
   ASSERT_TRUE(m.ok());
-  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, m->lightest());
+  auto order = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, *m->Lightest());
   ASSERT_TRUE(order.ok());
   auto choice = m->Optimize(*order, algo::LiveSelectionMethod::kMilp);
   ASSERT_TRUE(choice.ok());

@@ -22,8 +22,12 @@
 // Thread-safety: a MemoryOptimizer is immutable after Create; Optimize may run concurrently.
 #include <array>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "weft/algo/live_selection.h"
@@ -34,9 +38,27 @@
 
 namespace weft::strategy::dip {
 
+// The knapsack selections of a pair depend only on its per-layer option table, its layer count and
+// the number of candidates; pairs of equal workload (other sub-microbatches, microbatches and DP
+// replicas of the same shape) share them. A cache keyed by the exact option values (bit-equal
+// doubles), so a hit returns what the computation would. Thread-safe.
+class PairCandidateCache {
+ public:
+  using Key = std::tuple<std::vector<double>, int, int>;  // (cost, weight)s, layers, S
+  // The cached selections (each a per-layer option list) or nullptr.
+  std::shared_ptr<const std::vector<std::vector<int>>> Find(const Key& key) const;
+  void Insert(const Key& key, std::vector<std::vector<int>> choices);
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<Key, std::shared_ptr<const std::vector<std::vector<int>>>> map_;
+};
+
 struct MemoryOptions {
   int num_candidates = 4;  // S >= 2
   algo::LiveSelectionOptions selection;
+  // Optional: shared by the MemoryOptimizers of one planning call (nullptr = a private one).
+  std::shared_ptr<PairCandidateCache> candidate_cache;
 };
 
 // The least price of an offloaded layer, as a fraction of its D2H + H2D copy time.
@@ -78,9 +100,9 @@ class MemoryOptimizer {
                                           const spec::ClusterSpec& cluster,
                                           MemoryOptions options = {});
 
-  // Every pair at its most memory-efficient / fastest candidate.
-  const graph::StageGraph& lightest() const { return lightest_; }
-  const graph::StageGraph& fastest() const { return fastest_; }
+  // Every pair at its most memory-efficient / fastest candidate (built on each call).
+  StatusOr<graph::StageGraph> Lightest() const;
+  StatusOr<graph::StageGraph> Fastest() const;
   const std::vector<MemoryPair>& pairs() const { return pairs_; }
 
   // Per rank, the candidates that minimize extra time within the cap for `schedule`'s order.
@@ -94,7 +116,6 @@ class MemoryOptimizer {
   StatusOr<graph::StageGraph> Build(const std::vector<int>& choice) const;
 
   graph::StageGraph base_;  // the "none" variant (shape and edges)
-  graph::StageGraph lightest_, fastest_;
   std::vector<MemoryPair> pairs_;
   std::vector<int> pair_of_stage_;  // pair index of a forward or freeing stage, else -1
   std::vector<int64_t> cap_bytes_;  // per group: capacity − static bytes
