@@ -56,7 +56,12 @@ def _run_under_memory_limit(code: str) -> subprocess.CompletedProcess:
         import resource, sys
         import weft
         weft.plan("dip", "tiny-vlm", budget_s=0.05)   # load everything before the cap
-        resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))
+        # The cap leaves 384 MiB above what the process maps now (a fixed 2 GiB cap depended on
+        # how much the interpreter had mapped already).
+        with open("/proc/self/status") as status:
+            vm_kib = next(int(l.split()[1]) for l in status if l.startswith("VmSize:"))
+        cap = vm_kib * 1024 + (384 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     """)
     env = dict(os.environ)
     return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
@@ -64,7 +69,7 @@ def _run_under_memory_limit(code: str) -> subprocess.CompletedProcess:
 
 
 def test_failing_to_start_threads_raises_instead_of_aborting():
-    # 200 threads x 8 MiB stacks do not fit a 2 GiB address space.
+    # 200 threads x 8 MiB stacks do not fit 384 MiB of address space.
     r = _run_under_memory_limit("""
         for make in (lambda: weft.plan("dip", "tiny-vlm", threads=200, budget_s=0.05),
                      lambda: weft.PlannerService("dip", "tiny-vlm", threads=200)):
