@@ -86,6 +86,22 @@ std::string StageGraph::StageName(StageId id) const {
                      s.sub_microbatch, s.chunk, module);
 }
 
+StatusOr<StageGraph> StageGraph::WithStages(std::vector<Stage> stages) const {
+  if (stages.size() != stages_.size()) {
+    return InvalidArgumentError(fmt::format("WithStages: {} stages for a graph of {}",
+                                            stages.size(), stages_.size()));
+  }
+  StageGraph out;
+  out.groups_ = groups_;
+  out.stages_ = std::move(stages);
+  out.edges_ = edges_;
+  out.module_names_ = module_names_;
+  out.sample_sets_ = sample_sets_;
+  out.grad_syncs_ = grad_syncs_;
+  WEFT_RETURN_IF_ERROR(out.Finalize());
+  return out;
+}
+
 Status StageGraph::Finalize() {
   const int n = num_stages();
   for (int g = 0; g < num_groups(); ++g) {

@@ -28,6 +28,32 @@ TEST(StageGraph, FinalizeBuildsAdjacencyAndTopologicalOrder) {
   EXPECT_EQ(g.edge(2).bytes, 30);
 }
 
+TEST(StageGraph, WithStagesKeepsEverythingButTheStages) {
+  StageGraph g;
+  g.AddGroup({.label = "a"});
+  g.SetModuleNames({"llm"});
+  const SampleSetId set = g.AddSampleSet({3, 1});
+  const StageId s0 = g.AddStage({.group = 0, .latency_s = 1, .samples = set});
+  const StageId s1 = g.AddStage({.group = 0, .latency_s = 2});
+  g.AddEdge(s0, s1, 10);
+  ASSERT_TRUE(g.Finalize().ok());
+  std::vector<Stage> stages(g.stages().begin(), g.stages().end());
+  stages[1].latency_s = 5;
+  auto repriced = g.WithStages(stages);
+  ASSERT_TRUE(repriced.ok()) << repriced.status().ToString();
+  EXPECT_TRUE(repriced->finalized());
+  EXPECT_EQ(repriced->stage(0).latency_s, 1);
+  EXPECT_EQ(repriced->stage(1).latency_s, 5);
+  EXPECT_EQ(repriced->edge(0).bytes, 10);
+  EXPECT_THAT(repriced->sample_set(set), ElementsAre(1, 3));
+  EXPECT_THAT(repriced->module_names(), ElementsAre("llm"));
+  EXPECT_THAT(repriced->topological_order(), ElementsAre(s0, s1));
+  stages.pop_back();
+  EXPECT_EQ(g.WithStages(stages).status().code(), StatusCode::kInvalidArgument);
+  stages.push_back({.group = 0, .latency_s = -1});
+  EXPECT_THAT(std::string(g.WithStages(stages).status().message()), HasSubstr("latency_s"));
+}
+
 TEST(StageGraph, FinalizeRejectsACycleAndNamesAStageOnIt) {
   StageGraph g;
   g.AddGroup({});

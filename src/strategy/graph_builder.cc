@@ -765,12 +765,6 @@ StatusOr<graph::StageGraph> MakeGraph(const GraphDraft& draft,
                                       const std::vector<cost::Recompute>& recompute,
                                       const GraphBuildOptions& options) {
   const graph::StageGraph& d = draft.graph;
-  graph::StageGraph g;
-  g.Reserve(d.num_stages(), d.num_edges());
-  for (const auto& group : d.groups()) g.AddGroup(group);
-  g.SetModuleNames(d.module_names());
-  g.CopySampleSets(d);
-  g.SetGradSyncs(d.grad_syncs());
   std::vector<graph::Stage> stages(d.stages().begin(), d.stages().end());
   for (const StagePricing& p : draft.pricing) {
     const cost::Recompute level = p.module < static_cast<int>(recompute.size())
@@ -778,10 +772,7 @@ StatusOr<graph::StageGraph> MakeGraph(const GraphDraft& draft,
                                       : cost::Recompute::kNone;
     PriceStage(p, draft.costs[p.cost], level, options, stages[p.stage]);
   }
-  for (const graph::Stage& st : stages) g.AddStage(st);
-  for (const graph::Edge& e : d.edges()) g.AddEdge(e);
-  WEFT_RETURN_IF_ERROR(g.Finalize());
-  return g;
+  return d.WithStages(std::move(stages));
 }
 
 }  // namespace

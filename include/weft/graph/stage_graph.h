@@ -120,9 +120,6 @@ class StageGraph {
   void AddEdge(const Edge& edge);
   // Adds a sample set (sorted and deduplicated here); equal consecutive sets share one id.
   SampleSetId AddSampleSet(std::vector<int32_t> samples);
-  // Takes the whole sample-set table of another graph (ids stay valid), for graphs rebuilt from
-  // another graph's stages and edges.
-  void CopySampleSets(const StageGraph& other) { sample_sets_ = other.sample_sets_; }
   void SetModuleNames(std::vector<std::string> names) { module_names_ = std::move(names); }
   void AddGradSync(GradSync sync) { grad_syncs_.push_back(std::move(sync)); }
   void SetGradSyncs(std::vector<GradSync> syncs) { grad_syncs_ = std::move(syncs); }
@@ -131,6 +128,10 @@ class StageGraph {
   // Checks ids (groups exist, edge ends exist, no self edges, latencies/bytes >= 0), builds the
   // CSR adjacency and a topological order, and fails if there is a cycle (naming a stage on it).
   Status Finalize();
+  // This graph with `stages` in place of its stages (one per stage id, in id order): groups,
+  // edges, sample sets, module names and gradient syncs are kept. Finalized; InvalidArgument when
+  // the count differs or a stage breaks a Finalize rule. For graphs re-priced from another one.
+  StatusOr<StageGraph> WithStages(std::vector<Stage> stages) const;
   bool finalized() const { return finalized_; }
 
   int num_stages() const { return static_cast<int>(stages_.size()); }

@@ -203,15 +203,9 @@ StatusOr<graph::StageGraph> MemoryOptimizer::Fastest() const {
 }
 
 StatusOr<graph::StageGraph> MemoryOptimizer::Build(const std::vector<int>& choice) const {
-  graph::StageGraph g;
-  g.Reserve(base_.num_stages(), base_.num_edges());
-  for (const auto& group : base_.groups()) g.AddGroup(group);
-  for (int i = 0; i < base_.num_sample_sets(); ++i) {
-    auto set = base_.sample_set(i);
-    g.AddSampleSet(std::vector<int32_t>(set.begin(), set.end()));
-  }
+  std::vector<graph::Stage> stages(base_.stages().begin(), base_.stages().end());
   for (int s = 0; s < base_.num_stages(); ++s) {
-    graph::Stage st = base_.stage(s);
+    graph::Stage& st = stages[s];
     const int p = pair_of_stage_[s];
     if (p >= 0) {
       const PairCandidate& c = pairs_[p].candidates[choice[p]];
@@ -231,14 +225,8 @@ StatusOr<graph::StageGraph> MemoryOptimizer::Build(const std::vector<int>& choic
       st.recompute = static_cast<graph::Recompute>(dominant);
       st.recompute_layers = kinds > 1 ? c.layers : std::array<int16_t, 4>{};
     }
-    g.AddStage(st);
   }
-  for (const auto& e : base_.edges()) g.AddEdge(e);
-  g.SetModuleNames(base_.module_names());
-  g.CopySampleSets(base_);
-  g.SetGradSyncs(base_.grad_syncs());
-  WEFT_RETURN_IF_ERROR(g.Finalize());
-  return g;
+  return base_.WithStages(std::move(stages));
 }
 
 StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule,

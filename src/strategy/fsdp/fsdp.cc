@@ -57,20 +57,9 @@ StatusOr<sched::Schedule> SequentialSchedule(const graph::StageGraph& g) {
 // `g` with stage latencies replaced (ids, edges, groups and sample sets kept).
 StatusOr<graph::StageGraph> WithLatencies(const graph::StageGraph& g,
                                           const std::vector<double>& latency_s) {
-  graph::StageGraph out;
-  out.Reserve(g.num_stages(), g.num_edges());
-  for (const auto& group : g.groups()) out.AddGroup(group);
-  out.SetModuleNames(g.module_names());
-  out.CopySampleSets(g);
-  out.SetGradSyncs(g.grad_syncs());
-  for (int s = 0; s < g.num_stages(); ++s) {
-    graph::Stage st = g.stage(s);
-    st.latency_s = latency_s[s];
-    out.AddStage(st);
-  }
-  for (const auto& e : g.edges()) out.AddEdge(e);
-  WEFT_RETURN_IF_ERROR(out.Finalize());
-  return out;
+  std::vector<graph::Stage> stages(g.stages().begin(), g.stages().end());
+  for (size_t s = 0; s < stages.size(); ++s) stages[s].latency_s = latency_s[s];
+  return g.WithStages(std::move(stages));
 }
 
 class FsdpStrategy final : public Strategy {
