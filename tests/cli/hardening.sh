@@ -64,6 +64,7 @@ fi
 # A plan that does not fit memory is a user error naming the rank, bytes and capacity.
 expect 2 '^weft: error: iteration 0 replica 0: the plan does not fit memory: rank 0 \(pp0\): .*GiB > capacity .*GiB' -- plan --model vlm-l --pp 1 --strategy megatron-1f1b --out "$tmp/oom.json"
 [[ -e "$tmp/oom.json" ]] && { echo "FAIL: oom plan written"; fail=1; }
+ls "$tmp" | grep -q '^oom.*\.tmp' && { echo "FAIL: temporary plan files left"; fail=1; }
 
 # Input files: a device or FIFO is refused without reading (no hang, no bad_alloc).
 expect 2 '^weft: error: --model: file "/dev/zero": not a regular file' -- simulate --model /dev/zero

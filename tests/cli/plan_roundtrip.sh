@@ -46,6 +46,10 @@ for r in 0 1; do
   grep -q "dp.r$r.json: replica $r: valid plan" "$tmp/dp.txt"
 done
 grep -q "slowest of 2 DP replicas" "$tmp/dp.txt"
+# --threads 2 compiles and writes the replicas in parallel: the same files, no temporaries left.
+"$WEFT" plan --model tiny-vlm --gpus 4 --pp 2 --strategy gpipe --threads 2 --out "$tmp/dp2.json" > /dev/null
+for r in 0 1; do cmp "$tmp/dp.r$r.json" "$tmp/dp2.r$r.json"; done
+if ls "$tmp" | grep -q '\.tmp'; then echo "temporary files left: $(ls "$tmp")"; exit 1; fi
 "$WEFT" plan --model tiny-vlm --gpus 4 --pp 2 --strategy gpipe --replica 1 --out "$tmp/one.json" > /dev/null
 python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['replica']==1" "$tmp/one.json"
 set +e

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <random>
 
 #include <fmt/format.h>
@@ -206,12 +207,23 @@ int ReportError(const Status& status) {
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& content) {
+  StagedFiles files;
+  WEFT_RETURN_IF_ERROR(files.Write(path, content));
+  return files.Commit();
+}
+
+StagedFiles::~StagedFiles() {
+  std::error_code ignored;
+  for (const Staged& f : staged_) std::filesystem::remove(f.temp, ignored);
+}
+
+Status StagedFiles::Write(const std::string& path, std::string_view content) {
+  namespace fs = std::filesystem;
   if (path == "-") {
-    std::cout << content;
-    std::cout.flush();
+    std::lock_guard<std::mutex> lock(mu_);
+    stdout_ += content;
     return OkStatus();
   }
-  namespace fs = std::filesystem;
   const std::string name = QuoteForMessage(path, 200);
   fs::path target(path);
   std::error_code ec;
@@ -222,26 +234,37 @@ Status WriteFileAtomically(const std::string& path, const std::string& content) 
     fs::create_directories(target.parent_path(), ec);
     if (ec) return InvalidArgumentError(name + ": cannot create directory: " + ec.message());
   }
-  std::random_device rd;
   fs::path tmp = target;
-  tmp += ".tmp" + std::to_string(rd());
   {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) return InvalidArgumentError(name + ": cannot open for writing");
-    out << content;
-    out.flush();
-    if (!out) {
-      out.close();
-      fs::remove(tmp, ec);
-      return ResourceExhaustedError(name + ": write failed (disk full?)");
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    tmp += ".tmp" + std::to_string(random_()) + "." + std::to_string(staged_.size());
+    // Kept before it is written: a failure below still removes it.
+    staged_.push_back({target, tmp});
   }
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    const std::string reason = ec.message();
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    return InvalidArgumentError(name + ": cannot replace the file: " + reason);
+  std::ofstream out(tmp, std::ios::binary);
+  if (!out) return InvalidArgumentError(name + ": cannot open for writing");
+  out.write(content.data(), static_cast<std::streamsize>(content.size()));
+  out.flush();
+  if (!out) return ResourceExhaustedError(name + ": write failed (disk full?)");
+  return OkStatus();
+}
+
+Status StagedFiles::Commit() {
+  namespace fs = std::filesystem;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!stdout_.empty()) {
+    std::cout << stdout_;
+    std::cout.flush();
+    stdout_.clear();
+  }
+  while (!staged_.empty()) {
+    std::error_code ec;
+    fs::rename(staged_.front().temp, staged_.front().target, ec);
+    if (ec) {
+      return InvalidArgumentError(QuoteForMessage(staged_.front().target.string(), 200) +
+                                  ": cannot replace the file: " + ec.message());
+    }
+    staged_.erase(staged_.begin());
   }
   return OkStatus();
 }

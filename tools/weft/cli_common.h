@@ -2,9 +2,13 @@
 // Shared helpers of the weft CLI subcommands (thin layer over the library).
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <functional>
 #include <initializer_list>
+#include <mutex>
+#include <random>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -23,6 +27,29 @@ int ReportError(const Status& status);
 // Writes `content` to `path` atomically (temp file + rename), so a failure never leaves a
 // half-written file. "-" writes to stdout.
 Status WriteFileAtomically(const std::string& path, const std::string& content);
+
+// Files that appear together or not at all: each Write puts its content in a temporary file
+// beside its path at once (so many large outputs need not wait in memory), Commit renames them
+// all; destruction removes what was not committed. "-" is stdout, printed by Commit. Write may
+// be called from several threads (distinct paths).
+class StagedFiles {
+ public:
+  StagedFiles() = default;
+  StagedFiles(const StagedFiles&) = delete;
+  StagedFiles& operator=(const StagedFiles&) = delete;
+  ~StagedFiles();
+  Status Write(const std::string& path, std::string_view content);
+  Status Commit();
+
+ private:
+  struct Staged {
+    std::filesystem::path target, temp;
+  };
+  std::mutex mu_;
+  std::random_device random_;
+  std::vector<Staged> staged_;
+  std::string stdout_;
+};
 
 // "megatron-1f1b, megatron-vpp, ..." (every registered strategy, for help texts).
 std::string StrategyList();

@@ -4,6 +4,7 @@
 
 #include "cli_common.h"
 #include "job_options.h"
+#include "weft/common/parallel.h"
 #include "weft/plan/plan_json.h"
 #include "weft/plan/validator.h"
 #include "weft/report/svg.h"
@@ -287,33 +288,43 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
           !o->out.empty() ? std::filesystem::path(o->out)
                           : std::filesystem::path(o->out_dir) /
                                 ("plan_" + std::to_string(it) + ".json");
-      std::vector<std::pair<std::string, std::string>> files;  // path, JSON
+      // Nothing is written unless every replica compiled and validated: each plan goes to a
+      // staged file as soon as it is ready (a VLM-XL replica plan is ~15 MB), all are renamed
+      // at the end. Replicas compile on --threads threads; the files do not depend on it.
+      StagedFiles files;
       std::vector<std::string> lines;
       if (o->world) {
         // One plan with every rank of every replica (what a data-parallel runtime runs).
         plan::ValidationReport report;
         WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan world, planner.CompileWorld(p, it, &report));
-        files.emplace_back(base.string(), plan::PlanToJson(world));
+        WEFT_RETURN_IF_ERROR(files.Write(base.string(), plan::PlanToJson(world)));
         lines.push_back(base.string() + ": world plan of " + std::to_string(n) +
                         " replica graph(s): " + report.BriefReport() + "; simulated " +
                         std::to_string(e.iteration_time_s) + " s");
         replicas.clear();
       }
-      for (int r : replicas) {
-        plan::ValidationReport report;
-        WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled, planner.Compile(p, r, it, &report));
-        std::filesystem::path path = base;
-        if (replicas.size() > 1) {
-          path = base.parent_path() /
-                 (base.stem().string() + ".r" + std::to_string(r) + base.extension().string());
-        }
-        files.emplace_back(path.string(), plan::PlanToJson(compiled));
-        lines.push_back(path.string() + ": " + (n > 1 ? "replica " + std::to_string(r) + ": " : "") +
-                        report.BriefReport() + "; simulated " +
-                        std::to_string(e.timelines[r].iteration_time_s) + " s");
-      }
-      // Nothing is written unless every replica compiled and validated.
-      for (const auto& [path, json] : files) WEFT_RETURN_IF_ERROR(WriteFileAtomically(path, json));
+      const size_t first_line = lines.size();
+      lines.resize(first_line + replicas.size());
+      const Status compiled_all = ParallelFor(
+          static_cast<int>(replicas.size()), o->budget.threads, [&](int i) -> Status {
+            const int r = replicas[i];
+            plan::ValidationReport report;
+            WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled,
+                                  planner.Compile(p, r, it, &report));
+            std::filesystem::path path = base;
+            if (replicas.size() > 1) {
+              path = base.parent_path() / (base.stem().string() + ".r" + std::to_string(r) +
+                                           base.extension().string());
+            }
+            WEFT_RETURN_IF_ERROR(files.Write(path.string(), plan::PlanToJson(compiled)));
+            lines[first_line + i] =
+                path.string() + ": " + (n > 1 ? "replica " + std::to_string(r) + ": " : "") +
+                report.BriefReport() + "; simulated " +
+                std::to_string(e.timelines[r].iteration_time_s) + " s";
+            return OkStatus();
+          });
+      WEFT_RETURN_IF_ERROR(compiled_all);
+      WEFT_RETURN_IF_ERROR(files.Commit());
       std::cout << "iteration " << it << ": simulated " << e.iteration_time_s << " s";
       if (n > 1) std::cout << " (slowest of " << n << " DP replicas: " << e.slowest_replica << ")";
       std::cout << "; planned in " << p.plan.plan_time_s * 1e3 << " ms (budget "
