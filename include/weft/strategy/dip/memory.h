@@ -118,6 +118,11 @@ class MemoryOptimizer {
   graph::StageGraph base_;  // the "none" variant (shape and edges)
   std::vector<MemoryPair> pairs_;
   std::vector<int> pair_of_stage_;  // pair index of a forward or freeing stage, else -1
+  // Every pair's candidates as selection options (time cost, bytes held), in candidate order:
+  // pair p's at [options_begin_[p], options_begin_[p + 1]).
+  std::vector<algo::LiveOption> live_options_;
+  std::vector<int> options_begin_;
+  std::vector<int64_t> max_offload_bytes_;  // per pair: the most any candidate offloads
   std::vector<int64_t> cap_bytes_;  // per group: capacity − static bytes
   int64_t host_bytes_per_gpu_ = 0;  // host memory share of one GPU for offloaded bytes
   MemoryOptions options_;
