@@ -13,77 +13,77 @@
 
 namespace weft::algo {
 
-Status LiveSelectionProblem::Validate() const {
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].empty()) {
-      return InvalidArgumentError(fmt::format("items[{}] has no options; must have >= 1", i));
-    }
-    // One branch-free pass; the loop below names the first bad option (NaN fails every <=).
-    bool finite = true;
-    for (const LiveOption& opt : items[i]) {
-      constexpr double kMax = std::numeric_limits<double>::max();
-      finite &= (std::abs(opt.cost) <= kMax) & (opt.weight >= 0) & (opt.weight <= kMax);
-    }
-    if (finite) continue;
-    for (size_t o = 0; o < items[i].size(); ++o) {
-      const LiveOption& opt = items[i][o];
-      if (!std::isfinite(opt.cost) || !std::isfinite(opt.weight) || opt.weight < 0) {
-        return InvalidArgumentError(fmt::format(
-            "items[{}][{}] = (cost {}, weight {}); cost must be finite, weight finite and >= 0",
-            i, o, opt.cost, opt.weight));
-      }
+namespace {
+
+// Item i has options, each with a finite cost and a finite weight >= 0.
+Status ValidateItem(const LiveSelectionProblem& p, size_t i) {
+  const std::vector<LiveOption>& item = p.items[i];
+  if (item.empty()) {
+    return InvalidArgumentError(fmt::format("items[{}] has no options; must have >= 1", i));
+  }
+  for (size_t o = 0; o < item.size(); ++o) {
+    const LiveOption& opt = item[o];
+    if (!std::isfinite(opt.cost) || !std::isfinite(opt.weight) || opt.weight < 0) {
+      return InvalidArgumentError(fmt::format(
+          "items[{}][{}] = (cost {}, weight {}); cost must be finite, weight finite and >= 0", i,
+          o, opt.cost, opt.weight));
     }
   }
-  if (!live.empty()) {
-    if (live.size() != items.size()) {
+  return OkStatus();
+}
+
+// The live intervals and the checkpoints (Validate after the items).
+Status ValidateCheckpoints(const LiveSelectionProblem& p) {
+  if (!p.live.empty()) {
+    if (p.live.size() != p.items.size()) {
       return InvalidArgumentError(fmt::format("live has {} intervals for {} items; must be one each",
-                                              live.size(), items.size()));
+                                              p.live.size(), p.items.size()));
     }
-    const int num_checkpoints = static_cast<int>(checkpoints.size());
-    for (size_t i = 0; i < live.size(); ++i) {
-      const LiveInterval& r = live[i];
+    const int num_checkpoints = static_cast<int>(p.checkpoints.size());
+    for (size_t i = 0; i < p.live.size(); ++i) {
+      const LiveInterval& r = p.live[i];
       if (r.last >= r.first && (r.first < 0 || r.last >= num_checkpoints)) {
         return InvalidArgumentError(fmt::format(
             "live[{}] = [{}, {}]; must lie in [0, {}) (or be empty: last < first)", i, r.first,
             r.last, num_checkpoints));
       }
     }
-    for (size_t k = 0; k < checkpoints.size(); ++k) {
-      if (!checkpoints[k].items.empty()) {
+    for (size_t k = 0; k < p.checkpoints.size(); ++k) {
+      if (!p.checkpoints[k].items.empty()) {
         return InvalidArgumentError(fmt::format(
             "checkpoints[{}] names items and live intervals are given; use one form", k));
       }
-      if (!std::isfinite(checkpoints[k].budget)) {
+      if (!std::isfinite(p.checkpoints[k].budget)) {
         return InvalidArgumentError(fmt::format("checkpoints[{}].budget = {}; must be finite", k,
-                                                checkpoints[k].budget));
+                                                p.checkpoints[k].budget));
       }
     }
     return OkStatus();
   }
   // Fast path: a stamp per item finds out-of-range and repeated items in one pass; only a
   // checkpoint that has one is sorted (below) to name the smallest offender.
-  std::vector<size_t> seen_at(items.size(), 0);
-  for (size_t k = 0; k < checkpoints.size(); ++k) {
-    bool bad = !std::isfinite(checkpoints[k].budget);
-    for (int i : checkpoints[k].items) {
+  std::vector<size_t> seen_at(p.items.size(), 0);
+  for (size_t k = 0; k < p.checkpoints.size(); ++k) {
+    bool bad = !std::isfinite(p.checkpoints[k].budget);
+    for (int i : p.checkpoints[k].items) {
       if (bad) break;
-      if (i < 0 || i >= static_cast<int>(items.size()) || seen_at[i] == k + 1) {
+      if (i < 0 || i >= static_cast<int>(p.items.size()) || seen_at[i] == k + 1) {
         bad = true;
       } else {
         seen_at[i] = k + 1;
       }
     }
     if (!bad) continue;
-    if (!std::isfinite(checkpoints[k].budget)) {
+    if (!std::isfinite(p.checkpoints[k].budget)) {
       return InvalidArgumentError(fmt::format("checkpoints[{}].budget = {}; must be finite", k,
-                                              checkpoints[k].budget));
+                                              p.checkpoints[k].budget));
     }
-    std::vector<int> sorted = checkpoints[k].items;
+    std::vector<int> sorted = p.checkpoints[k].items;
     std::sort(sorted.begin(), sorted.end());
     for (size_t j = 0; j < sorted.size(); ++j) {
-      if (sorted[j] < 0 || sorted[j] >= static_cast<int>(items.size())) {
+      if (sorted[j] < 0 || sorted[j] >= static_cast<int>(p.items.size())) {
         return InvalidArgumentError(fmt::format("checkpoints[{}] names item {}; there are {}", k,
-                                                sorted[j], items.size()));
+                                                sorted[j], p.items.size()));
       }
       if (j > 0 && sorted[j] == sorted[j - 1]) {
         return InvalidArgumentError(
@@ -92,6 +92,13 @@ Status LiveSelectionProblem::Validate() const {
     }
   }
   return OkStatus();
+}
+
+}  // namespace
+
+Status LiveSelectionProblem::Validate() const {
+  for (size_t i = 0; i < items.size(); ++i) WEFT_RETURN_IF_ERROR(ValidateItem(*this, i));
+  return ValidateCheckpoints(*this);
 }
 
 namespace {
@@ -138,6 +145,9 @@ struct ItemScan {
   // Some item has an option both cheaper and lighter than another: a move that frees bytes,
   // after which the greedy re-queues the moves it parked.
   bool frees_bytes = false;
+  // Every option has a finite cost and a finite weight >= 0 (as ValidateItem; when false, the
+  // scan stopped at the first kind with one that does not).
+  bool valid_options = true;
 };
 
 constexpr double kExactLimit = 1125899906842624.0;  // 2^50
@@ -150,7 +160,7 @@ bool SameOptions(const std::vector<LiveOption>& x, const std::vector<LiveOption>
          });
 }
 
-// Requires a valid problem (Validate).
+// Requires items with options; checks the options of each kind once (valid_options).
 ItemScan ScanItems(const LiveSelectionProblem& p) {
   const int n = static_cast<int>(p.items.size());
   ItemScan scan;
@@ -181,7 +191,16 @@ ItemScan ScanItems(const LiveSelectionProblem& p) {
       slot = (slot + 1) & mask;
     }
     if (first[slot] < 0) {
-      // A new kind: its facts.
+      // A new kind: its facts, once its options are valid.
+      bool finite = true;  // NaN fails every <=
+      for (const LiveOption& x : opts) {
+        constexpr double kMax = std::numeric_limits<double>::max();
+        finite &= (std::abs(x.cost) <= kMax) & (x.weight >= 0) & (x.weight <= kMax);
+      }
+      if (!finite) {
+        scan.valid_options = false;
+        return scan;
+      }
       first[slot] = i;
       first_hash[slot] = hash;
       int best = 0;
@@ -195,7 +214,7 @@ ItemScan ScanItems(const LiveSelectionProblem& p) {
           best = o;
         }
         heaviest_weight = std::max(heaviest_weight, x.weight);
-        // Weights are finite and >= 0 (Validate): the clamped cast is defined.
+        // Weights are finite and >= 0 (checked above): the clamped cast is defined.
         const double clamped = std::min(x.weight, kExactLimit);
         whole &= (x.weight <= kExactLimit) &
                  (static_cast<double>(static_cast<int64_t>(clamped)) == clamped);
@@ -434,9 +453,13 @@ void GreedyUpgrades(const LiveSelectionProblem& problem, const ItemScan& scan,
 
 StatusOr<LiveSelection> SolveLiveSelection(const LiveSelectionProblem& problem,
                                            const LiveSelectionOptions& options) {
-  WEFT_RETURN_IF_ERROR(problem.Validate());
+  // Validate's checks, with the options of each kind (ScanItems) checked once.
+  const bool has_options = std::none_of(problem.items.begin(), problem.items.end(),
+                                        [](const std::vector<LiveOption>& item) { return item.empty(); });
+  const ItemScan scan = has_options ? ScanItems(problem) : ItemScan{};
+  WEFT_RETURN_IF_ERROR(has_options && scan.valid_options ? ValidateCheckpoints(problem)
+                                                         : problem.Validate());
   const bool intervals = !problem.live.empty();
-  const ItemScan scan = ScanItems(problem);
   if (intervals && !ExactOnIntervals(problem, scan)) {
     return SolveLiveSelection(ListForm(problem), options);
   }

@@ -184,8 +184,9 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
   const double h2d_bytes_per_s = cluster.SharedHostBandwidthBytesPerS(
       cluster.host_link_bandwidth_bytes_per_s, cluster.gpus_per_node);
   // Pairs of equal inputs (other microbatches and sub-microbatches of the same shape) get equal
-  // candidates: each distinct input is priced once, the others copy its pair's candidates.
-  std::map<PairInputs, int> pair_of_inputs;
+  // candidates: each distinct input (a shape) is priced once, the others copy its candidates.
+  std::map<PairInputs, int> shape_of_inputs;
+  std::vector<int> first_pair_of_shape;
   m.options_begin_.push_back(0);
   for (int f = 0; f < n; ++f) {
     const graph::Stage& fs = base.stage(f);
@@ -207,20 +208,30 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
     MemoryPair pair;
     pair.forward = f;
     pair.backward = b;
-    const auto [seen, fresh] = pair_of_inputs.try_emplace(inputs, static_cast<int>(m.pairs_.size()));
-    if (fresh) {
+    const auto [seen, fresh] =
+        shape_of_inputs.try_emplace(inputs, static_cast<int>(first_pair_of_shape.size()));
+    const int shape = seen->second;
+    m.shape_of_pair_.push_back(shape);
+    if (!fresh) {
+      pair.candidates = m.pairs_[first_pair_of_shape[shape]].candidates;
+    } else {
       WEFT_ASSIGN_OR_RETURN(pair.candidates,
                             PricePair(variants, f, b, num_options, layers, d2h_bytes_per_s,
                                       h2d_bytes_per_s, options.num_candidates, *cache));
-    } else {
-      pair.candidates = m.pairs_[seen->second].candidates;
+      first_pair_of_shape.push_back(static_cast<int>(m.pairs_.size()));
+      int64_t& max_offload_bytes = m.max_offload_bytes_.emplace_back(0);
+      for (const PairCandidate& c : pair.candidates) {
+        m.live_options_.push_back({c.CostS(), static_cast<double>(c.activation_bytes)});
+        max_offload_bytes = std::max(max_offload_bytes, c.offload_bytes);
+        int dominant = 0, kinds = 0;
+        for (int o = 0; o < 4; ++o) {
+          if (c.layers[o] > 0) ++kinds;
+          if (c.layers[o] > c.layers[dominant]) dominant = o;
+        }
+        m.stage_recompute_.push_back({static_cast<graph::Recompute>(dominant), kinds > 1});
+      }
+      m.options_begin_.push_back(static_cast<int>(m.live_options_.size()));
     }
-    int64_t& max_offload_bytes = m.max_offload_bytes_.emplace_back(0);
-    for (const PairCandidate& c : pair.candidates) {
-      m.live_options_.push_back({c.CostS(), static_cast<double>(c.activation_bytes)});
-      max_offload_bytes = std::max(max_offload_bytes, c.offload_bytes);
-    }
-    m.options_begin_.push_back(static_cast<int>(m.live_options_.size()));
     m.pair_of_stage_[f] = m.pair_of_stage_[b] = static_cast<int>(m.pairs_.size());
     m.pairs_.push_back(std::move(pair));
   }
@@ -262,13 +273,10 @@ StatusOr<graph::StageGraph> MemoryOptimizer::Build(const std::vector<int>& choic
         st.activation_free_bytes = c.activation_bytes;
       }
       st.offload_bytes = c.offload_bytes;
-      int dominant = 0, kinds = 0;
-      for (int o = 0; o < 4; ++o) {
-        if (c.layers[o] > 0) ++kinds;
-        if (c.layers[o] > c.layers[dominant]) dominant = o;
-      }
-      st.recompute = static_cast<graph::Recompute>(dominant);
-      st.recompute_layers = kinds > 1 ? c.layers : std::array<int16_t, 4>{};
+      const StageRecompute& recompute =
+          stage_recompute_[options_begin_[shape_of_pair_[p]] + choice[p]];
+      st.recompute = recompute.dominant;
+      st.recompute_layers = recompute.mixed ? c.layers : std::array<int16_t, 4>{};
     }
   }
   return base_.WithStages(std::move(stages));
@@ -324,9 +332,10 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
           global.push_back(p);
           if (num_items == problem.items.size()) problem.items.emplace_back();
           std::vector<algo::LiveOption>& item = problem.items[num_items++];
-          const algo::LiveOption* options = live_options_.data() + options_begin_[p];
-          if (max_offload_bytes_[p] <= host_limit) {
-            item.assign(options, live_options_.data() + options_begin_[p + 1]);
+          const int shape = shape_of_pair_[p];
+          const algo::LiveOption* shape_options = live_options_.data() + options_begin_[shape];
+          if (max_offload_bytes_[shape] <= host_limit) {
+            item.assign(shape_options, live_options_.data() + options_begin_[shape + 1]);
             allowed_begin.push_back(-1);  // every candidate
           } else {
             item.clear();
@@ -335,7 +344,7 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
             for (size_t c = 0; c < cands.size(); ++c) {
               if (cands[c].offload_bytes > host_limit) continue;
               allowed.push_back(static_cast<int>(c));
-              item.push_back(options[c]);
+              item.push_back(shape_options[c]);
             }
           }
           const int here = static_cast<int>(problem.checkpoints.size());
