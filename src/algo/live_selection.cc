@@ -1,6 +1,7 @@
 #include "weft/algo/live_selection.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -12,70 +13,77 @@
 
 namespace weft::algo {
 
-Status LiveSelectionProblem::Validate() const {
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].empty()) {
-      return InvalidArgumentError(fmt::format("items[{}] has no options; must have >= 1", i));
-    }
-    for (size_t o = 0; o < items[i].size(); ++o) {
-      const LiveOption& opt = items[i][o];
-      if (!std::isfinite(opt.cost) || !std::isfinite(opt.weight) || opt.weight < 0) {
-        return InvalidArgumentError(fmt::format(
-            "items[{}][{}] = (cost {}, weight {}); cost must be finite, weight finite and >= 0",
-            i, o, opt.cost, opt.weight));
-      }
+namespace {
+
+// Item i has options, each with a finite cost and a finite weight >= 0.
+Status ValidateItem(const LiveSelectionProblem& p, size_t i) {
+  const std::vector<LiveOption>& item = p.items[i];
+  if (item.empty()) {
+    return InvalidArgumentError(fmt::format("items[{}] has no options; must have >= 1", i));
+  }
+  for (size_t o = 0; o < item.size(); ++o) {
+    const LiveOption& opt = item[o];
+    if (!std::isfinite(opt.cost) || !std::isfinite(opt.weight) || opt.weight < 0) {
+      return InvalidArgumentError(fmt::format(
+          "items[{}][{}] = (cost {}, weight {}); cost must be finite, weight finite and >= 0", i,
+          o, opt.cost, opt.weight));
     }
   }
-  if (!live.empty()) {
-    if (live.size() != items.size()) {
+  return OkStatus();
+}
+
+// The live intervals and the checkpoints (Validate after the items).
+Status ValidateCheckpoints(const LiveSelectionProblem& p) {
+  if (!p.live.empty()) {
+    if (p.live.size() != p.items.size()) {
       return InvalidArgumentError(fmt::format("live has {} intervals for {} items; must be one each",
-                                              live.size(), items.size()));
+                                              p.live.size(), p.items.size()));
     }
-    const int num_checkpoints = static_cast<int>(checkpoints.size());
-    for (size_t i = 0; i < live.size(); ++i) {
-      const LiveInterval& r = live[i];
+    const int num_checkpoints = static_cast<int>(p.checkpoints.size());
+    for (size_t i = 0; i < p.live.size(); ++i) {
+      const LiveInterval& r = p.live[i];
       if (r.last >= r.first && (r.first < 0 || r.last >= num_checkpoints)) {
         return InvalidArgumentError(fmt::format(
             "live[{}] = [{}, {}]; must lie in [0, {}) (or be empty: last < first)", i, r.first,
             r.last, num_checkpoints));
       }
     }
-    for (size_t k = 0; k < checkpoints.size(); ++k) {
-      if (!checkpoints[k].items.empty()) {
+    for (size_t k = 0; k < p.checkpoints.size(); ++k) {
+      if (!p.checkpoints[k].items.empty()) {
         return InvalidArgumentError(fmt::format(
             "checkpoints[{}] names items and live intervals are given; use one form", k));
       }
-      if (!std::isfinite(checkpoints[k].budget)) {
+      if (!std::isfinite(p.checkpoints[k].budget)) {
         return InvalidArgumentError(fmt::format("checkpoints[{}].budget = {}; must be finite", k,
-                                                checkpoints[k].budget));
+                                                p.checkpoints[k].budget));
       }
     }
     return OkStatus();
   }
   // Fast path: a stamp per item finds out-of-range and repeated items in one pass; only a
   // checkpoint that has one is sorted (below) to name the smallest offender.
-  std::vector<size_t> seen_at(items.size(), 0);
-  for (size_t k = 0; k < checkpoints.size(); ++k) {
-    bool bad = !std::isfinite(checkpoints[k].budget);
-    for (int i : checkpoints[k].items) {
+  std::vector<size_t> seen_at(p.items.size(), 0);
+  for (size_t k = 0; k < p.checkpoints.size(); ++k) {
+    bool bad = !std::isfinite(p.checkpoints[k].budget);
+    for (int i : p.checkpoints[k].items) {
       if (bad) break;
-      if (i < 0 || i >= static_cast<int>(items.size()) || seen_at[i] == k + 1) {
+      if (i < 0 || i >= static_cast<int>(p.items.size()) || seen_at[i] == k + 1) {
         bad = true;
       } else {
         seen_at[i] = k + 1;
       }
     }
     if (!bad) continue;
-    if (!std::isfinite(checkpoints[k].budget)) {
+    if (!std::isfinite(p.checkpoints[k].budget)) {
       return InvalidArgumentError(fmt::format("checkpoints[{}].budget = {}; must be finite", k,
-                                              checkpoints[k].budget));
+                                              p.checkpoints[k].budget));
     }
-    std::vector<int> sorted = checkpoints[k].items;
+    std::vector<int> sorted = p.checkpoints[k].items;
     std::sort(sorted.begin(), sorted.end());
     for (size_t j = 0; j < sorted.size(); ++j) {
-      if (sorted[j] < 0 || sorted[j] >= static_cast<int>(items.size())) {
+      if (sorted[j] < 0 || sorted[j] >= static_cast<int>(p.items.size())) {
         return InvalidArgumentError(fmt::format("checkpoints[{}] names item {}; there are {}", k,
-                                                sorted[j], items.size()));
+                                                sorted[j], p.items.size()));
       }
       if (j > 0 && sorted[j] == sorted[j - 1]) {
         return InvalidArgumentError(
@@ -84,6 +92,13 @@ Status LiveSelectionProblem::Validate() const {
     }
   }
   return OkStatus();
+}
+
+}  // namespace
+
+Status LiveSelectionProblem::Validate() const {
+  for (size_t i = 0; i < items.size(); ++i) WEFT_RETURN_IF_ERROR(ValidateItem(*this, i));
+  return ValidateCheckpoints(*this);
 }
 
 namespace {
@@ -117,88 +132,194 @@ LiveSelectionProblem ListForm(const LiveSelectionProblem& p) {
   return out;
 }
 
+// What the greedy starts from and what decides its path, per item. Items with equal option
+// lists, bit for bit (a rank's pairs of one shape), are one kind: each kind's list is read once,
+// and the greedy lists its improving moves once per option.
+struct ItemScan {
+  std::vector<int> kind;         // per item: the first item with its option list
+  std::vector<int> lightest;     // per item: the lightest option (the cheapest of equal ones)
+  std::vector<double> min_cost;  // per item: its cheapest option's cost
+  double cheapest_sum = 0;       // Σ min_cost, in item order
+  // Every weight a whole number in [0, 2^50] and the items' heaviest weights summing to <= 2^50.
+  bool whole_weights = true;
+  // Some item has an option both cheaper and lighter than another: a move that frees bytes,
+  // after which the greedy re-queues the moves it parked.
+  bool frees_bytes = false;
+  // Every option has a finite cost and a finite weight >= 0 (as ValidateItem; when false, the
+  // scan stopped at the first kind with one that does not).
+  bool valid_options = true;
+};
+
+constexpr double kExactLimit = 1125899906842624.0;  // 2^50
+
+bool SameOptions(const std::vector<LiveOption>& x, const std::vector<LiveOption>& y) {
+  return x.size() == y.size() &&
+         std::equal(x.begin(), x.end(), y.begin(), [](const LiveOption& u, const LiveOption& v) {
+           return std::bit_cast<uint64_t>(u.cost) == std::bit_cast<uint64_t>(v.cost) &&
+                  std::bit_cast<uint64_t>(u.weight) == std::bit_cast<uint64_t>(v.weight);
+         });
+}
+
+// Requires items with options; checks the options of each kind once (valid_options).
+ItemScan ScanItems(const LiveSelectionProblem& p) {
+  const int n = static_cast<int>(p.items.size());
+  ItemScan scan;
+  scan.kind.resize(n);
+  scan.lightest.resize(n);
+  scan.min_cost.resize(n);
+  // Per kind, at its first item: its heaviest weight.
+  std::vector<double> heaviest(n);
+  // Kinds by a hash of the option bits: open addressing over a power-of-two table at most half
+  // full (slot -> the kind's first item); equal hashes are compared option by option.
+  const size_t mask = std::bit_ceil(2 * static_cast<size_t>(std::max(n, 1))) - 1;
+  std::vector<int> first(mask + 1, -1);
+  std::vector<uint64_t> first_hash(mask + 1);
+  double total_heaviest = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::vector<LiveOption>& opts = p.items[i];
+    uint64_t hash = opts.size();
+    for (const LiveOption& x : opts) {
+      hash = (hash ^ std::bit_cast<uint64_t>(x.cost) ^ std::rotl(std::bit_cast<uint64_t>(x.weight), 32)) *
+             0x100000001b3ULL;  // FNV-1a style, a word per option
+    }
+    uint64_t mixed = hash;  // the slot comes from the low bits: mix the high ones in
+    mixed ^= mixed >> 33;
+    mixed *= 0xff51afd7ed558ccdULL;
+    mixed ^= mixed >> 33;
+    size_t slot = mixed & mask;
+    while (first[slot] >= 0 && !(first_hash[slot] == hash && SameOptions(p.items[first[slot]], opts))) {
+      slot = (slot + 1) & mask;
+    }
+    if (first[slot] < 0) {
+      // A new kind: its facts, once its options are valid.
+      bool finite = true;  // NaN fails every <=
+      for (const LiveOption& x : opts) {
+        constexpr double kMax = std::numeric_limits<double>::max();
+        finite &= (std::abs(x.cost) <= kMax) & (x.weight >= 0) & (x.weight <= kMax);
+      }
+      if (!finite) {
+        scan.valid_options = false;
+        return scan;
+      }
+      first[slot] = i;
+      first_hash[slot] = hash;
+      int best = 0;
+      double min_cost = opts[0].cost, heaviest_weight = 0;
+      bool whole = true, frees = false;
+      for (int o = 0; o < static_cast<int>(opts.size()); ++o) {
+        const LiveOption& x = opts[o];
+        min_cost = std::min(min_cost, x.cost);
+        if (x.weight < opts[best].weight ||
+            (x.weight == opts[best].weight && x.cost < opts[best].cost)) {
+          best = o;
+        }
+        heaviest_weight = std::max(heaviest_weight, x.weight);
+        // Weights are finite and >= 0 (checked above): the clamped cast is defined.
+        const double clamped = std::min(x.weight, kExactLimit);
+        whole &= (x.weight <= kExactLimit) &
+                 (static_cast<double>(static_cast<int64_t>(clamped)) == clamped);
+        for (const LiveOption& y : opts) frees |= (y.cost < x.cost) & (y.weight < x.weight);
+      }
+      scan.lightest[i] = best;
+      scan.min_cost[i] = min_cost;
+      heaviest[i] = heaviest_weight;
+      scan.whole_weights = scan.whole_weights && whole;
+      scan.frees_bytes = scan.frees_bytes || frees;
+    }
+    const int k = first[slot];
+    scan.kind[i] = k;
+    scan.lightest[i] = scan.lightest[k];
+    scan.min_cost[i] = scan.min_cost[k];
+    scan.cheapest_sum += scan.min_cost[i];
+    total_heaviest += heaviest[k];
+  }
+  scan.whole_weights = scan.whole_weights && total_heaviest <= kExactLimit;
+  return scan;
+}
+
 // Whether the greedy's slack arithmetic on an interval-form problem is exact in any order:
 // integer weights in [0, 2^50], |budgets| <= 2^50 (so every slack value, budget + Slack minus
 // whole bytes in [0, budget + Slack], and every sum of weights is a representable double).
-bool ExactOnIntervals(const LiveSelectionProblem& p) {
-  constexpr double kLimit = 1125899906842624.0;  // 2^50
-  double total = 0;
-  for (const auto& item : p.items) {
-    double heaviest = 0;
-    for (const LiveOption& o : item) {
-      if (o.weight > kLimit || std::floor(o.weight) != o.weight) return false;
-      heaviest = std::max(heaviest, o.weight);
-    }
-    total += heaviest;
-  }
-  if (total > kLimit) return false;
+bool ExactOnIntervals(const LiveSelectionProblem& p, const ItemScan& scan) {
+  if (!scan.whole_weights) return false;
   for (const auto& ck : p.checkpoints) {
-    if (std::abs(ck.budget) > kLimit) return false;
+    if (std::abs(ck.budget) > kExactLimit) return false;
   }
   return true;
 }
 
-// Range add / range min over checkpoint slacks (lazy segment tree). Exact when every value and
-// every pending sum is a representable double (ExactOnIntervals), so it returns the same minima
-// as the per-checkpoint scan.
+// Range subtract / range min over checkpoint slacks: a bottom-up segment tree without lazy
+// pushes (no recursion, no pending values moved between nodes). An internal node keeps the
+// total subtracted on its whole range (`sub_`) and the least slack below it counting only the
+// subtractions at or below it (`min_`). Each item's extras land on the same nodes every time,
+// so every value held or computed is a checkpoint's starting slack less the extras of a subset
+// of its live items: between its true slack (>= 0, every take fits) and its starting slack
+// (extras of the lightest start are >= 0), and a whole number of bytes from the starting
+// slack. Under ExactOnIntervals every such value is a representable double, so every
+// operation below is exact and the minima are the per-checkpoint scan's.
 class SlackTree {
  public:
-  explicit SlackTree(const std::vector<double>& slack)
-      : n_(static_cast<int>(slack.size())), min_(4 * std::max(1, n_)), add_(4 * std::max(1, n_), 0) {
-    if (n_ > 0) Build(1, 0, n_ - 1, slack);
+  explicit SlackTree(const std::vector<double>& slack) {
+    const int n = static_cast<int>(slack.size());
+    while (leaves_ < n) leaves_ *= 2;
+    // Padding leaves hold +infinity (never a minimum, never subtracted from).
+    min_.assign(2 * leaves_, kInfinity);
+    sub_.assign(2 * leaves_, 0.0);
+    std::copy(slack.begin(), slack.end(), min_.begin() + leaves_);
+    for (int p = leaves_ - 1; p >= 1; --p) min_[p] = std::min(min_[2 * p], min_[2 * p + 1]);
   }
-  double Min(int l, int r) {
-    if (l > r) return std::numeric_limits<double>::infinity();
-    return Min(1, 0, n_ - 1, l, r);
+
+  // The least slack over checkpoints l..r (infinity when l > r).
+  double Min(int l, int r) const {
+    if (l > r) return kInfinity;
+    double left = kInfinity, right = kInfinity;
+    // Half-open [l, r) over the leaves. After each step up, the nodes taken into `left` lie
+    // under node l - 1 and those taken into `right` under node r (when any were taken; an
+    // empty side stays infinite whatever is subtracted from it).
+    for (l += leaves_, r += leaves_ + 1; l < r;) {
+      if (l & 1) left = std::min(left, min_[l++]);
+      if (r & 1) right = std::min(right, min_[--r]);
+      l >>= 1;
+      r >>= 1;
+      left -= sub_[l - 1];
+      right -= sub_[r];
+    }
+    // The subtractions above the last nodes reached.
+    for (int p = l - 1; p > 1;) left -= sub_[p >>= 1];
+    for (int p = r; p > 1;) right -= sub_[p >>= 1];
+    return std::min(left, right);
   }
+
+  // Subtracts x from the slacks of checkpoints l..r (nothing when l > r).
   void Subtract(int l, int r, double x) {
-    if (l <= r) Subtract(1, 0, n_ - 1, l, r, x);
+    if (l > r) return;
+    const int first_leaf = l + leaves_, last_leaf = r + leaves_;
+    for (l = first_leaf, r = last_leaf + 1; l < r; l >>= 1, r >>= 1) {
+      if (l & 1) Apply(l++, x);
+      if (r & 1) Apply(--r, x);
+    }
+    // The minima above the changed nodes: the two leaves' paths, one path from where they meet.
+    for (int a = first_leaf >> 1, b = last_leaf >> 1; a >= 1; a >>= 1, b >>= 1) {
+      Pull(a);
+      if (b != a) Pull(b);
+    }
   }
 
  private:
-  void Build(int node, int lo, int hi, const std::vector<double>& slack) {
-    if (lo == hi) {
-      min_[node] = slack[lo];
-      return;
-    }
-    const int mid = (lo + hi) / 2;
-    Build(2 * node, lo, mid, slack);
-    Build(2 * node + 1, mid + 1, hi, slack);
-    min_[node] = std::min(min_[2 * node], min_[2 * node + 1]);
-  }
-  void Push(int node) {
-    if (add_[node] != 0) {
-      for (int c : {2 * node, 2 * node + 1}) {
-        min_[c] -= add_[node];
-        add_[c] += add_[node];
-      }
-      add_[node] = 0;
-    }
-  }
-  double Min(int node, int lo, int hi, int l, int r) {
-    if (l <= lo && hi <= r) return min_[node];
-    Push(node);
-    const int mid = (lo + hi) / 2;
-    double m = std::numeric_limits<double>::infinity();
-    if (l <= mid) m = std::min(m, Min(2 * node, lo, mid, l, r));
-    if (r > mid) m = std::min(m, Min(2 * node + 1, mid + 1, hi, l, r));
-    return m;
-  }
-  void Subtract(int node, int lo, int hi, int l, int r, double x) {
-    if (l <= lo && hi <= r) {
-      min_[node] -= x;
-      add_[node] += x;
-      return;
-    }
-    Push(node);
-    const int mid = (lo + hi) / 2;
-    if (l <= mid) Subtract(2 * node, lo, mid, l, r, x);
-    if (r > mid) Subtract(2 * node + 1, mid + 1, hi, l, r, x);
-    min_[node] = std::min(min_[2 * node], min_[2 * node + 1]);
-  }
+  static constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-  int n_;
-  std::vector<double> min_, add_;
+  void Apply(int node, double x) {
+    min_[node] -= x;
+    if (node < leaves_) sub_[node] += x;
+  }
+  // Recomputes an internal node's minimum from its children's.
+  void Pull(int node) { min_[node] = std::min(min_[2 * node], min_[2 * node + 1]) - sub_[node]; }
+
+  int leaves_ = 1;
+  std::vector<double> min_;  // per node, 1-based heap order; leaves at [leaves_, 2 leaves_)
+  // Per internal node: the total subtracted on its whole range (0 at index 0 and the leaves,
+  // which Min may name on a side that took no node).
+  std::vector<double> sub_;
 };
 
 // Greedy upgrades: the move with the most cost saved per extra byte that keeps every checkpoint
@@ -210,33 +331,46 @@ class SlackTree {
 // next live move popped is the one of a heap holding every move. Moving the cursor parks the
 // item's moves that do not fit the room just measured (they could not fit before the next
 // re-queue either, which would bring them back). So the chosen sequence of moves is the one of
-// a full scan per step, in O(moves · log) time.
+// a full scan per step, in O(moves · log) time. An item's sorted moves from an option are
+// made once per kind (ScanItems) and shared by the items of that kind.
 // `room_of(i)`: the least slack over item i's checkpoints; `take(i, extra)`: subtract it there.
+// `scan`: ScanItems (without moves that free bytes nothing is re-queued, so nothing is parked).
 template <typename Room, typename Take>
-void GreedyUpgrades(const LiveSelectionProblem& problem, Room room_of, Take take,
-                    std::vector<int>& choice) {
+void GreedyUpgrades(const LiveSelectionProblem& problem, const ItemScan& scan,
+                    Room room_of, Take take, std::vector<int>& choice) {
+  // A move's extra bytes are not kept: while its version is current, the item's option is the
+  // one it was made from, and the difference is recomputed bit for bit.
   struct Move {
     double ratio;
-    double extra;  // bytes over the item's option when the move was made
     int item;
     int option;
     int version;
     bool cursor;  // the item's cursor (popping it queues the item's next move)
   };
+  const std::vector<int>& kind = scan.kind;
+  const bool park = scan.frees_bytes;
   // Heap top: the largest ratio, then the smallest item, then the smallest option.
   const auto lower = [](const Move& a, const Move& b) {
     if (a.ratio != b.ratio) return a.ratio < b.ratio;
     if (a.item != b.item) return a.item > b.item;
     return a.option > b.option;
   };
+  // An improving move of an option kind (the item comes from the one that makes it).
+  struct KindMove {
+    double ratio;
+    double extra;
+    int option;
+  };
   const int n = static_cast<int>(problem.items.size());
   std::vector<int> version(n, 0);
-  // Per item: its improving moves from the current option, best first, in one flat array
-  // (item i owns [begin[i], begin[i] + its option count)); end[i] and next_move[i] (the cursor)
-  // index into it.
-  std::vector<int> begin(n + 1, 0), end(n, 0), next_move(n, 0);
+  // Per (kind, current option) at begin[kind] + option: its improving moves, best first (the
+  // heap's order within one item), as [list_begin, list_end) in `kind_moves` (-1: not made yet).
+  std::vector<int> begin(n + 1, 0);
   for (int i = 0; i < n; ++i) begin[i + 1] = begin[i] + static_cast<int>(problem.items[i].size());
-  std::vector<Move> moves(begin[n]);
+  std::vector<int> list_begin(begin[n], -1), list_end(begin[n], -1);
+  std::vector<KindMove> kind_moves;
+  // Per item: its cursor into its current list, and the list's end.
+  std::vector<int> next_move(n, 0), end(n, 0);
   std::vector<Move> heap, parked;
   heap.reserve(n);
   const auto push = [&](const Move& m) {
@@ -246,51 +380,69 @@ void GreedyUpgrades(const LiveSelectionProblem& problem, Room room_of, Take take
   // Queues item i's next move that may fit `room`, parking the ones before it that do not.
   const auto queue_next = [&](int i, double room) {
     while (next_move[i] < end[i]) {
-      const Move& m = moves[next_move[i]++];
-      if (m.extra > room) {
-        parked.push_back(m);
-        parked.back().cursor = false;
+      const KindMove& k = kind_moves[next_move[i]++];
+      if (k.extra > room) {
+        if (park) parked.push_back({k.ratio, i, k.option, version[i], false});
       } else {
-        push(m);
+        push({k.ratio, i, k.option, version[i], true});
         return;
       }
     }
   };
-  const auto make_moves = [&](int i) {
-    const auto& opts = problem.items[i];
-    const LiveOption& cur = opts[choice[i]];
-    int k = begin[i];
+  // The sorted improving moves from option `from` of kind k's options, made once.
+  const auto list_of = [&](int k, int from) {
+    const int slot = begin[k] + from;
+    if (list_begin[slot] >= 0) return slot;
+    const auto& opts = problem.items[k];
+    const LiveOption& cur = opts[from];
+    list_begin[slot] = static_cast<int>(kind_moves.size());
     for (int o = 0; o < static_cast<int>(opts.size()); ++o) {
       const double saved = cur.cost - opts[o].cost;
       if (saved <= 0) continue;
       const double extra = opts[o].weight - cur.weight;
-      moves[k++] = {saved / std::max(extra, 1e-9), extra, i, o, version[i], true};
+      kind_moves.push_back({saved / std::max(extra, 1e-9), extra, o});
     }
-    next_move[i] = begin[i];
-    end[i] = k;
-    if (k == begin[i]) return;
-    std::sort(moves.begin() + begin[i], moves.begin() + k,
-              [&](const Move& a, const Move& b) { return lower(b, a); });
-    queue_next(i, room_of(i));
+    list_end[slot] = static_cast<int>(kind_moves.size());
+    std::sort(kind_moves.begin() + list_begin[slot], kind_moves.end(),
+              [](const KindMove& a, const KindMove& b) {
+                if (a.ratio != b.ratio) return a.ratio > b.ratio;
+                return a.option < b.option;
+              });
+    return slot;
   };
-  for (int i = 0; i < n; ++i) make_moves(i);
+  // `room_now()`: the item's room (called only when it has an improving move).
+  const auto make_moves = [&](int i, const auto& room_now) {
+    const int slot = list_of(kind[i], choice[i]);
+    next_move[i] = list_begin[slot];
+    end[i] = list_end[slot];
+    if (next_move[i] == end[i]) return;
+    queue_next(i, room_now());
+  };
+  for (int i = 0; i < n; ++i) make_moves(i, [&] { return room_of(i); });
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), lower);
     const Move m = heap.back();
     heap.pop_back();
     if (m.version != version[m.item]) continue;
+    const std::vector<LiveOption>& opts = problem.items[m.item];
+    const double extra = opts[m.option].weight - opts[choice[m.item]].weight;
     const double room = room_of(m.item);
-    if (m.extra > room) {
-      parked.push_back(m);
-      parked.back().cursor = false;
+    if (extra > room) {
+      if (park) {
+        parked.push_back(m);
+        parked.back().cursor = false;
+      }
       if (m.cursor) queue_next(m.item, room);
       continue;
     }
-    take(m.item, m.extra);
+    take(m.item, extra);
     choice[m.item] = m.option;
     ++version[m.item];
-    make_moves(m.item);
-    if (m.extra < 0) {
+    // The item's room now, without measuring it again: every slack of the item dropped by
+    // `extra`, and rounding is monotone, so the least of the rounded differences is the
+    // rounded difference of the least (the same double room_of would return).
+    make_moves(m.item, [&] { return room - extra; });
+    if (extra < 0) {
       for (const Move& p : parked) push(p);
       parked.clear();
     }
@@ -301,31 +453,24 @@ void GreedyUpgrades(const LiveSelectionProblem& problem, Room room_of, Take take
 
 StatusOr<LiveSelection> SolveLiveSelection(const LiveSelectionProblem& problem,
                                            const LiveSelectionOptions& options) {
-  WEFT_RETURN_IF_ERROR(problem.Validate());
+  // Validate's checks, with the options of each kind (ScanItems) checked once.
+  const bool has_options = std::none_of(problem.items.begin(), problem.items.end(),
+                                        [](const std::vector<LiveOption>& item) { return item.empty(); });
+  const ItemScan scan = has_options ? ScanItems(problem) : ItemScan{};
+  WEFT_RETURN_IF_ERROR(has_options && scan.valid_options ? ValidateCheckpoints(problem)
+                                                         : problem.Validate());
   const bool intervals = !problem.live.empty();
-  if (intervals && !ExactOnIntervals(problem)) return SolveLiveSelection(ListForm(problem), options);
+  if (intervals && !ExactOnIntervals(problem, scan)) {
+    return SolveLiveSelection(ListForm(problem), options);
+  }
   const int n = static_cast<int>(problem.items.size());
   LiveSelection out;
   out.method = "greedy";
   // Start: the lightest option of each item (the cheapest among equally light ones).
-  out.choice.assign(n, 0);
-  double cheapest_sum = 0;
+  out.choice = scan.lightest;
+  const double cheapest_sum = scan.cheapest_sum;
   bool all_cheapest = true;
-  std::vector<double> min_cost(n);
-  for (int i = 0; i < n; ++i) {
-    const auto& opts = problem.items[i];
-    int best = 0;
-    min_cost[i] = opts[0].cost;
-    for (int o = 1; o < static_cast<int>(opts.size()); ++o) {
-      min_cost[i] = std::min(min_cost[i], opts[o].cost);
-      if (opts[o].weight < opts[best].weight ||
-          (opts[o].weight == opts[best].weight && opts[o].cost < opts[best].cost)) {
-        best = o;
-      }
-    }
-    out.choice[i] = best;
-    cheapest_sum += min_cost[i];
-  }
+  const std::vector<double>& min_cost = scan.min_cost;
   const int num_checkpoints = static_cast<int>(problem.checkpoints.size());
   std::vector<double> slack(num_checkpoints);
   for (int k = 0; k < num_checkpoints; ++k) {
@@ -366,7 +511,7 @@ StatusOr<LiveSelection> SolveLiveSelection(const LiveSelectionProblem& problem,
   if (intervals) {
     SlackTree tree(slack);
     GreedyUpgrades(
-        problem,
+        problem, scan,
         [&](int i) { return tree.Min(problem.live[i].first, problem.live[i].last); },
         [&](int i, double extra) {
           tree.Subtract(problem.live[i].first, problem.live[i].last, extra);
@@ -374,7 +519,7 @@ StatusOr<LiveSelection> SolveLiveSelection(const LiveSelectionProblem& problem,
         out.choice);
   } else {
     GreedyUpgrades(
-        problem,
+        problem, scan,
         [&](int i) {
           double room = std::numeric_limits<double>::infinity();
           for (int k : checkpoints_of[i]) room = std::min(room, slack[k]);

@@ -233,6 +233,67 @@ TEST(LiveSelectionTest, IntervalFormSolvesLikeTheListForm) {
   EXPECT_GT(tree, 200);
 }
 
+// Long, overlapping lives (a rank that runs most forwards before the backwards) over up to a
+// few hundred checkpoints: the segment tree's deep paths, checkpoint counts off powers of two;
+// on half the trials, items sharing option lists (the greedy's shared move lists).
+TEST(LiveSelectionTest, LongLivesSolveLikeTheListForm) {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<double> u(0, 1);
+  int upgraded = 0;  // feasible trials where the greedy moved off the lightest options
+  for (int trial = 0; trial < 60; ++trial) {
+    const int n = 3 + (trial * 37) % 150;
+    LiveSelectionProblem q;
+    for (int i = 0; i < n; ++i) {
+      // On odd trials most items repeat one of a few option lists (pairs of one shape).
+      if (trial % 2 == 1 && i >= 3 && u(rng) < 0.9) {
+        q.items.push_back(q.items[static_cast<int>(u(rng) * 3)]);
+        continue;
+      }
+      const double bytes = std::round((1 + 3 * u(rng)) * 1e8);
+      std::vector<LiveOption> item;
+      for (int o = 0; o < 3 + trial % 8; ++o) {
+        item.push_back({std::round(100 * u(rng)) / 10, std::round(bytes * u(rng))});
+      }
+      q.items.push_back(std::move(item));
+    }
+    const int num_checkpoints = n + trial % 5;
+    double total = 0;
+    for (int i = 0; i < n; ++i) {
+      const int first = std::min(num_checkpoints - 1, static_cast<int>(u(rng) * num_checkpoints));
+      const int last = trial % 4 == 0 ? num_checkpoints - 1
+                                      : first + static_cast<int>(u(rng) * (num_checkpoints - first));
+      q.live.push_back(i % 11 == 5 ? LiveInterval{first, first - 1} : LiveInterval{first, last});
+      total += q.items[i][0].weight;
+    }
+    for (int k = 0; k < num_checkpoints; ++k) {
+      q.checkpoints.push_back({{}, std::round((0.1 + 0.4 * u(rng)) * total)});
+    }
+    LiveSelectionProblem p = q;
+    p.live.clear();
+    for (int i = 0; i < n; ++i) {
+      for (int k = q.live[i].first; k <= q.live[i].last; ++k) p.checkpoints[k].items.push_back(i);
+    }
+    const LiveSelectionOptions o{.method = LiveSelectionMethod::kGreedy};
+    auto listed = SolveLiveSelection(p, o);
+    auto intervals = SolveLiveSelection(q, o);
+    ASSERT_TRUE(listed.ok() && intervals.ok()) << trial;
+    EXPECT_EQ(intervals->choice, listed->choice) << "trial " << trial;
+    EXPECT_EQ(intervals->total_cost, listed->total_cost) << "trial " << trial;
+    EXPECT_EQ(intervals->feasible, listed->feasible) << "trial " << trial;
+    EXPECT_EQ(intervals->choice, ScanGreedy(p)) << "trial " << trial;
+    std::vector<int> lightest(n, 0);
+    for (int i = 0; i < n; ++i) {
+      for (int j = 1; j < static_cast<int>(q.items[i].size()); ++j) {
+        const LiveOption& a = q.items[i][j];
+        const LiveOption& b = q.items[i][lightest[i]];
+        if (a.weight < b.weight || (a.weight == b.weight && a.cost < b.cost)) lightest[i] = j;
+      }
+    }
+    upgraded += intervals->feasible && intervals->choice != lightest;
+  }
+  EXPECT_GT(upgraded, 25);
+}
+
 TEST(LiveSelectionTest, GreedyFeasibleAndMilpNearOptimalOnRandomProblems) {
   std::mt19937 rng(7);
   double greedy_gap_sum = 0, milp_gap_sum = 0;

@@ -2,6 +2,7 @@
 #include "weft/strategy/dip/memory.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -52,6 +53,81 @@ StatusOr<std::shared_ptr<const std::vector<std::vector<int>>>> BucketChoices(
   for (auto& sel : selections) choices.push_back(std::move(sel.choice));
   cache.Insert(key, choices);
   return std::make_shared<const std::vector<std::vector<int>>>(std::move(choices));
+}
+
+// What a pair's candidates depend on besides the optimizer's cluster and options, bit for bit:
+// the layer count, then per option the forward's and the freeing stage's latencies (as bits) and
+// the forward's activation bytes, then the offloaded bytes (0 without offload).
+using PairInputs = std::array<uint64_t, 14>;
+
+// The candidates of the pair (f, b) over the first `num_options` variants (see memory.h).
+StatusOr<std::vector<PairCandidate>> PricePair(const std::vector<graph::StageGraph>& variants,
+                                               int f, int b, int num_options, int layers,
+                                               double d2h_bytes_per_s, double h2d_bytes_per_s,
+                                               int num_candidates, PairCandidateCache& cache) {
+  const graph::StageGraph& base = variants[0];
+  const graph::Stage& fs = base.stage(f);
+  const bool offload = num_options > kOffload;
+  // Per-layer options: extra time over "none", offload's price and bytes held.
+  std::array<double, 4> dforward{}, dbackward{}, bytes{}, price{}, host_bytes{};
+  algo::KnapsackGroup layer;
+  for (int r = 0; r < num_options; ++r) {
+    dforward[r] = (variants[r].stage(f).latency_s - fs.latency_s) / layers;
+    dbackward[r] = (variants[r].stage(b).latency_s - base.stage(b).latency_s) / layers;
+    bytes[r] = static_cast<double>(variants[r].stage(f).activation_alloc_bytes) / layers;
+  }
+  if (offload) {
+    host_bytes[kOffload] = static_cast<double>(variants[kOffload].stage(f).offload_bytes) / layers;
+    const double d2h_s = host_bytes[kOffload] / d2h_bytes_per_s;
+    const double h2d_s = host_bytes[kOffload] / h2d_bytes_per_s;
+    const double exposed_s = std::max(0.0, d2h_s - fs.latency_s / layers) +
+                             std::max(0.0, h2d_s - base.stage(b).latency_s / layers);
+    price[kOffload] = std::max(exposed_s, kOffloadPriceFraction * (d2h_s + h2d_s));
+  }
+  for (int r = 0; r < num_options; ++r) {
+    layer.push_back({std::max(0.0, dforward[r] + dbackward[r]) + price[r], bytes[r]});
+  }
+  WEFT_ASSIGN_OR_RETURN(auto with_all, BucketChoices(layer, layers, num_candidates, cache));
+  std::vector<const std::vector<int>*> selections;
+  for (const auto& choice : *with_all) selections.push_back(&choice);
+  std::shared_ptr<const std::vector<std::vector<int>>> more;
+  if (offload) {
+    // The candidates without offload too, for ranks whose host share is spent.
+    const algo::KnapsackGroup no_offload(layer.begin(), layer.begin() + kOffload);
+    WEFT_ASSIGN_OR_RETURN(more, BucketChoices(no_offload, layers, num_candidates, cache));
+    for (const auto& choice : *more) selections.push_back(&choice);
+  }
+  // Layer counts compared as one word (std::array's == calls memcmp).
+  const auto layers_word = [](const PairCandidate& x) { return std::bit_cast<uint64_t>(x.layers); };
+  std::vector<PairCandidate> candidates;
+  for (const std::vector<int>* sel : selections) {
+    PairCandidate c;
+    c.forward_s = fs.latency_s;
+    c.backward_s = base.stage(b).latency_s;
+    double held = 0, host = 0;
+    for (int o : *sel) {
+      ++c.layers[o];
+      c.forward_s += dforward[o];
+      c.backward_s += dbackward[o];
+      c.offload_price_s += price[o];
+      held += bytes[o];
+      host += host_bytes[o];
+    }
+    const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](const PairCandidate& x) {
+      return layers_word(x) == layers_word(c);
+    });
+    if (seen) continue;
+    c.forward_s = std::max(0.0, c.forward_s);
+    c.backward_s = std::max(0.0, c.backward_s);
+    c.activation_bytes = std::llround(held);
+    c.offload_bytes = std::llround(host);
+    candidates.push_back(c);
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const PairCandidate& x, const PairCandidate& y) {
+                     return x.activation_bytes < y.activation_bytes;
+                   });
+  return candidates;
 }
 
 }  // namespace
@@ -107,6 +183,11 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
       cluster.SharedHostBandwidthBytesPerS(cluster.HostD2hBandwidthBytesPerS(), cluster.gpus_per_node);
   const double h2d_bytes_per_s = cluster.SharedHostBandwidthBytesPerS(
       cluster.host_link_bandwidth_bytes_per_s, cluster.gpus_per_node);
+  // Pairs of equal inputs (other microbatches and sub-microbatches of the same shape) get equal
+  // candidates: each distinct input (a shape) is priced once, the others copy its candidates.
+  std::map<PairInputs, int> shape_of_inputs;
+  std::vector<int> first_pair_of_shape;
+  m.options_begin_.push_back(0);
   for (int f = 0; f < n; ++f) {
     const graph::Stage& fs = base.stage(f);
     if (fs.pass != graph::Pass::kForward || fs.activation_alloc_bytes <= 0) continue;
@@ -116,66 +197,41 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
     for (int r = 1; r < num_options; ++r) same_pair = same_pair && FreeingStage(variants[r], f) == b;
     if (!same_pair) continue;
     const int layers = std::max(1, layers_per_stage[f]);
-    // Per-layer options: extra time over "none", offload's price and bytes held.
-    std::vector<double> dforward(num_options), dbackward(num_options), bytes(num_options),
-        price(num_options, 0.0), host_bytes(num_options, 0.0);
-    algo::KnapsackGroup layer;
+    PairInputs inputs{};
+    inputs[0] = static_cast<uint64_t>(layers);
     for (int r = 0; r < num_options; ++r) {
-      dforward[r] = (variants[r].stage(f).latency_s - fs.latency_s) / layers;
-      dbackward[r] = (variants[r].stage(b).latency_s - base.stage(b).latency_s) / layers;
-      bytes[r] = static_cast<double>(variants[r].stage(f).activation_alloc_bytes) / layers;
+      inputs[1 + r] = std::bit_cast<uint64_t>(variants[r].stage(f).latency_s);
+      inputs[5 + r] = std::bit_cast<uint64_t>(variants[r].stage(b).latency_s);
+      inputs[9 + r] = static_cast<uint64_t>(variants[r].stage(f).activation_alloc_bytes);
     }
-    if (offload) {
-      host_bytes[kOffload] = static_cast<double>(variants[kOffload].stage(f).offload_bytes) / layers;
-      const double d2h_s = host_bytes[kOffload] / d2h_bytes_per_s;
-      const double h2d_s = host_bytes[kOffload] / h2d_bytes_per_s;
-      const double exposed_s = std::max(0.0, d2h_s - fs.latency_s / layers) +
-                               std::max(0.0, h2d_s - base.stage(b).latency_s / layers);
-      price[kOffload] = std::max(exposed_s, kOffloadPriceFraction * (d2h_s + h2d_s));
-    }
-    for (int r = 0; r < num_options; ++r) {
-      layer.push_back({std::max(0.0, dforward[r] + dbackward[r]) + price[r], bytes[r]});
-    }
-    WEFT_ASSIGN_OR_RETURN(auto with_all,
-                          BucketChoices(layer, layers, options.num_candidates, *cache));
-    std::vector<const std::vector<int>*> selections;
-    for (const auto& choice : *with_all) selections.push_back(&choice);
-    std::shared_ptr<const std::vector<std::vector<int>>> more;
-    if (offload) {
-      // The candidates without offload too, for ranks whose host share is spent.
-      const algo::KnapsackGroup no_offload(layer.begin(), layer.begin() + kOffload);
-      WEFT_ASSIGN_OR_RETURN(more, BucketChoices(no_offload, layers, options.num_candidates, *cache));
-      for (const auto& choice : *more) selections.push_back(&choice);
-    }
+    if (offload) inputs[13] = static_cast<uint64_t>(variants[kOffload].stage(f).offload_bytes);
     MemoryPair pair;
     pair.forward = f;
     pair.backward = b;
-    for (const std::vector<int>* sel : selections) {
-      PairCandidate c;
-      c.forward_s = fs.latency_s;
-      c.backward_s = base.stage(b).latency_s;
-      double held = 0, host = 0;
-      for (int o : *sel) {
-        ++c.layers[o];
-        c.forward_s += dforward[o];
-        c.backward_s += dbackward[o];
-        c.offload_price_s += price[o];
-        held += bytes[o];
-        host += host_bytes[o];
+    const auto [seen, fresh] =
+        shape_of_inputs.try_emplace(inputs, static_cast<int>(first_pair_of_shape.size()));
+    const int shape = seen->second;
+    m.shape_of_pair_.push_back(shape);
+    if (!fresh) {
+      pair.candidates = m.pairs_[first_pair_of_shape[shape]].candidates;
+    } else {
+      WEFT_ASSIGN_OR_RETURN(pair.candidates,
+                            PricePair(variants, f, b, num_options, layers, d2h_bytes_per_s,
+                                      h2d_bytes_per_s, options.num_candidates, *cache));
+      first_pair_of_shape.push_back(static_cast<int>(m.pairs_.size()));
+      int64_t& max_offload_bytes = m.max_offload_bytes_.emplace_back(0);
+      for (const PairCandidate& c : pair.candidates) {
+        m.live_options_.push_back({c.CostS(), static_cast<double>(c.activation_bytes)});
+        max_offload_bytes = std::max(max_offload_bytes, c.offload_bytes);
+        int dominant = 0, kinds = 0;
+        for (int o = 0; o < 4; ++o) {
+          if (c.layers[o] > 0) ++kinds;
+          if (c.layers[o] > c.layers[dominant]) dominant = o;
+        }
+        m.stage_recompute_.push_back({static_cast<graph::Recompute>(dominant), kinds > 1});
       }
-      const bool seen = std::any_of(pair.candidates.begin(), pair.candidates.end(),
-                                    [&](const PairCandidate& x) { return x.layers == c.layers; });
-      if (seen) continue;
-      c.forward_s = std::max(0.0, c.forward_s);
-      c.backward_s = std::max(0.0, c.backward_s);
-      c.activation_bytes = std::llround(held);
-      c.offload_bytes = std::llround(host);
-      pair.candidates.push_back(c);
+      m.options_begin_.push_back(static_cast<int>(m.live_options_.size()));
     }
-    std::stable_sort(pair.candidates.begin(), pair.candidates.end(),
-                     [](const PairCandidate& x, const PairCandidate& y) {
-                       return x.activation_bytes < y.activation_bytes;
-                     });
     m.pair_of_stage_[f] = m.pair_of_stage_[b] = static_cast<int>(m.pairs_.size());
     m.pairs_.push_back(std::move(pair));
   }
@@ -217,13 +273,10 @@ StatusOr<graph::StageGraph> MemoryOptimizer::Build(const std::vector<int>& choic
         st.activation_free_bytes = c.activation_bytes;
       }
       st.offload_bytes = c.offload_bytes;
-      int dominant = 0, kinds = 0;
-      for (int o = 0; o < 4; ++o) {
-        if (c.layers[o] > 0) ++kinds;
-        if (c.layers[o] > c.layers[dominant]) dominant = o;
-      }
-      st.recompute = static_cast<graph::Recompute>(dominant);
-      st.recompute_layers = kinds > 1 ? c.layers : std::array<int16_t, 4>{};
+      const StageRecompute& recompute =
+          stage_recompute_[options_begin_[shape_of_pair_[p]] + choice[p]];
+      st.recompute = recompute.dominant;
+      st.recompute_layers = recompute.mixed ? c.layers : std::array<int16_t, 4>{};
     }
   }
   return base_.WithStages(std::move(stages));
@@ -242,18 +295,30 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
   std::vector<int> choice(pairs_.size(), 0);
   algo::LiveSelectionOptions options = options_.selection;
   options.method = method;
+  // Per-rank buffers, reused by every selection of this call: the problem's option lists keep
+  // their capacity from rank to rank.
+  std::vector<int> local(pairs_.size(), -1);  // pair -> local item (the last selection's pairs)
+  std::vector<int> global;                    // local item -> pair
+  std::vector<int> allowed;        // per local item: its candidates in the problem, flat
+  std::vector<int> allowed_begin;  // per local item: where they start in `allowed` (-1: all)
+  std::vector<int64_t> delta;      // live offloaded bytes per checkpoint, differences
+  algo::LiveSelectionProblem problem;
   for (size_t g = 0; g < schedule.order.size(); ++g) {
     // One selection with the candidates holding at most `host_limit` offloaded bytes; false if
     // the rank's live offloaded bytes then exceed its host share at some stage start.
-    std::vector<int> global;  // local item -> pair
-    algo::LiveSelectionProblem problem;
-    std::vector<std::vector<int>> allowed;  // per local item: its candidates in the problem
     algo::LiveSelection sel;
+    // The candidate of local item i that the selection chose.
+    const auto candidate = [&](size_t i) {
+      return allowed_begin[i] < 0 ? sel.choice[i] : allowed[allowed_begin[i] + sel.choice[i]];
+    };
     auto select = [&](int64_t host_limit) -> StatusOr<bool> {
+      for (int p : global) local[p] = -1;
       global.clear();
-      problem = {};
       allowed.clear();
-      std::vector<int> local(pairs_.size(), -1);  // pair -> local item (this group)
+      allowed_begin.clear();
+      problem.checkpoints.clear();
+      problem.live.clear();
+      size_t num_items = 0;
       // Stashed bytes of stages outside pairs, plus the caller's reserve.
       int64_t other_bytes = g < reserve_bytes.size() ? reserve_bytes[g] : 0;
       // Interval form: an item is live from its forward's checkpoint to the last checkpoint
@@ -265,14 +330,22 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
         if (starts_pair) {
           local[p] = static_cast<int>(global.size());
           global.push_back(p);
-          problem.items.emplace_back();
-          allowed.emplace_back();
-          const auto& cands = pairs_[p].candidates;
-          for (size_t c = 0; c < cands.size(); ++c) {
-            if (cands[c].offload_bytes > host_limit) continue;
-            allowed.back().push_back(static_cast<int>(c));
-            problem.items.back().push_back(
-                {cands[c].CostS(), static_cast<double>(cands[c].activation_bytes)});
+          if (num_items == problem.items.size()) problem.items.emplace_back();
+          std::vector<algo::LiveOption>& item = problem.items[num_items++];
+          const int shape = shape_of_pair_[p];
+          const algo::LiveOption* shape_options = live_options_.data() + options_begin_[shape];
+          if (max_offload_bytes_[shape] <= host_limit) {
+            item.assign(shape_options, live_options_.data() + options_begin_[shape + 1]);
+            allowed_begin.push_back(-1);  // every candidate
+          } else {
+            item.clear();
+            allowed_begin.push_back(static_cast<int>(allowed.size()));
+            const auto& cands = pairs_[p].candidates;
+            for (size_t c = 0; c < cands.size(); ++c) {
+              if (cands[c].offload_bytes > host_limit) continue;
+              allowed.push_back(static_cast<int>(c));
+              item.push_back(shape_options[c]);
+            }
           }
           const int here = static_cast<int>(problem.checkpoints.size());
           problem.live.push_back({here, std::numeric_limits<int>::max()});
@@ -288,15 +361,16 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
           other_bytes -= st.activation_free_bytes;
         }
       }
+      problem.items.resize(num_items);
       const int num_checkpoints = static_cast<int>(problem.checkpoints.size());
       for (auto& r : problem.live) r.last = std::min(r.last, num_checkpoints - 1);
       if (problem.items.empty()) return true;
       WEFT_ASSIGN_OR_RETURN(sel, algo::SolveLiveSelection(problem, options));
       if (host_limit <= 0) return true;
       // Offloaded bytes live at each checkpoint (a difference array over the intervals).
-      std::vector<int64_t> delta(num_checkpoints + 1, 0);
+      delta.assign(num_checkpoints + 1, 0);
       for (size_t i = 0; i < global.size(); ++i) {
-        const int64_t host = pairs_[global[i]].candidates[allowed[i][sel.choice[i]]].offload_bytes;
+        const int64_t host = pairs_[global[i]].candidates[candidate(i)].offload_bytes;
         delta[problem.live[i].first] += host;
         delta[problem.live[i].last + 1] -= host;
       }
@@ -313,7 +387,7 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
     out.feasible = out.feasible && sel.feasible;
     double fastest_s = 0;
     for (size_t i = 0; i < global.size(); ++i) {
-      choice[global[i]] = allowed[i][sel.choice[i]];
+      choice[global[i]] = candidate(i);
       double best = problem.items[i][0].cost;
       for (const auto& o : problem.items[i]) best = std::min(best, o.cost);
       fastest_s += best;

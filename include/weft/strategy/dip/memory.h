@@ -118,6 +118,20 @@ class MemoryOptimizer {
   graph::StageGraph base_;  // the "none" variant (shape and edges)
   std::vector<MemoryPair> pairs_;
   std::vector<int> pair_of_stage_;  // pair index of a forward or freeing stage, else -1
+  // Pairs of equal inputs have equal candidates: a shape per distinct input (Create).
+  std::vector<int> shape_of_pair_;
+  // Per shape, its candidates as selection options (time cost, bytes held), in candidate order:
+  // shape h's at [options_begin_[h], options_begin_[h + 1]).
+  std::vector<algo::LiveOption> live_options_;
+  std::vector<int> options_begin_;
+  std::vector<int64_t> max_offload_bytes_;  // per shape: the most any candidate offloads
+  // Per candidate, flat as live_options_: the stages' Recompute (the option of most layers) and
+  // whether its layers mix options (then the stages name the per-option layer counts).
+  struct StageRecompute {
+    graph::Recompute dominant = graph::Recompute::kNone;
+    bool mixed = false;
+  };
+  std::vector<StageRecompute> stage_recompute_;
   std::vector<int64_t> cap_bytes_;  // per group: capacity − static bytes
   int64_t host_bytes_per_gpu_ = 0;  // host memory share of one GPU for offloaded bytes
   MemoryOptions options_;
