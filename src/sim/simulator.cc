@@ -601,9 +601,12 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
 
   // --- event simulation ---------------------------------------------------------------------
   std::vector<int32_t> pending(n);
-  std::vector<double> ready_s(n);
+  auto ready_s = std::make_unique_for_overwrite<double[]>(n);  // zeroed with `pending`
   std::vector<uint8_t> done(n, 0);
-  for (int s = 0; s < n; ++s) pending[s] = static_cast<int32_t>(graph.in_edges(s).size());
+  for (int s = 0; s < n; ++s) {
+    pending[s] = static_cast<int32_t>(graph.in_edges(s).size());
+    ready_s[s] = 0.0;
+  }
   std::vector<int32_t> cursor(num_groups, 0);
   std::vector<uint8_t> running(num_groups, 0);
   std::vector<double> group_free_s(num_groups);
@@ -847,7 +850,8 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
 
   // --- critical path (unloaded transfers, no resource conflicts) ----------------------------
   {
-    std::vector<double> finish_s(n);
+    // Written in topological order before any successor reads it: no zero fill.
+    auto finish_s = std::make_unique_for_overwrite<double[]>(n);
     double critical = 0;
     for (StageId s : graph.topological_order()) {
       double begin_s = 0;
