@@ -1,13 +1,53 @@
 #include "weft/graph/stage_graph.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <queue>
+#include <cstdint>
 #include <set>
 
 #include <fmt/format.h>
 
 namespace weft::graph {
+namespace {
+
+// A set of ids in [0, n) that yields its smallest first: one bit per id plus one summary bit per
+// 64-id word, so an insert or a pop costs a few word operations (Kahn's algorithm pops every
+// stage once; a binary heap cost ~250 instructions a stage).
+class ReadyIds {
+ public:
+  explicit ReadyIds(int n)
+      : words_((static_cast<size_t>(n) + 63) / 64, 0), summary_((words_.size() + 63) / 64, 0) {}
+
+  bool empty() const { return size_ == 0; }
+  void Insert(int32_t id) {
+    const size_t word = static_cast<size_t>(id) / 64;
+    words_[word] |= uint64_t{1} << (id % 64);
+    summary_[word / 64] |= uint64_t{1} << (word % 64);
+    first_summary_ = std::min(first_summary_, word / 64);
+    ++size_;
+  }
+  // The smallest id; the set must not be empty.
+  int32_t PopMin() {
+    while (summary_[first_summary_] == 0) ++first_summary_;
+    const size_t word =
+        first_summary_ * 64 + static_cast<size_t>(std::countr_zero(summary_[first_summary_]));
+    uint64_t& bits = words_[word];
+    const auto id = static_cast<int32_t>(word * 64 + std::countr_zero(bits));
+    bits &= bits - 1;
+    if (bits == 0) summary_[word / 64] &= ~(uint64_t{1} << (word % 64));
+    --size_;
+    return id;
+  }
+
+ private:
+  std::vector<uint64_t> words_;
+  std::vector<uint64_t> summary_;
+  size_t first_summary_ = 0;  // no summary word below it holds a bit
+  int size_ = 0;
+};
+
+}  // namespace
 
 std::string_view PassShortName(Pass pass) {
   switch (pass) {
@@ -22,8 +62,6 @@ std::string_view PassShortName(Pass pass) {
   }
   return "?";
 }
-
-bool IsBackward(Pass pass) { return pass != Pass::kForward; }
 
 std::string_view RecomputeName(Recompute recompute) {
   switch (recompute) {
@@ -98,8 +136,53 @@ StatusOr<StageGraph> StageGraph::WithStages(std::vector<Stage> stages) const {
   out.module_names_ = module_names_;
   out.sample_sets_ = sample_sets_;
   out.grad_syncs_ = grad_syncs_;
-  WEFT_RETURN_IF_ERROR(out.Finalize());
+  if (!finalized_) {
+    WEFT_RETURN_IF_ERROR(out.Finalize());
+    return out;
+  }
+  // Groups, gradient syncs and edges passed Finalize here, and the adjacency and topological
+  // order depend on the edges alone: what Finalize would find is the new stages' first error.
+  WEFT_RETURN_IF_ERROR(out.CheckStages());
+  out.out_begin_ = out_begin_;
+  out.in_begin_ = in_begin_;
+  out.out_ids_ = out_ids_;
+  out.in_ids_ = in_ids_;
+  out.topo_ = topo_;
+  out.finalized_ = true;
   return out;
+}
+
+Status StageGraph::CheckStages() const {
+  for (int i = 0; i < num_stages(); ++i) {
+    const Stage& s = stages_[i];
+    if (s.group < 0 || s.group >= num_groups()) {
+      return InvalidArgumentError(fmt::format("stages[{}].group = {}; must be in [0, {})", i,
+                                              s.group, num_groups()));
+    }
+    if (!(s.latency_s >= 0) || !std::isfinite(s.latency_s)) {
+      return InvalidArgumentError(fmt::format("stages[{}].latency_s = {}; must be finite and >= 0",
+                                              i, s.latency_s));
+    }
+    if (s.activation_alloc_bytes < 0 || s.activation_free_bytes < 0) {
+      return InvalidArgumentError(
+          fmt::format("stages[{}]: activation_alloc_bytes = {}, activation_free_bytes = {}; must "
+                      "be >= 0",
+                      i, s.activation_alloc_bytes, s.activation_free_bytes));
+    }
+    if (s.chunk < 0 || s.microbatch < 0 || s.sub_microbatch < 0) {
+      return InvalidArgumentError(fmt::format(
+          "stages[{}]: chunk = {}, microbatch = {}, sub_microbatch = {}; must be >= 0", i, s.chunk,
+          s.microbatch, s.sub_microbatch));
+    }
+    if (s.samples < -1 || s.samples >= num_sample_sets() || s.instance_begin < 0 ||
+        s.instance_end < s.instance_begin) {
+      return InvalidArgumentError(fmt::format(
+          "stages[{}]: samples = {}, instances [{}, {}); need a sample set in [-1, {}) and "
+          "0 <= begin <= end",
+          i, s.samples, s.instance_begin, s.instance_end, num_sample_sets()));
+    }
+  }
+  return OkStatus();
 }
 
 Status StageGraph::Finalize() {
@@ -151,35 +234,7 @@ Status StageGraph::Finalize() {
       }
     }
   }
-  for (int i = 0; i < n; ++i) {
-    const Stage& s = stages_[i];
-    if (s.group < 0 || s.group >= num_groups()) {
-      return InvalidArgumentError(fmt::format("stages[{}].group = {}; must be in [0, {})", i,
-                                              s.group, num_groups()));
-    }
-    if (!(s.latency_s >= 0) || !std::isfinite(s.latency_s)) {
-      return InvalidArgumentError(fmt::format("stages[{}].latency_s = {}; must be finite and >= 0",
-                                              i, s.latency_s));
-    }
-    if (s.activation_alloc_bytes < 0 || s.activation_free_bytes < 0) {
-      return InvalidArgumentError(
-          fmt::format("stages[{}]: activation_alloc_bytes = {}, activation_free_bytes = {}; must "
-                      "be >= 0",
-                      i, s.activation_alloc_bytes, s.activation_free_bytes));
-    }
-    if (s.chunk < 0 || s.microbatch < 0 || s.sub_microbatch < 0) {
-      return InvalidArgumentError(fmt::format(
-          "stages[{}]: chunk = {}, microbatch = {}, sub_microbatch = {}; must be >= 0", i, s.chunk,
-          s.microbatch, s.sub_microbatch));
-    }
-    if (s.samples < -1 || s.samples >= num_sample_sets() || s.instance_begin < 0 ||
-        s.instance_end < s.instance_begin) {
-      return InvalidArgumentError(fmt::format(
-          "stages[{}]: samples = {}, instances [{}, {}); need a sample set in [-1, {}) and "
-          "0 <= begin <= end",
-          i, s.samples, s.instance_begin, s.instance_end, num_sample_sets()));
-    }
-  }
+  WEFT_RETURN_IF_ERROR(CheckStages());
   for (int e = 0; e < num_edges(); ++e) {
     const Edge& edge = edges_[e];
     if (edge.from < 0 || edge.from >= n || edge.to < 0 || edge.to >= n) {
@@ -223,21 +278,20 @@ Status StageGraph::Finalize() {
   // Kahn's algorithm, smallest id first (deterministic).
   std::vector<int32_t> indegree(n);
   for (int i = 0; i < n; ++i) indegree[i] = in_begin_[i + 1] - in_begin_[i];
-  std::priority_queue<StageId, std::vector<StageId>, std::greater<>> ready;
+  ReadyIds ready(n);
   for (int i = 0; i < n; ++i) {
-    if (indegree[i] == 0) ready.push(i);
+    if (indegree[i] == 0) ready.Insert(i);
   }
-  topo_.clear();
-  topo_.reserve(n);
+  topo_.resize(n);
+  int sorted = 0;
   while (!ready.empty()) {
-    StageId s = ready.top();
-    ready.pop();
-    topo_.push_back(s);
+    const StageId s = ready.PopMin();
+    topo_[sorted++] = s;
     for (EdgeId e : out_edges(s)) {
-      if (--indegree[edges_[e].to] == 0) ready.push(edges_[e].to);
+      if (--indegree[edges_[e].to] == 0) ready.Insert(edges_[e].to);
     }
   }
-  if (static_cast<int>(topo_.size()) != n) {
+  if (sorted != n) {
     StageId on_cycle = 0;
     for (int i = 0; i < n; ++i) {
       if (indegree[i] > 0) {

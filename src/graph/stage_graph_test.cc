@@ -1,5 +1,11 @@
 #include "weft/graph/stage_graph.h"
 
+#include <algorithm>
+#include <numeric>
+#include <queue>
+#include <random>
+#include <vector>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -52,6 +58,75 @@ TEST(StageGraph, WithStagesKeepsEverythingButTheStages) {
   EXPECT_EQ(g.WithStages(stages).status().code(), StatusCode::kInvalidArgument);
   stages.push_back({.group = 0, .latency_s = -1});
   EXPECT_THAT(std::string(g.WithStages(stages).status().message()), HasSubstr("latency_s"));
+}
+
+// Kahn's algorithm pops the smallest ready id: compared with a binary heap on a random DAG large
+// enough to span several words of the ready set's summary (ids above 64·64).
+TEST(StageGraph, TopologicalOrderTakesTheSmallestReadyStageFirst) {
+  constexpr int kStages = 9000;
+  StageGraph g;
+  g.AddGroup({});
+  for (int i = 0; i < kStages; ++i) g.AddStage({});
+  std::mt19937 rng(7);
+  // Edges between random ranks of a random permutation: acyclic, ids in any direction.
+  std::vector<StageId> rank(kStages);
+  std::iota(rank.begin(), rank.end(), 0);
+  std::shuffle(rank.begin(), rank.end(), rng);
+  for (int k = 0; k < 3 * kStages; ++k) {
+    int a = static_cast<int>(rng() % kStages), b = static_cast<int>(rng() % kStages);
+    if (a == b) continue;
+    if (a > b) std::swap(a, b);
+    g.AddEdge(rank[a], rank[b]);
+  }
+  ASSERT_TRUE(g.Finalize().ok());
+  std::vector<int> indegree(kStages);
+  for (const Edge& e : g.edges()) ++indegree[e.to];
+  std::priority_queue<StageId, std::vector<StageId>, std::greater<>> ready;
+  for (int i = 0; i < kStages; ++i) {
+    if (indegree[i] == 0) ready.push(i);
+  }
+  std::vector<StageId> expected;
+  while (!ready.empty()) {
+    const StageId s = ready.top();
+    ready.pop();
+    expected.push_back(s);
+    for (EdgeId e : g.out_edges(s)) {
+      if (--indegree[g.edge(e).to] == 0) ready.push(g.edge(e).to);
+    }
+  }
+  ASSERT_EQ(expected.size(), static_cast<size_t>(kStages));
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), g.topological_order().begin()));
+}
+
+// A finalized graph's WithStages copies its adjacency and order; an unfinalized one finalizes.
+TEST(StageGraph, WithStagesOfAFinalizedGraphEqualsAFreshFinalize) {
+  StageGraph g;
+  g.AddGroup({});
+  g.AddGroup({.first_gpu = 1});
+  for (int i = 0; i < 6; ++i) g.AddStage({.group = i % 2, .microbatch = i});
+  g.AddEdge(5, 0);
+  g.AddEdge(3, 1);
+  g.AddEdge(0, 4);
+  g.AddEdge(1, 2);
+  StageGraph unfinalized = g;
+  ASSERT_TRUE(g.Finalize().ok());
+  std::vector<Stage> stages(g.stages().begin(), g.stages().end());
+  stages[2].latency_s = 3;
+  auto copied = g.WithStages(stages);
+  auto fresh = unfinalized.WithStages(stages);
+  ASSERT_TRUE(copied.ok() && fresh.ok());
+  EXPECT_TRUE(std::ranges::equal(copied->topological_order(), fresh->topological_order()));
+  for (StageId s = 0; s < 6; ++s) {
+    EXPECT_TRUE(std::ranges::equal(copied->out_edges(s), fresh->out_edges(s)));
+    EXPECT_TRUE(std::ranges::equal(copied->in_edges(s), fresh->in_edges(s)));
+  }
+  EXPECT_EQ(copied->stage(2).latency_s, 3);
+  stages[4].group = 2;
+  EXPECT_EQ(g.WithStages(stages).status().message(),
+            unfinalized.WithStages(stages).status().message());
+  // A gradient sync set after Finalize is checked again.
+  g.AddGradSync({.module = 0, .groups = {1, 0}});
+  EXPECT_FALSE(g.finalized());
 }
 
 TEST(StageGraph, FinalizeRejectsACycleAndNamesAStageOnIt) {

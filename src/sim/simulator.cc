@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
-#include <queue>
+#include <memory>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -118,6 +117,50 @@ int32_t FirstPositionFromHigh(int32_t lo, int32_t hi, Pred pred) {
   return FirstPosition(std::max(probe + 1, lo), hi, pred);
 }
 
+// The running stages' ends, earliest first and ties by stage id (the order of std::greater on
+// (end_s, stage) pairs; times are never NaN). Each group runs at most one stage, so this is a
+// winner tree over the groups: a group's update replays its path to the root, log2(groups)
+// comparisons, where a binary heap of events cost a push and a pop per stage.
+class EndQueue {
+ public:
+  explicit EndQueue(int num_groups) {
+    while (leaves_ < num_groups) leaves_ *= 2;
+    node_.assign(2 * leaves_, Node{std::numeric_limits<double>::infinity(), kIdle, 0});
+    for (int k = 0; k < leaves_; ++k) node_[leaves_ + k].group = k;
+  }
+  bool empty() const { return node_[1].stage == kIdle; }
+  // The earliest end: its group, time and stage.
+  GroupId top_group() const { return node_[1].group; }
+  double top_end_s() const { return node_[1].end_s; }
+  StageId top_stage() const { return node_[1].stage; }
+  // Group g runs stage s until end_s.
+  void Set(GroupId g, double end_s, StageId s) {
+    Node carried{end_s, s, g};
+    int i = leaves_ + g;
+    node_[i] = carried;
+    for (; i > 1; i /= 2) {
+      const Node& sibling = node_[i ^ 1];
+      if (sibling.end_s < carried.end_s ||
+          (sibling.end_s == carried.end_s && sibling.stage < carried.stage)) {
+        carried = sibling;
+      }
+      node_[i / 2] = carried;
+    }
+  }
+  // Group g runs nothing.
+  void Clear(GroupId g) { Set(g, std::numeric_limits<double>::infinity(), kIdle); }
+
+ private:
+  static constexpr StageId kIdle = std::numeric_limits<StageId>::max();
+  struct Node {  // the earliest end below this node
+    double end_s;
+    StageId stage;
+    GroupId group;
+  };
+  int leaves_ = 2;          // a power of two >= 2, so that the root is an inner node
+  std::vector<Node> node_;  // [1, leaves): inner nodes; [leaves, 2·leaves): group k at leaves + k
+};
+
 // Boundary buffers of the compiled plan, per group and slot (slot j of a group = just before
 // its j-th compute, slot |order| = after the last one), placed by CompilePlan's rules
 // (include/weft/plan/compiler.h):
@@ -137,8 +180,14 @@ struct SlotBytes {
 
 struct BufferSlots {
   std::vector<int32_t> slot_begin;        // per group: index of its slot 0
-  std::vector<int32_t> slot_of;           // per stage: its slot (filled by the event loop)
-  std::vector<StageTiming> slot_timing;   // per slot: its compute (filled by the event loop)
+  // Filled by the event loop for every stage and every compute slot before anything reads
+  // them (a slot after a group's last compute has no stage nor timing): no zero fill.
+  struct Timing {
+    double start_s, end_s;
+  };
+  std::unique_ptr<int32_t[]> slot_of;  // per stage: its slot
+  std::unique_ptr<StageId[]> stage_of;  // per compute slot: its stage
+  std::unique_ptr<Timing[]> slot_timing;  // per compute slot: its compute
   std::vector<SlotBytes> slots;
   std::vector<double> send_free_s;        // per slot: latest arrival of a send freed there (curves)
 };
@@ -150,13 +199,15 @@ BufferSlots MakeBufferSlots(const sched::Schedule& schedule, int num_stages) {
   for (GroupId g = 0; g < num_groups; ++g) {
     b.slot_begin[g + 1] = b.slot_begin[g] + static_cast<int32_t>(schedule.order[g].size()) + 1;
   }
-  b.slot_of.resize(num_stages);
-  b.slot_timing.resize(b.slot_begin[num_groups]);
+  const int32_t num_slots = b.slot_begin[num_groups];
+  b.slot_of = std::make_unique_for_overwrite<int32_t[]>(num_stages);
+  b.stage_of = std::make_unique_for_overwrite<StageId[]>(num_slots);
+  b.slot_timing = std::make_unique_for_overwrite<BufferSlots::Timing[]>(num_slots);
   return b;
 }
 
 void PlaceBuffers(const StageGraph& graph,
-                  const std::vector<double>& edge_arrival_s,
+                  const double* edge_arrival_s,  // per edge; set for cross-group edges
                   const std::vector<int32_t>& edge_link,
                   const std::vector<GroupId>& link_dst,
                   int64_t element_bytes,
@@ -165,22 +216,26 @@ void PlaceBuffers(const StageGraph& graph,
   const int num_groups = graph.num_groups();
   const auto edges = graph.edges();
   const int32_t num_slots = b.slot_begin[num_groups];
-  const std::vector<StageTiming>& slot_timing = b.slot_timing;
+  const BufferSlots::Timing* slot_timing = b.slot_timing.get();
   b.slots.resize(num_slots);
   if (record_times) b.send_free_s.assign(num_slots, 0.0);
-  // Whole elements: ceil(bytes / element_bytes) · element_bytes (a mask for powers of two).
-  const bool power_of_two = element_bytes > 0 && (element_bytes & (element_bytes - 1)) == 0;
-  auto buffer_bytes = [&](int64_t bytes) {
-    if (element_bytes <= 1) return bytes;
-    if (power_of_two) return (bytes + element_bytes - 1) & ~(element_bytes - 1);
-    return (bytes + element_bytes - 1) / element_bytes * element_bytes;
+  // Whole elements: ceil(bytes / element_bytes) · element_bytes (a mask for powers of two;
+  // the mask of 1 byte, or less, keeps every byte).
+  const bool masked = element_bytes <= 1 || (element_bytes & (element_bytes - 1)) == 0;
+  const int64_t round_up = element_bytes > 1 ? element_bytes - 1 : 0;
+  // By value: the slot sums below are int64 stores the compiler would otherwise assume alias
+  // these and reload them every edge.
+  auto buffer_bytes = [masked, round_up, element_bytes](int64_t bytes) {
+    if (masked) return (bytes + round_up) & ~round_up;
+    return (bytes + round_up) / element_bytes * element_bytes;
   };
   // Per channel (directed group pair = link), the smallest irecv slot of the sends after the
   // current one: walking each sender's order and out-edges backwards visits a channel's sends
   // in reverse (producer position, edge id) order, the compiler's matching order.
   std::vector<int32_t> channel_slot(link_dst.size(), std::numeric_limits<int32_t>::max());
-  std::vector<StageId> stage_of(num_slots);
-  for (StageId s = 0; s < graph.num_stages(); ++s) stage_of[b.slot_of[s]] = s;
+  const StageId* stage_of = b.stage_of.get();
+  const int32_t* slot_of = b.slot_of.get();
+  SlotBytes* slots = b.slots.data();
   for (GroupId gu = 0; gu < num_groups; ++gu) {
     const int32_t u0 = b.slot_begin[gu];
     const int32_t u_last = b.slot_begin[gu + 1] - 1;  // the slot after the last compute
@@ -193,27 +248,28 @@ void PlaceBuffers(const StageGraph& graph,
         const int32_t link = edge_link[e];
         if (edge.bytes == 0 && link < 0) continue;  // same-group ordering edge
         const int64_t bytes = buffer_bytes(edge.bytes);
-        const int32_t to_slot = b.slot_of[edge.to];
-        b.slots[j].produced += bytes;
-        b.slots[to_slot + 1].freed += bytes;
+        const int32_t to_slot = slot_of[edge.to];
+        slots[j].produced += bytes;
+        slots[to_slot + 1].freed += bytes;
         if (link < 0) continue;  // local buffer
         // Send buffer: wait_send in the first later slot whose compute starts at/after arrival.
         const double arrival_s = edge_arrival_s[e];
+        const double arrived_s = arrival_s - kSlotEpsS;
         const int32_t ws = FirstPositionFromLow(j + 1, u_last, [&](int32_t q) {
-          return slot_timing[q].start_s >= arrival_s - kSlotEpsS;
+          return slot_timing[q].start_s >= arrived_s;
         });
-        b.slots[ws].freed += bytes;
+        slots[ws].freed += bytes;
         if (record_times) b.send_free_s[ws] = std::max(b.send_free_s[ws], arrival_s);
         // Receive buffer: irecv in the first slot whose compute ends after the sender posts.
-        const double post_s = slot_timing[j].end_s;
+        const double posted_s = slot_timing[j].end_s + kSlotEpsS;
         const int32_t v0 = b.slot_begin[link_dst[link]];
         int32_t slot = FirstPositionFromHigh(v0, to_slot, [&](int32_t q) {
-          return slot_timing[q].end_s > post_s + kSlotEpsS;
+          return slot_timing[q].end_s > posted_s;
         });
         int32_t& later = channel_slot[link];
         slot = std::min(slot, later);
         later = slot;
-        b.slots[slot].received += bytes;
+        slots[slot].received += bytes;
       }
     }
   }
@@ -238,7 +294,11 @@ struct OffloadCopies {
     double start_s, end_s;
     int gpus;
   };
-  std::vector<std::vector<Copy>> node_copies;  // per node: copies that may still run
+  struct NodeCopies {
+    std::vector<Copy> list;  // copies that may still run (and some that ended)
+    size_t prune_at = 16;    // drop the ended ones when the list grows past this
+  };
+  std::vector<NodeCopies> node_copies;  // per node
   double now_s = 0;  // the event loop's time; no later copy starts before it
 
   double Issue(GroupId g, int64_t bytes, double link_bytes_per_s, double earliest_s,
@@ -252,7 +312,7 @@ struct OffloadCopies {
     }
     double rate = link;
     for (const auto& [node, gpus] : nodes_of[g]) {
-      auto& list = node_copies[node];
+      const auto& list = node_copies[node].list;
       int copying = gpus;
       for (const Copy& c : list) {
         if (c.start_s <= start_s && c.end_s > start_s) copying += c.gpus;
@@ -261,12 +321,15 @@ struct OffloadCopies {
     }
     const double end_s = start_s + static_cast<double>(bytes) / rate;
     for (const auto& [node, gpus] : nodes_of[g]) {
-      auto& list = node_copies[node];
-      // Copies start at or after the event loop's time, which only grows.
-      if (list.size() > 64) {
-        std::erase_if(list, [&](const Copy& c) { return c.end_s <= now_s; });
+      NodeCopies& copies = node_copies[node];
+      // Copies start at or after the event loop's time, which only grows: one that ended by
+      // then overlaps no later copy. Pruned when the list doubled since the last pruning (the
+      // scans above stay short; the pruning costs as much as the scans it saves).
+      if (copies.list.size() > copies.prune_at) {
+        std::erase_if(copies.list, [&](const Copy& c) { return c.end_s <= now_s; });
+        copies.prune_at = std::max<size_t>(16, 2 * copies.list.size());
       }
-      list.push_back({start_s, end_s, gpus});
+      copies.list.push_back({start_s, end_s, gpus});
     }
     stream_free_s[g] = end_s;
     return end_s;
@@ -309,7 +372,10 @@ struct OffloadCopies {
     for (size_t node = 0; node < changes.size(); ++node) {
       auto& c = changes[node];
       if (c.empty()) continue;
-      std::sort(c.begin(), c.end());  // frees before allocations at equal times
+      // Frees before allocations at equal times (pair order; times are never NaN).
+      std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
+        return a.first < b.first || (a.first == b.first && a.second < b.second);
+      });
       int64_t live = 0, peak = 0;
       for (const auto& [time_s, bytes] : c) {
         live += bytes;
@@ -339,7 +405,8 @@ struct OffloadCopies {
 OffloadCopies MakeOffloadCopies(const StageGraph& graph, const spec::ClusterSpec& cluster) {
   OffloadCopies c;
   const int n = graph.num_stages();
-  for (const graph::Stage& st : graph.stages()) c.any = c.any || st.offload_bytes > 0;
+  c.any = std::any_of(graph.stages().begin(), graph.stages().end(),
+                      [](const graph::Stage& st) { return st.offload_bytes > 0; });
   if (!c.any) return c;
   c.forward_of.assign(n, -1);
   c.backward_of.assign(n, -1);
@@ -368,16 +435,26 @@ OffloadCopies MakeOffloadCopies(const StageGraph& graph, const spec::ClusterSpec
   c.nodes_of.resize(graph.num_groups());
   for (GroupId g = 0; g < graph.num_groups(); ++g) {
     const graph::DeviceGroup& group = graph.group(g);
-    std::map<int, int> count;
+    // Replica r holds GPUs [first_gpu + r·stride, + num_gpus): count them a node at a time,
+    // in ascending node order.
+    auto& nodes = c.nodes_of[g];
     for (int r = 0; r < group.dp; ++r) {
-      for (int i = 0; i < group.num_gpus; ++i) {
-        ++count[NodeOf(group.first_gpu + r * group.DpStrideGpus() + i, cluster)];
+      const int first = group.first_gpu + r * group.DpStrideGpus();
+      const int end = first + group.num_gpus;
+      for (int gpu = first; gpu < end;) {
+        const int node = NodeOf(gpu, cluster);
+        const int node_end = std::min(end, (node + 1) * cluster.gpus_per_node);
+        auto it = std::lower_bound(nodes.begin(), nodes.end(), node,
+                                   [](const std::pair<int, int>& a, int b) { return a.first < b; });
+        if (it != nodes.end() && it->first == node) {
+          it->second += node_end - gpu;
+        } else {
+          nodes.insert(it, {node, node_end - gpu});
+        }
+        gpu = node_end;
       }
     }
-    for (const auto& [node, gpus] : count) {
-      c.nodes_of[g].push_back({node, gpus});
-      num_nodes = std::max(num_nodes, node + 1);
-    }
+    for (const auto& [node, gpus] : nodes) num_nodes = std::max(num_nodes, node + 1);
   }
   c.node_copies.resize(num_nodes);
   return c;
@@ -472,20 +549,29 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   const auto groups = graph.groups();
 
   // Per-edge link and unloaded transfer time; per directed group pair a link slot.
-  std::vector<double> edge_time_s(edges.size(), 0.0);
+  // Per-edge arrays are written in full before they are read: no zero fill (it cost more than
+  // the loop that writes them).
+  auto edge_time_s = std::make_unique_for_overwrite<double[]>(edges.size());  // 0: same group
   std::vector<int32_t> edge_link(edges.size(), -1);
-  std::vector<LinkKind> edge_kind(edges.size(), LinkKind::kSameGroup);
   int num_links = 0;
-  std::vector<GroupId> link_dst;  // per link: its destination group
+  std::vector<GroupId> link_dst;    // per link: its destination group
+  std::vector<LinkKind> link_kind;  // per link: NVLink or network
   {
     const bool dense = num_groups <= 128;
     std::vector<int32_t> dense_slot(dense ? num_groups * num_groups : 0, -1);
     std::unordered_map<int64_t, int32_t> sparse_slot;
-    std::vector<LinkKind> pair_kind;
+    // TransferTimeS per link kind, its denominator computed once (the same product).
+    const spec::LinkSpec* link_spec[2] = {&cluster.intra_node, &cluster.inter_node};
+    const double link_rate[2] = {
+        cluster.intra_node.bandwidth_bytes_per_s * cluster.efficiency.network,
+        cluster.inter_node.bandwidth_bytes_per_s * cluster.efficiency.network};
     for (size_t e = 0; e < edges.size(); ++e) {
       const GroupId a = stages[edges[e].from].group;
       const GroupId b = stages[edges[e].to].group;
-      if (a == b) continue;
+      if (a == b) {
+        edge_time_s[e] = 0.0;
+        continue;
+      }
       int32_t* slot;
       if (dense) {
         slot = &dense_slot[a * num_groups + b];
@@ -495,12 +581,13 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
       }
       if (*slot < 0) {
         *slot = num_links++;
-        pair_kind.push_back(LinkBetween(groups[a], groups[b], cluster));
+        link_kind.push_back(LinkBetween(groups[a], groups[b], cluster));
         link_dst.push_back(b);
       }
       edge_link[e] = *slot;
-      edge_kind[e] = pair_kind[*slot];
-      edge_time_s[e] = TransferTimeS(edges[e].bytes, edge_kind[e], cluster);
+      const int port = link_kind[*slot] == LinkKind::kIntraNode ? 0 : 1;
+      edge_time_s[e] =
+          link_spec[port]->latency_s + static_cast<double>(edges[e].bytes) / link_rate[port];
     }
   }
 
@@ -514,31 +601,29 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
 
   // --- event simulation ---------------------------------------------------------------------
   std::vector<int32_t> pending(n);
-  std::vector<double> ready_s(n, 0.0);
+  auto ready_s = std::make_unique_for_overwrite<double[]>(n);  // zeroed with `pending`
   std::vector<uint8_t> done(n, 0);
-  for (int s = 0; s < n; ++s) pending[s] = static_cast<int32_t>(graph.in_edges(s).size());
+  for (int s = 0; s < n; ++s) {
+    pending[s] = static_cast<int32_t>(graph.in_edges(s).size());
+    ready_s[s] = 0.0;
+  }
   std::vector<int32_t> cursor(num_groups, 0);
   std::vector<uint8_t> running(num_groups, 0);
-  std::vector<double> group_free_s(num_groups, 0.0);
-  std::vector<double> link_free_s(num_links, 0.0);
-  std::vector<double> egress_free_s(2 * num_groups, 0.0), ingress_free_s(2 * num_groups, 0.0);
-  std::vector<double> edge_arrival_s(num_links > 0 ? edges.size() : 0, 0.0);
+  std::vector<double> group_free_s(num_groups);
+  std::vector<double> link_free_s(num_links);
+  std::vector<double> egress_free_s(2 * num_groups), ingress_free_s(2 * num_groups);
+  // Written for every cross-group edge (the only ones PlaceBuffers reads).
+  auto edge_arrival_s = std::make_unique_for_overwrite<double[]>(num_links > 0 ? edges.size() : 0);
 
   // --- offload: per-group copy streams sharing the node's host bandwidth ---------------------
   OffloadCopies copies = MakeOffloadCopies(graph, cluster);
 
-  using Event = std::pair<double, StageId>;  // (end time, stage); ties by stage id
-  std::vector<Event> heap_storage;
-  heap_storage.reserve(num_groups + 1);
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> events(std::greater<>{},
-                                                                        std::move(heap_storage));
+  EndQueue events(num_groups);
 
-  auto try_start = [&](GroupId g) {
-    if (running[g]) return;
+  // Starts group g's next stage (it is idle and that stage's inputs have arrived).
+  auto start = [&](GroupId g) {
     const auto& order = schedule.order[g];
-    if (cursor[g] >= static_cast<int>(order.size())) return;
     const StageId s = order[cursor[g]];
-    if (pending[s] > 0) return;
     double start_s = std::max(group_free_s[g], ready_s[s]);
     if (copies.any && copies.forward_of[s] >= 0) {
       // An offloaded backward waits for its prefetch (issued now at the latest).
@@ -555,9 +640,10 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     timeline.stages[s] = StageTiming{start_s, end_s};
     const int32_t slot = buffers.slot_begin[g] + cursor[g];
     buffers.slot_of[s] = slot;
-    buffers.slot_timing[slot] = StageTiming{start_s, end_s};
+    buffers.stage_of[slot] = s;
+    buffers.slot_timing[slot] = {start_s, end_s};
     running[g] = 1;
-    events.push({end_s, s});
+    events.Set(g, end_s, s);
     // Prefetch the next stage's offloaded activations while this one runs.
     if (copies.any && cursor[g] + 1 < static_cast<int>(order.size())) {
       const StageId next = order[cursor[g] + 1];
@@ -568,14 +654,22 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
       }
     }
   };
+  // Starts group g's next stage if the group is idle and the stage ready (the common refusal
+  // stays inline).
+  auto try_start = [&](GroupId g) {
+    if (running[g]) return;
+    const auto& order = schedule.order[g];
+    if (cursor[g] >= static_cast<int>(order.size()) || pending[order[cursor[g]]] > 0) return;
+    start(g);
+  };
 
   for (GroupId g = 0; g < num_groups; ++g) try_start(g);
   int completed = 0;
   while (!events.empty()) {
-    const auto [t, s] = events.top();
-    events.pop();
+    const double t = events.top_end_s();
+    const StageId s = events.top_stage();
+    const GroupId g = events.top_group();
     copies.now_s = t;
-    const GroupId g = stages[s].group;
     done[s] = 1;
     ++completed;
     running[g] = 0;
@@ -596,10 +690,11 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
       if (link >= 0) {
         // Ports: the sender's egress and the receiver's ingress of the link's kind (NVLink or
         // network) carry one transfer at a time, whatever the peer.
-        const int kind = edge_kind[e] == LinkKind::kIntraNode ? 0 : 1;
-        double& egress = egress_free_s[2 * g + kind];
-        double& ingress = ingress_free_s[2 * stages[to].group + kind];
-        const double start_s = std::max({t, link_free_s[link], egress, ingress});
+        const LinkKind kind = link_kind[link];
+        const int port = kind == LinkKind::kIntraNode ? 0 : 1;
+        double& egress = egress_free_s[2 * g + port];
+        double& ingress = ingress_free_s[2 * stages[to].group + port];
+        const double start_s = std::max(std::max(t, link_free_s[link]), std::max(egress, ingress));
         arrival_s = start_s + edge_time_s[e];
         link_free_s[link] = arrival_s;
         egress = arrival_s;
@@ -607,13 +702,14 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
         edge_arrival_s[e] = arrival_s;
         if (options.record_transfers) {
           timeline.transfers.push_back(Transfer{e, s, to, g, stages[to].group, start_s, arrival_s,
-                                                edges[e].bytes, edge_kind[e]});
+                                                edges[e].bytes, kind});
         }
       }
       if (arrival_s > ready_s[to]) ready_s[to] = arrival_s;
       if (--pending[to] == 0) try_start(stages[to].group);
     }
     try_start(g);
+    if (!running[g]) events.Clear(g);
   }
   if (completed != n) return DeadlockError(graph, schedule, cursor, done);
 
@@ -622,12 +718,12 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
       options.capacity_bytes > 0 ? options.capacity_bytes : cluster.gpu.UsableMemoryBytes();
   timeline.capacity_bytes = capacity_bytes;
   double weighted_busy = 0, weighted_gpus = 0;
-  std::vector<double> tail_s(num_groups, 0.0);
+  std::vector<double> tail_s(num_groups);
   std::vector<uint8_t> in_sync_set(num_groups, 0);
   for (const graph::GradSync& sync : graph.grad_syncs()) {
     for (GroupId g : sync.groups) in_sync_set[g] = 1;
   }
-  PlaceBuffers(graph, edge_arrival_s, edge_link, link_dst, options.buffer_element_bytes,
+  PlaceBuffers(graph, edge_arrival_s.get(), edge_link, link_dst, options.buffer_element_bytes,
                options.record_memory_curves, buffers);
   for (GroupId g = 0; g < num_groups; ++g) {
     GroupTimeline& gt = timeline.groups[g];
@@ -713,15 +809,15 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     std::sort(syncs.begin(), syncs.end(), [](const graph::GradSync* a, const graph::GradSync* b) {
       return std::tie(a->module, a->groups.front()) < std::tie(b->module, b->groups.front());
     });
-    std::vector<double> ready_s(num_groups), first_start_s(num_groups, -1.0);
-    for (GroupId g = 0; g < num_groups; ++g) ready_s[g] = timeline.groups[g].last_end_s;
+    std::vector<double> member_ready_s(num_groups), first_start_s(num_groups, -1.0);
+    for (GroupId g = 0; g < num_groups; ++g) member_ready_s[g] = timeline.groups[g].last_end_s;
     for (const graph::GradSync* sync : syncs) {
       double start_s = 0;
-      for (GroupId g : sync->groups) start_s = std::max(start_s, ready_s[g]);
+      for (GroupId g : sync->groups) start_s = std::max(start_s, member_ready_s[g]);
       const double sync_s = options.include_grad_sync ? GradSyncSetTimeS(graph, *sync, cluster) : 0.0;
       for (GroupId g : sync->groups) {
         if (first_start_s[g] < 0) first_start_s[g] = start_s;
-        ready_s[g] = start_s + sync_s;
+        member_ready_s[g] = start_s + sync_s;
         tail_s[g] += sync_s;
       }
     }
@@ -729,9 +825,9 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
       if (!in_sync_set[g]) continue;
       GroupTimeline& gt = timeline.groups[g];
       gt.grad_sync_start_s = first_start_s[g];
-      gt.grad_sync_s = ready_s[g] - first_start_s[g];
+      gt.grad_sync_s = member_ready_s[g] - first_start_s[g];
       tail_s[g] += gt.optimizer_s;
-      gt.end_s = ready_s[g] + gt.optimizer_s;
+      gt.end_s = member_ready_s[g] + gt.optimizer_s;
     }
   }
   for (GroupId g = 0; g < num_groups; ++g) {
@@ -754,7 +850,8 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
 
   // --- critical path (unloaded transfers, no resource conflicts) ----------------------------
   {
-    std::vector<double> finish_s(n, 0.0);
+    // Written in topological order before any successor reads it: no zero fill.
+    auto finish_s = std::make_unique_for_overwrite<double[]>(n);
     double critical = 0;
     for (StageId s : graph.topological_order()) {
       double begin_s = 0;

@@ -59,23 +59,34 @@ struct Routed {
   int64_t tokens = 0;
   std::vector<int32_t> samples;  // samples whose tokens are routed
 };
-std::optional<Routed> RoutedTokens(const data::ModuleWorkload& pw, int pb, int pe,
-                                   const data::ModuleWorkload& cw, int cb, int ce,
-                                   bool by_item) {
-  std::set<std::pair<int32_t, int32_t>> wanted;  // (sample, item); item = -1 when by sample
+// What consumer instances [cb, ce) of `cw` take: their (sample, item) keys, item = -1 when by
+// sample, sorted and unique; nullopt when the workload has no provenance. Computed once per
+// consumer flow and looked up for every producer flow.
+std::optional<std::vector<std::pair<int32_t, int32_t>>> WantedKeys(const data::ModuleWorkload& cw,
+                                                                    int cb, int ce, bool by_item) {
+  std::vector<std::pair<int32_t, int32_t>> wanted;
   for (int j = cb; j < ce; ++j) {
     const auto& inst = cw.instances[j];
     if (inst.segment_samples.size() != inst.segment_tokens.size()) return std::nullopt;
     if (by_item && inst.item < 0) return std::nullopt;
-    for (int32_t sample : inst.segment_samples) wanted.insert({sample, by_item ? inst.item : -1});
+    for (int32_t sample : inst.segment_samples) wanted.push_back({sample, by_item ? inst.item : -1});
   }
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  return wanted;
+}
+std::optional<Routed> RoutedTokens(
+    const data::ModuleWorkload& pw, int pb, int pe,
+    const std::optional<std::vector<std::pair<int32_t, int32_t>>>& wanted, bool by_item) {
+  if (!wanted) return std::nullopt;
   Routed out;
   for (int i = pb; i < pe; ++i) {
     const auto& inst = pw.instances[i];
     if (inst.segment_samples.size() != inst.segment_tokens.size()) return std::nullopt;
     if (by_item && inst.item < 0) return std::nullopt;
     for (size_t k = 0; k < inst.segment_tokens.size(); ++k) {
-      if (wanted.count({inst.segment_samples[k], by_item ? inst.item : -1})) {
+      const std::pair<int32_t, int32_t> key{inst.segment_samples[k], by_item ? inst.item : -1};
+      if (std::binary_search(wanted->begin(), wanted->end(), key)) {
         out.tokens += inst.segment_tokens[k];
         out.samples.push_back(inst.segment_samples[k]);
       }
@@ -299,20 +310,19 @@ struct StagePricing {
 
 // Sets `st`'s latency, FLOPs, activation bytes and recompute from its chunk cost under
 // `recompute` (the same numbers whether the graph is built once or as a variant).
-void PriceStage(const StagePricing& p, const cost::ChunkCost& chunk_cost,
-                cost::Recompute recompute, const GraphBuildOptions& options, graph::Stage& st) {
-  cost::ChunkCost c = chunk_cost;
-  c.recompute = recompute;
+void PriceStage(const StagePricing& p, const cost::ChunkCost& c, cost::Recompute recompute,
+                const GraphBuildOptions& options, graph::Stage& st) {
   // Offload: the stages compute only; the simulator runs the copies (Stage::offload_bytes).
   const bool offload = recompute == cost::Recompute::kOffload && c.offload_transfer_s > 0;
-  const int64_t act = p.has_backward ? static_cast<int64_t>(c.ActivationBytes()) : 0;
+  const int64_t act =
+      p.has_backward ? static_cast<int64_t>(c.CostTotals::ActivationBytes(recompute)) : 0;
   const int64_t kept =
       p.has_weight ? static_cast<int64_t>(act * options.weight_grad_activation_fraction) : 0;
   const int64_t offloaded =
       offload && p.has_backward
           ? static_cast<int64_t>(c.CostTotals::ActivationBytes(cost::Recompute::kNone))
           : 0;
-  const double backward_s = c.BackwardS();
+  const double backward_s = c.CostTotals::BackwardS(recompute);
   st.recompute = static_cast<graph::Recompute>(static_cast<int>(recompute));
   st.offload_bytes = p.role == StageRole::kBackwardWeight ? 0 : offloaded;
   switch (p.role) {
@@ -346,7 +356,7 @@ void PriceStage(const StagePricing& p, const cost::ChunkCost& chunk_cost,
 // how to price each stage. Priced and finalized once per recompute assignment (MakeGraph).
 struct GraphDraft {
   graph::StageGraph graph;             // not finalized; priced stages hold no costs yet
-  std::vector<cost::ChunkCost> costs;  // one per (module chunk, sub-microbatch shape)
+  std::vector<cost::ChunkCost> costs;  // one per (module chunk class, sub-microbatch shape)
   std::vector<StagePricing> pricing;   // one per priced stage (zero-time stages have none)
 };
 
@@ -384,6 +394,10 @@ class DraftBuilder {
       // Loss: each sink module's last forward feeds its last backward (already linked by the
       // F(k) -> B(k) edge; nothing more to add).
     }
+    // Finalized once (unpriced): every variant copies its adjacency and topological order
+    // (StageGraph::WithStages). A draft that fails here stays unfinalized, so that each
+    // variant's own Finalize reports the error it always did.
+    static_cast<void>(draft_.graph.Finalize());
     return std::move(draft_);
   }
 
@@ -503,8 +517,9 @@ class DraftBuilder {
       int64_t routed_context = 0;
       bool known = true;
       for (int p : model_.Predecessors(i)) {
-        const auto r = RoutedTokens(state.works[p], 0, state.works[p].NumInstances(),
-                                    state.works[i], begin, end, /*by_item=*/false);
+        const auto r =
+            RoutedTokens(state.works[p], 0, state.works[p].NumInstances(),
+                         WantedKeys(state.works[i], begin, end, /*by_item=*/false), false);
         if (!r) known = false;
         routed_context += r ? r->tokens : 0;
       }
@@ -606,14 +621,38 @@ class DraftBuilder {
                                        ? static_cast<double>(chunks_of_[i].size())
                                        : 1.0,
                          .has_backward = has_backward};
+    // The chunks of one shape cost alike when they hold as many layers and the same ends of
+    // the module: CostModel::Chunk prices every layer that is neither the module's first nor
+    // its last alike (its layer cache keys them as one). Each such class is priced once.
+    struct PricedClass {
+      int num_layers;
+      bool first, last;
+      int cost;
+    };
+    std::vector<PricedClass> priced;
+    const int module_layers = model_.modules[i].num_layers;
     for (int ci : replica_chunks_[i][replica]) {
       const Chunk& chunk = placement_.chunks[ci];
-      WEFT_ASSIGN_OR_RETURN(cost::ChunkCost c,
-                            cost_model_.Chunk(model_, i, chunk.first_layer, chunk.num_layers,
-                                              shape, parallel));
-      pricing.cost = static_cast<int>(draft_.costs.size());
+      const bool first = chunk.first_layer == 0;
+      const bool last = chunk.first_layer + chunk.num_layers == module_layers;
+      // Only ranges Chunk accepts share a price (the others fail there, as before).
+      const bool valid = chunk.num_layers >= 1 && chunk.first_layer >= 0 &&
+                         chunk.first_layer + chunk.num_layers <= module_layers;
+      auto same = std::find_if(priced.begin(), priced.end(), [&](const PricedClass& k) {
+        return k.num_layers == chunk.num_layers && k.first == first && k.last == last;
+      });
+      if (valid && same != priced.end()) {
+        pricing.cost = same->cost;
+      } else {
+        WEFT_ASSIGN_OR_RETURN(cost::ChunkCost priced_cost,
+                              cost_model_.Chunk(model_, i, chunk.first_layer, chunk.num_layers,
+                                                shape, parallel));
+        pricing.cost = static_cast<int>(draft_.costs.size());
+        draft_.costs.push_back(std::move(priced_cost));
+        if (valid) priced.push_back({chunk.num_layers, first, last, pricing.cost});
+      }
+      const cost::ChunkCost& c = draft_.costs[pricing.cost];
       pricing.has_weight = false;
-      draft_.costs.push_back(c);
       const auto add = [&](graph::Stage st, StageRole role) {
         st.latency_s = 0;
         st.flops = 0;
@@ -682,15 +721,23 @@ class DraftBuilder {
       const bool by_item = model_.modules[c].kind == spec::ModuleKind::kMlpProjector &&
                            producer_kind != spec::ModuleKind::kMlpProjector &&
                            producer_kind != spec::ModuleKind::kLlm;
+      std::vector<std::optional<std::vector<std::pair<int32_t, int32_t>>>> wanted;
+      wanted.reserve(consumer_flows.size());
+      for (const FlowStages& cf : consumer_flows) {
+        wanted.push_back(cf.instance_end > cf.instance_begin
+                             ? WantedKeys(state.works[c], cf.instance_begin, cf.instance_end,
+                                          by_item)
+                             : std::nullopt);
+      }
       for (const FlowStages& pf : producer_flows) {
-        for (const FlowStages& cf : consumer_flows) {
+        for (size_t ck = 0; ck < consumer_flows.size(); ++ck) {
+          const FlowStages& cf = consumer_flows[ck];
           auto bytes = static_cast<int64_t>(pf.output_bytes / consumer_subs);
           graph::SampleSetId carried = -1;
           int64_t rows = -1;
           if (pf.instance_end > pf.instance_begin && cf.instance_end > cf.instance_begin) {
             auto routed = RoutedTokens(state.works[p], pf.instance_begin, pf.instance_end,
-                                       state.works[c], cf.instance_begin, cf.instance_end,
-                                       by_item);
+                                       wanted[ck], by_item);
             if (routed) {
               if (routed->tokens == 0) continue;
               cost::TokenShape shape;

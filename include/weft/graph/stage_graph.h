@@ -36,7 +36,8 @@ enum class Pass : uint8_t {
 };
 // "F", "B", "Bi", "W".
 std::string_view PassShortName(Pass pass);
-bool IsBackward(Pass pass);  // kBackward, kBackwardInput or kBackwardWeight
+// kBackward, kBackwardInput or kBackwardWeight. Inline: schedulers ask it per stage visit.
+inline bool IsBackward(Pass pass) { return pass != Pass::kForward; }
 
 // Memory strategy of a stage; only a label for reports here (the caller prices it into
 // latency_s and the activation bytes).
@@ -121,8 +122,14 @@ class StageGraph {
   // Adds a sample set (sorted and deduplicated here); equal consecutive sets share one id.
   SampleSetId AddSampleSet(std::vector<int32_t> samples);
   void SetModuleNames(std::vector<std::string> names) { module_names_ = std::move(names); }
-  void AddGradSync(GradSync sync) { grad_syncs_.push_back(std::move(sync)); }
-  void SetGradSyncs(std::vector<GradSync> syncs) { grad_syncs_ = std::move(syncs); }
+  void AddGradSync(GradSync sync) {
+    finalized_ = false;
+    grad_syncs_.push_back(std::move(sync));
+  }
+  void SetGradSyncs(std::vector<GradSync> syncs) {
+    finalized_ = false;
+    grad_syncs_ = std::move(syncs);
+  }
   void Reserve(int num_stages, int num_edges);
 
   // Checks ids (groups exist, edge ends exist, no self edges, latencies/bytes >= 0), builds the
@@ -131,6 +138,8 @@ class StageGraph {
   // This graph with `stages` in place of its stages (one per stage id, in id order): groups,
   // edges, sample sets, module names and gradient syncs are kept. Finalized; InvalidArgument when
   // the count differs or a stage breaks a Finalize rule. For graphs re-priced from another one.
+  // On a finalized graph only the new stages are checked: the adjacency and the topological
+  // order depend on the edges alone and are copied.
   StatusOr<StageGraph> WithStages(std::vector<Stage> stages) const;
   bool finalized() const { return finalized_; }
 
@@ -166,6 +175,9 @@ class StageGraph {
   std::string StageName(StageId id) const;
 
  private:
+  // Finalize's checks of every stage (ids, latencies, bytes, sample sets), in stage order.
+  Status CheckStages() const;
+
   std::vector<DeviceGroup> groups_;
   std::vector<Stage> stages_;
   std::vector<Edge> edges_;
