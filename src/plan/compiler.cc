@@ -203,8 +203,11 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
       ends[g].push_back(run_end);
     }
   }
-  std::map<graph::EdgeId, const sim::Transfer*> transfer_of;
-  for (const sim::Transfer& t : timeline.transfers) transfer_of[t.edge] = &t;
+  // Per edge its transfer (the last one listed wins), or nullptr.
+  std::vector<const sim::Transfer*> transfer_of(graph.num_edges(), nullptr);
+  for (const sim::Transfer& t : timeline.transfers) {
+    if (t.edge >= 0 && t.edge < graph.num_edges()) transfer_of[t.edge] = &t;
+  }
 
   ExecutionPlan plan;
   plan.model = options.model;
@@ -229,6 +232,15 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
     rank.static_bytes = graph.group(g).static_bytes;
   }
 
+  // Buffers per rank: one per same-group edge with bytes, one on each end of a cross-group edge.
+  std::vector<size_t> num_buffers(num_groups, 0);
+  for (const graph::Edge& edge : graph.edges()) {
+    const int gu = graph.stage(edge.from).group, gv = graph.stage(edge.to).group;
+    if (gu != gv || edge.bytes > 0) ++num_buffers[gu];
+    if (gu != gv) ++num_buffers[gv];
+  }
+  for (int g = 0; g < num_groups; ++g) plan.ranks[g].buffers.reserve(num_buffers[g]);
+
   std::vector<std::vector<Slot>> slots(num_groups);
   for (int g = 0; g < num_groups; ++g) slots[g].resize(schedule.order[g].size() + 1);
   std::vector<StageIo> io(graph.num_stages());
@@ -249,15 +261,25 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
     return id;
   };
 
+  // StageName of each stage, formatted once (a stage ends several edges); empty = not yet.
+  std::vector<std::string> stage_names(graph.num_stages());
+  auto stage_name = [&](graph::StageId s) -> const std::string& {
+    if (stage_names[s].empty()) stage_names[s] = graph.StageName(s);
+    return stage_names[s];
+  };
   for (graph::EdgeId e = 0; e < graph.num_edges(); ++e) {
     const graph::Edge& edge = graph.edge(e);
     const graph::Stage& from = graph.stage(edge.from);
     const graph::Stage& to = graph.stage(edge.to);
     const int gu = from.group, gv = to.group;
-    const std::string name = graph.StageName(edge.from) + " -> " + graph.StageName(edge.to);
+    if (gu == gv && edge.bytes == 0) continue;  // ordering only; the schedule order implies it
+    const std::string& from_name = stage_name(edge.from);
+    const std::string& to_name = stage_name(edge.to);
+    std::string name;
+    name.reserve(from_name.size() + 4 + to_name.size());
+    name.append(from_name).append(" -> ").append(to_name);
     const TensorSpec tensor = ShapeFor(edge.bytes, from.module, options);
     if (gu == gv) {
-      if (edge.bytes == 0) continue;  // ordering only; the schedule order implies it
       const BufferId b = new_buffer(gu, edge, tensor, name);
       io[edge.from].outputs.push_back(b);
       io[edge.to].inputs.push_back(b);
@@ -273,9 +295,8 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
     slots[gv][pos[edge.to] + 1].frees.push_back({recv, edge.to});
 
     const double t_post = timeline.stages[edge.from].end_s;
-    auto it = transfer_of.find(e);
     const double t_arrive =
-        it != transfer_of.end() ? it->second->end_s : timeline.stages[edge.to].start_s;
+        transfer_of[e] != nullptr ? transfer_of[e]->end_s : timeline.stages[edge.to].start_s;
     // wait_send: first later compute starting at/after the arrival, else the end of the list.
     const int n_u = static_cast<int>(schedule.order[gu].size());
     const int ws_slot = FirstSlot(starts[gu], pos[edge.from] + 1, n_u,
@@ -312,6 +333,13 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
     const auto& order = schedule.order[g];
     // The rank's all_reduce_grads, ascending by module (GradReducesOf's order), at the end.
     const std::vector<GradReduce> reduces = GradReducesOf(graph, order, g, options);
+    size_t num_actions = order.size() + reduces.size();
+    for (const Slot& slot : slots[g]) {
+      num_actions += slot.irecvs.size() + slot.frees.size() + 2 * slot.wait_sends.size() +
+                     slot.wait_recvs.size();
+    }
+    for (graph::StageId s : order) num_actions += io[s].isends.size();
+    rank.actions.reserve(num_actions);
     auto buffer_action = [&](ActionKind kind, BufferId b, int peer, graph::StageId s) {
       Action a;
       a.kind = kind;
@@ -363,8 +391,9 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
       Action compute;
       compute.kind = ComputeKindOf(stage.pass);
       compute.stage = RefOf(stage);
-      compute.inputs = io[s].inputs;
-      compute.outputs = io[s].outputs;
+      // Each stage is computed once: its buffer lists move into the action.
+      compute.inputs = std::move(io[s].inputs);
+      compute.outputs = std::move(io[s].outputs);
       compute.recompute = stage.recompute;
       compute.recompute_layers = stage.recompute_layers;
       compute.activation_alloc_bytes = stage.activation_alloc_bytes;
