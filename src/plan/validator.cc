@@ -44,7 +44,7 @@ struct BufferTrack {
 // Per rank and action: the ordinal of an isend / irecv on its channel, or for a wait the ordinal
 // of the post it waits for. -1 otherwise.
 struct ChannelRef {
-  int channel = -1;  // src * num_ranks + dst
+  int channel = -1;  // Channel::id
   int ordinal = -1;
 };
 
@@ -112,6 +112,8 @@ class Validator {
     }
     report_.ranks.resize(num_ranks_);
     refs_.resize(num_ranks_);
+    isends_.resize(num_ranks_);
+    collective_at_.resize(num_ranks_);
     for (int r = 0; r < num_ranks_; ++r) {
       refs_[r].resize(plan_.ranks[r].actions.size());
       WEFT_RETURN_IF_ERROR(CheckStructure(r));
@@ -128,6 +130,17 @@ class Validator {
   }
 
  private:
+  // The posts between one ordered rank pair (src -> dst), which NCCL matches in order.
+  struct Channel {
+    int id = 0;  // dense, in order of first use (the replay counts posts per id)
+    std::vector<int> sends, recvs;  // action indices of its isends on src / irecvs on dst, in order
+  };
+  Channel& ChannelOf(int src, int dst) {
+    auto [it, fresh] = channels_.try_emplace(src * num_ranks_ + dst);
+    if (fresh) it->second.id = static_cast<int>(channels_.size()) - 1;
+    return it->second;
+  }
+
   std::string Loc(int rank, int index) const { return ActionLocation(plan_, rank, index); }
   Status Error(int rank, int index, const std::string& reason) const {
     return InvalidArgumentError(Loc(rank, index) + ": " + reason);
@@ -219,13 +232,20 @@ class Validator {
         }
         if (a.peer == r) return Error(r, i, "peer is the rank itself; use a local buffer");
       }
+      // The k-th isend of a channel (rank pair src -> dst) and the k-th irecv: CheckMatching
+      // pairs them, the replay counts them. (Collected here, in this one pass over the actions.)
       if (a.kind == ActionKind::kIsend) {
-        const Buffer& b = BufferOf(r, a.buffer);
+        const int index = FindBuffer(r, a.buffer);
+        const Buffer& b = rank.buffers[index];
         if (b.producer.rank != r || b.consumer.rank != a.peer) {
           return Error(r, i, fmt::format("sends buf {} ({} -> {}) from rank {} to rank {}", a.buffer,
                                          DescribeBufferEnd(b.producer),
                                          DescribeBufferEnd(b.consumer), r, a.peer));
         }
+        Channel& channel = ChannelOf(r, a.peer);
+        refs_[r][i] = {channel.id, static_cast<int>(channel.sends.size())};
+        channel.sends.push_back(i);
+        isends_[r].push_back({index, i});
       }
       if (a.kind == ActionKind::kIrecv) {
         const Buffer& b = BufferOf(r, a.buffer);
@@ -234,6 +254,9 @@ class Validator {
                                          a.buffer, DescribeBufferEnd(b.producer),
                                          DescribeBufferEnd(b.consumer), a.peer, r));
         }
+        Channel& channel = ChannelOf(a.peer, r);
+        refs_[r][i] = {channel.id, static_cast<int>(channel.recvs.size())};
+        channel.recvs.push_back(i);
       }
       if (a.kind == ActionKind::kAllReduceGrads) {
         if (a.dp < 1) return Error(r, i, fmt::format("dp = {}; must be >= 1", a.dp));
@@ -256,6 +279,7 @@ class Validator {
                                          "({}); its gradients are not complete yet",
                                          Loc(r, last)));
         }
+        if (!a.ranks.empty()) collective_at_[r][a.stage.module] = i;
       }
       if (a.group >= 0) {
         if (!IsP2pPost(a.kind)) return Error(r, i, "only isend / irecv may carry a batch group");
@@ -351,15 +375,6 @@ class Validator {
   // Every member of a collective joins it: it has an all_reduce_grads of the same module over
   // the same ranks (each rank has at most one per module, checked in CheckStructure).
   Status CheckCollectives() {
-    collective_at_.assign(num_ranks_, {});
-    for (int r = 0; r < num_ranks_; ++r) {
-      const auto& actions = plan_.ranks[r].actions;
-      for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
-        if (actions[i].kind == ActionKind::kAllReduceGrads && !actions[i].ranks.empty()) {
-          collective_at_[r][actions[i].stage.module] = i;
-        }
-      }
-    }
     for (int r = 0; r < num_ranks_; ++r) {
       for (const auto& [module, i] : collective_at_[r]) {
         const Action& a = plan_.ranks[r].actions[i];
@@ -378,31 +393,11 @@ class Validator {
   }
 
   Status CheckMatching() {
-    // channel -> action indices of its isends (on src) / irecvs (on dst), in order.
-    std::map<int, std::vector<int>> sends, recvs;
-    for (int r = 0; r < num_ranks_; ++r) {
-      const auto& actions = plan_.ranks[r].actions;
-      for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
-        const Action& a = actions[i];
-        if (a.kind == ActionKind::kIsend) {
-          int ch = r * num_ranks_ + a.peer;
-          refs_[r][i] = {ch, static_cast<int>(sends[ch].size())};
-          sends[ch].push_back(i);
-        } else if (a.kind == ActionKind::kIrecv) {
-          int ch = a.peer * num_ranks_ + r;
-          refs_[r][i] = {ch, static_cast<int>(recvs[ch].size())};
-          recvs[ch].push_back(i);
-        }
-      }
-    }
-    // Walk channels in a deterministic order; report the first broken pair.
-    std::map<int, bool> channels;
-    for (const auto& [ch, v] : sends) channels[ch] = true;
-    for (const auto& [ch, v] : recvs) channels[ch] = true;
-    for (const auto& [ch, unused] : channels) {
-      const int src = ch / num_ranks_, dst = ch % num_ranks_;
-      const std::vector<int>& s = sends[ch];
-      const std::vector<int>& v = recvs[ch];
+    // Walk channels in a deterministic order (by src, then dst); report the first broken pair.
+    for (const auto& [key, channel] : channels_) {
+      const int src = key / num_ranks_, dst = key % num_ranks_;
+      const std::vector<int>& s = channel.sends;
+      const std::vector<int>& v = channel.recvs;
       const size_t common = std::min(s.size(), v.size());
       for (size_t k = 0; k < common; ++k) {
         const Buffer& sb = BufferOf(src, plan_.ranks[src].actions[s[k]].buffer);
@@ -457,17 +452,12 @@ class Validator {
     // [send_begin[k], send_begin[k + 1]). An isend goes to its buffer's consumer rank
     // (CheckStructure), and a wait_send completes the oldest isend of its buffer not yet waited for.
     std::vector<int> send_begin(num_buffers + 1, 0);
-    for (const Action& a : rank.actions) {
-      if (a.kind == ActionKind::kIsend) ++send_begin[FindBuffer(r, a.buffer) + 1];
-    }
+    for (const auto& [k, i] : isends_[r]) ++send_begin[k + 1];
     for (int k = 0; k < num_buffers; ++k) send_begin[k + 1] += send_begin[k];
     std::vector<int> sends_of_buffer(send_begin[num_buffers]);
     {
       std::vector<int> next(send_begin.begin(), send_begin.end() - 1);
-      for (int i = 0; i < static_cast<int>(rank.actions.size()); ++i) {
-        const Action& a = rank.actions[i];
-        if (a.kind == ActionKind::kIsend) sends_of_buffer[next[FindBuffer(r, a.buffer)]++] = i;
-      }
+      for (const auto& [k, i] : isends_[r]) sends_of_buffer[next[k]++] = i;
     }
     int64_t activations = 0, buffers = 0;
     rv.num_actions = static_cast<int>(rank.actions.size());
@@ -639,8 +629,8 @@ class Validator {
 
   // Replays all ranks with blocking waits until every rank finished or none can move.
   Status Replay() {
-    std::vector<int> posted_sends(num_ranks_ * num_ranks_, 0);
-    std::vector<int> posted_recvs(num_ranks_ * num_ranks_, 0);
+    std::vector<int> posted_sends(channels_.size(), 0);  // per Channel::id
+    std::vector<int> posted_recvs(channels_.size(), 0);
     std::vector<int> pc(num_ranks_, 0);
     // Collectives: (module, first member) -> members arrived; a member blocks until all did.
     std::map<std::pair<int, int>, int> arrived;
@@ -710,6 +700,9 @@ class Validator {
   std::vector<BufferIndex> buffer_index_;  // per rank
   std::vector<std::vector<ChannelRef>> refs_;                     // per rank, per action
   std::vector<std::map<int, int>> collective_at_;  // per rank: module -> its collective's index
+  std::map<int, Channel> channels_;  // by src * num_ranks + dst
+  // Per rank its isends in order: (index of the buffer in the rank's buffers, action index).
+  std::vector<std::vector<std::pair<int, int>>> isends_;
 };
 
 }  // namespace
