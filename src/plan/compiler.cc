@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -215,10 +216,11 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
       ends[g].push_back(run_end);
     }
   }
-  // Per edge its transfer (the last one listed wins), or nullptr.
-  std::vector<const sim::Transfer*> transfer_of(graph.num_edges(), nullptr);
+  // Per edge the end of its transfer (the last one listed wins); NaN = no transfer. (One
+  // sequential pass: looking transfers up per edge missed the cache on most of them.)
+  std::vector<double> transfer_end_s(graph.num_edges(), std::numeric_limits<double>::quiet_NaN());
   for (const sim::Transfer& t : timeline.transfers) {
-    if (t.edge >= 0 && t.edge < graph.num_edges()) transfer_of[t.edge] = &t;
+    if (t.edge >= 0 && t.edge < graph.num_edges()) transfer_end_s[t.edge] = t.end_s;
   }
 
   ExecutionPlan plan;
@@ -249,24 +251,35 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
   // first so that every list is allocated once.
   std::vector<size_t> num_buffers(num_groups, 0);
   std::vector<std::vector<BufferId>> inputs(graph.num_stages()), outputs(graph.num_stages());
+  std::vector<std::vector<SlotEvent>> events(num_groups);  // per rank, sorted below
   {
     std::vector<int> num_inputs(graph.num_stages(), 0), num_outputs(graph.num_stages(), 0);
+    // Events: a free per local buffer; isend + wait_send on the sender, irecv + wait_recv + free
+    // on the receiver of a cross-group edge.
+    std::vector<size_t> num_events(num_groups, 0);
     for (const graph::Edge& edge : graph.edges()) {
       const int gu = graph.stage(edge.from).group, gv = graph.stage(edge.to).group;
       if (gu == gv && edge.bytes == 0) continue;
       ++num_buffers[gu];
-      if (gu != gv) ++num_buffers[gv];
+      ++num_events[gv];
+      if (gu != gv) {
+        ++num_buffers[gv];
+        num_events[gu] += 2;
+        num_events[gv] += 2;
+      }
       ++num_outputs[edge.from];
       ++num_inputs[edge.to];
     }
-    for (int g = 0; g < num_groups; ++g) plan.ranks[g].buffers.reserve(num_buffers[g]);
+    for (int g = 0; g < num_groups; ++g) {
+      plan.ranks[g].buffers.reserve(num_buffers[g]);
+      events[g].reserve(num_events[g]);
+    }
     for (graph::StageId s = 0; s < graph.num_stages(); ++s) {
       inputs[s].reserve(num_inputs[s]);
       outputs[s].reserve(num_outputs[s]);
     }
   }
 
-  std::vector<std::vector<SlotEvent>> events(num_groups);  // per rank, sorted below
   auto add_event = [&](int group, int slot, SlotEventKind kind, BufferId buffer, int peer,
                        graph::StageId stage) {
     events[group].push_back(SlotEvent{.key = slot * kNumSlotEventKinds + kind,
@@ -328,8 +341,8 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
     add_event(gv, pos[edge.to] + 1, kSlotFree, recv, -1, edge.to);
 
     const double t_post = timeline.stages[edge.from].end_s;
-    const double t_arrive =
-        transfer_of[e] != nullptr ? transfer_of[e]->end_s : timeline.stages[edge.to].start_s;
+    const double t_arrive = !std::isnan(transfer_end_s[e]) ? transfer_end_s[e]
+                                                           : timeline.stages[edge.to].start_s;
     // wait_send: first later compute starting at/after the arrival, else the end of the list.
     const int n_u = static_cast<int>(schedule.order[gu].size());
     const int ws_slot = FirstSlot(starts[gu], pos[edge.from] + 1, n_u,

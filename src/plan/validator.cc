@@ -170,15 +170,19 @@ class Validator {
     }
     const int num_modules = static_cast<int>(plan_.module_names.size());
     std::unordered_map<int, int> group_last_index;  // batch group id -> last action index
-    // Per module the index of its last weight-gradient compute on the rank / of its
-    // all_reduce_grads; -1 = none. (Modules out of range are refused at their action.)
+    // Per module the index of its last weight-gradient compute on the rank and of its
+    // all_reduce_grads; -1 = none. (Modules out of range are refused at their action.) The last
+    // weight gradient is the later of the last one before the current action and the last one
+    // after the rank's first all_reduce_grads, found by one scan of that tail (the reduces end
+    // a compiled rank's list, so the tail is short; no pass over the whole list).
     std::vector<int> last_weight_gradient(num_modules, -1), reduce_at(num_modules, -1);
-    for (int i = 0; i < static_cast<int>(rank.actions.size()); ++i) {
-      const int module = rank.actions[i].stage.module;
-      if (IsWeightGradient(rank.actions[i].kind) && module >= 0 && module < num_modules) {
-        last_weight_gradient[module] = i;
+    std::vector<int> last_weight_gradient_in_tail;
+    auto note_weight_gradient = [&](std::vector<int>& last, int i) {
+      const Action& a = rank.actions[i];
+      if (IsWeightGradient(a.kind) && a.stage.module >= 0 && a.stage.module < num_modules) {
+        last[a.stage.module] = i;
       }
-    }
+    };
     for (int i = 0; i < static_cast<int>(rank.actions.size()); ++i) {
       const Action& a = rank.actions[i];
       auto known = [&](BufferId id) { return FindBuffer(r, id) >= 0; };
@@ -186,6 +190,7 @@ class Validator {
         return Error(r, i, fmt::format("module {} is not in modules (the plan names {})",
                                        a.stage.module, num_modules));
       }
+      note_weight_gradient(last_weight_gradient, i);
       if (IsCompute(a.kind)) {
         if (a.stage.pass != PassOf(a.kind)) {
           return Error(r, i, fmt::format("stage pass {} does not match the action kind",
@@ -269,7 +274,14 @@ class Validator {
                                          "action {})", a.stage.module, r, reduce_at[a.stage.module]));
         }
         reduce_at[a.stage.module] = i;
-        const int last = last_weight_gradient[a.stage.module];
+        if (last_weight_gradient_in_tail.empty()) {
+          last_weight_gradient_in_tail.assign(num_modules, -1);
+          for (int j = i + 1; j < static_cast<int>(rank.actions.size()); ++j) {
+            note_weight_gradient(last_weight_gradient_in_tail, j);
+          }
+        }
+        const int last = std::max(last_weight_gradient[a.stage.module],
+                                  last_weight_gradient_in_tail[a.stage.module]);
         if (last < 0) {
           return Error(r, i, fmt::format("module {} has no backward / backward_weight on rank {}; "
                                          "no gradients to all-reduce", a.stage.module, r));
