@@ -198,7 +198,9 @@ class Validator {
         }
         for (BufferId id : a.inputs) {
           const int index = FindBuffer(r, id);
-          if (index < 0) return Error(r, i, fmt::format("input buf {} is not declared on rank {}", id, r));
+          if (index < 0) {
+            return Error(r, i, fmt::format("input buf {} is not declared on rank {}", id, r));
+          }
           const Buffer& b = rank.buffers[index];
           if (!(b.consumer == BufferEnd{r, a.stage})) {
             return Error(r, i, fmt::format("reads buf {} whose consumer is {}", id,
@@ -207,7 +209,9 @@ class Validator {
         }
         for (BufferId id : a.outputs) {
           const int index = FindBuffer(r, id);
-          if (index < 0) return Error(r, i, fmt::format("output buf {} is not declared on rank {}", id, r));
+          if (index < 0) {
+            return Error(r, i, fmt::format("output buf {} is not declared on rank {}", id, r));
+          }
           if (std::find(a.inputs.begin(), a.inputs.end(), id) != a.inputs.end()) {
             return Error(r, i, fmt::format("buf {} is both input and output", id));
           }
@@ -271,7 +275,8 @@ class Validator {
         if (a.bytes < 0) return Error(r, i, fmt::format("bytes = {}; must be >= 0", a.bytes));
         if (reduce_at[a.stage.module] >= 0) {
           return Error(r, i, fmt::format("module {} is all-reduced twice on rank {} (also at "
-                                         "action {})", a.stage.module, r, reduce_at[a.stage.module]));
+                                         "action {})",
+                                         a.stage.module, r, reduce_at[a.stage.module]));
         }
         reduce_at[a.stage.module] = i;
         if (last_weight_gradient_in_tail.empty()) {
@@ -360,7 +365,9 @@ class Validator {
   // Index of buffer `id` in ranks[r].buffers, or -1.
   int FindBuffer(int r, BufferId id) const { return buffer_index_[r].Find(id); }
   // A buffer CheckStructure found declared.
-  const Buffer& BufferOf(int r, BufferId id) const { return plan_.ranks[r].buffers[FindBuffer(r, id)]; }
+  const Buffer& BufferOf(int r, BufferId id) const {
+    return plan_.ranks[r].buffers[FindBuffer(r, id)];
+  }
 
   // An all_reduce_grads with `ranks`: ascending, in range, this rank included, dp members.
   Status CheckCollectiveRanks(int r, int i, const Action& a) const {
@@ -462,7 +469,8 @@ class Validator {
     auto track_of = [&](BufferId id) -> BufferTrack& { return tracks[FindBuffer(r, id)]; };
     // The rank's isends grouped by buffer, each group in action order: sends_of_buffer
     // [send_begin[k], send_begin[k + 1]). An isend goes to its buffer's consumer rank
-    // (CheckStructure), and a wait_send completes the oldest isend of its buffer not yet waited for.
+    // (CheckStructure), and a wait_send completes the oldest isend of its buffer not yet waited
+    // for.
     std::vector<int> send_begin(num_buffers + 1, 0);
     for (const auto& [k, i] : isends_[r]) ++send_begin[k + 1];
     for (int k = 0; k < num_buffers; ++k) send_begin[k + 1] += send_begin[k];
@@ -619,7 +627,9 @@ class Validator {
     std::vector<std::pair<int, BufferId>> leftovers;
     for (int k = 0; k < num_buffers; ++k) {
       const BufferTrack& t = tracks[k];
-      if (t.state == BufferState::kPendingRecv) leftovers.push_back({t.defined_at, rank.buffers[k].id});
+      if (t.state == BufferState::kPendingRecv) {
+        leftovers.push_back({t.defined_at, rank.buffers[k].id});
+      }
     }
     std::sort(leftovers.begin(), leftovers.end());
     if (!leftovers.empty()) {
