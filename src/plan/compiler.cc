@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -24,17 +25,29 @@ struct PendingRecv {
   graph::StageId consumer = 0;
 };
 
-struct Slot {
-  std::vector<PendingRecv> irecvs;
-  std::vector<std::pair<BufferId, graph::StageId>> frees;  // buffer, stage it belongs to
-  std::vector<std::tuple<BufferId, int, graph::StageId>> wait_sends;  // buffer, peer, producer
-  std::vector<std::tuple<BufferId, int, graph::StageId>> wait_recvs;  // buffer, peer, consumer
+// The non-compute actions of a rank by slot (slot j = just before compute j), in their order
+// inside a slot: the isends of compute j - 1 (right after it), then irecvs, frees, wait_sends
+// (each followed by a free of its buffer), wait_recvs.
+enum SlotEventKind : int { kSlotIsend, kSlotIrecv, kSlotFree, kSlotWaitSend, kSlotWaitRecv };
+constexpr int kNumSlotEventKinds = 5;
+
+struct SlotEvent {
+  int key = 0;  // slot * kNumSlotEventKinds + kind: the order of the rank's list
+  BufferId buffer = 0;
+  int peer = -1;
+  graph::StageId stage = 0;  // the stage the action belongs to
 };
 
-struct StageIo {
-  std::vector<BufferId> inputs, outputs;
-  std::vector<std::pair<BufferId, int>> isends;  // buffer, peer
-};
+// Sorts `events` by key, keeping the order of equal keys (keys in [0, num_keys)): a counting
+// sort, one pass each way instead of a vector per slot.
+void SortByKey(std::vector<SlotEvent>& events, int num_keys) {
+  std::vector<int> begin(num_keys + 1, 0);
+  for (const SlotEvent& e : events) ++begin[e.key + 1];
+  for (int k = 0; k < num_keys; ++k) begin[k + 1] += begin[k];
+  std::vector<SlotEvent> sorted(events.size());
+  for (const SlotEvent& e : events) sorted[begin[e.key]++] = e;
+  events = std::move(sorted);
+}
 
 StageRef RefOf(const graph::Stage& s) {
   return StageRef{.module = s.module,
@@ -203,8 +216,12 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
       ends[g].push_back(run_end);
     }
   }
-  std::map<graph::EdgeId, const sim::Transfer*> transfer_of;
-  for (const sim::Transfer& t : timeline.transfers) transfer_of[t.edge] = &t;
+  // Per edge the end of its transfer (the last one listed wins); NaN = no transfer. (One
+  // sequential pass: looking transfers up per edge missed the cache on most of them.)
+  std::vector<double> transfer_end_s(graph.num_edges(), std::numeric_limits<double>::quiet_NaN());
+  for (const sim::Transfer& t : timeline.transfers) {
+    if (t.edge >= 0 && t.edge < graph.num_edges()) transfer_end_s[t.edge] = t.end_s;
+  }
 
   ExecutionPlan plan;
   plan.model = options.model;
@@ -229,58 +246,108 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
     rank.static_bytes = graph.group(g).static_bytes;
   }
 
-  std::vector<std::vector<Slot>> slots(num_groups);
-  for (int g = 0; g < num_groups; ++g) slots[g].resize(schedule.order[g].size() + 1);
-  std::vector<StageIo> io(graph.num_stages());
+  // Buffers per rank: one per same-group edge with bytes, one on each end of a cross-group edge;
+  // per stage the buffers its compute writes / reads (moved into the compute action). Counted
+  // first so that every list is allocated once.
+  std::vector<size_t> num_buffers(num_groups, 0);
+  std::vector<std::vector<BufferId>> inputs(graph.num_stages()), outputs(graph.num_stages());
+  std::vector<std::vector<SlotEvent>> events(num_groups);  // per rank, sorted below
+  {
+    std::vector<int> num_inputs(graph.num_stages(), 0), num_outputs(graph.num_stages(), 0);
+    // Events: a free per local buffer; isend + wait_send on the sender, irecv + wait_recv + free
+    // on the receiver of a cross-group edge.
+    std::vector<size_t> num_events(num_groups, 0);
+    for (const graph::Edge& edge : graph.edges()) {
+      const int gu = graph.stage(edge.from).group, gv = graph.stage(edge.to).group;
+      if (gu == gv && edge.bytes == 0) continue;
+      ++num_buffers[gu];
+      ++num_events[gv];
+      if (gu != gv) {
+        ++num_buffers[gv];
+        num_events[gu] += 2;
+        num_events[gv] += 2;
+      }
+      ++num_outputs[edge.from];
+      ++num_inputs[edge.to];
+    }
+    for (int g = 0; g < num_groups; ++g) {
+      plan.ranks[g].buffers.reserve(num_buffers[g]);
+      events[g].reserve(num_events[g]);
+    }
+    for (graph::StageId s = 0; s < graph.num_stages(); ++s) {
+      inputs[s].reserve(num_inputs[s]);
+      outputs[s].reserve(num_outputs[s]);
+    }
+  }
+
+  auto add_event = [&](int group, int slot, SlotEventKind kind, BufferId buffer, int peer,
+                       graph::StageId stage) {
+    events[group].push_back(SlotEvent{.key = slot * kNumSlotEventKinds + kind,
+                                      .buffer = buffer,
+                                      .peer = peer,
+                                      .stage = stage});
+  };
   std::map<std::pair<int, int>, std::vector<PendingRecv>> channels;  // (src, dst) -> receives
   BufferId next_buffer = 0;
-  auto new_buffer = [&](int group, const graph::Edge& edge, const TensorSpec& tensor,
-                        const std::string& name) {
+  auto new_buffer = [&](int group, const graph::Edge& edge, TensorSpec tensor, std::string name,
+                        std::vector<int32_t> samples) {
     const BufferId id = next_buffer++;
     const graph::Stage& from = graph.stage(edge.from);
     const graph::Stage& to = graph.stage(edge.to);
     plan.ranks[group].buffers.push_back(Buffer{.id = id,
-                                               .tensor = tensor,
-                                               .name = name,
+                                               .tensor = std::move(tensor),
+                                               .name = std::move(name),
                                                .producer = {from.group, RefOf(from)},
                                                .consumer = {to.group, RefOf(to)},
-                                               .samples = SamplesOf(graph, edge.samples),
+                                               .samples = std::move(samples),
                                                .rows = edge.rows});
     return id;
   };
 
+  // StageName of each stage, formatted once (a stage ends several edges); empty = not yet.
+  std::vector<std::string> stage_names(graph.num_stages());
+  auto stage_name = [&](graph::StageId s) -> const std::string& {
+    if (stage_names[s].empty()) stage_names[s] = graph.StageName(s);
+    return stage_names[s];
+  };
   for (graph::EdgeId e = 0; e < graph.num_edges(); ++e) {
     const graph::Edge& edge = graph.edge(e);
     const graph::Stage& from = graph.stage(edge.from);
     const graph::Stage& to = graph.stage(edge.to);
     const int gu = from.group, gv = to.group;
-    const std::string name = graph.StageName(edge.from) + " -> " + graph.StageName(edge.to);
-    const TensorSpec tensor = ShapeFor(edge.bytes, from.module, options);
+    if (gu == gv && edge.bytes == 0) continue;  // ordering only; the schedule order implies it
+    const std::string& from_name = stage_name(edge.from);
+    const std::string& to_name = stage_name(edge.to);
+    std::string name;
+    name.reserve(from_name.size() + 4 + to_name.size());
+    name.append(from_name).append(" -> ").append(to_name);
+    TensorSpec tensor = ShapeFor(edge.bytes, from.module, options);
+    std::vector<int32_t> samples = SamplesOf(graph, edge.samples);
     if (gu == gv) {
-      if (edge.bytes == 0) continue;  // ordering only; the schedule order implies it
-      const BufferId b = new_buffer(gu, edge, tensor, name);
-      io[edge.from].outputs.push_back(b);
-      io[edge.to].inputs.push_back(b);
-      slots[gv][pos[edge.to] + 1].frees.push_back({b, edge.to});
+      const BufferId b =
+          new_buffer(gu, edge, std::move(tensor), std::move(name), std::move(samples));
+      outputs[edge.from].push_back(b);
+      inputs[edge.to].push_back(b);
+      add_event(gv, pos[edge.to] + 1, kSlotFree, b, -1, edge.to);
       continue;
     }
-    const BufferId send = new_buffer(gu, edge, tensor, name);
-    const BufferId recv = new_buffer(gv, edge, tensor, name);
-    io[edge.from].outputs.push_back(send);
-    io[edge.from].isends.push_back({send, gv});
-    io[edge.to].inputs.push_back(recv);
-    slots[gv][pos[edge.to]].wait_recvs.push_back({recv, gu, edge.to});
-    slots[gv][pos[edge.to] + 1].frees.push_back({recv, edge.to});
+    const BufferId send = new_buffer(gu, edge, tensor, name, samples);
+    const BufferId recv =
+        new_buffer(gv, edge, std::move(tensor), std::move(name), std::move(samples));
+    outputs[edge.from].push_back(send);
+    add_event(gu, pos[edge.from] + 1, kSlotIsend, send, gv, edge.from);
+    inputs[edge.to].push_back(recv);
+    add_event(gv, pos[edge.to], kSlotWaitRecv, recv, gu, edge.to);
+    add_event(gv, pos[edge.to] + 1, kSlotFree, recv, -1, edge.to);
 
     const double t_post = timeline.stages[edge.from].end_s;
-    auto it = transfer_of.find(e);
-    const double t_arrive =
-        it != transfer_of.end() ? it->second->end_s : timeline.stages[edge.to].start_s;
+    const double t_arrive = !std::isnan(transfer_end_s[e]) ? transfer_end_s[e]
+                                                           : timeline.stages[edge.to].start_s;
     // wait_send: first later compute starting at/after the arrival, else the end of the list.
     const int n_u = static_cast<int>(schedule.order[gu].size());
     const int ws_slot = FirstSlot(starts[gu], pos[edge.from] + 1, n_u,
                                   [&](double start) { return start >= t_arrive - kTimeEpsS; });
-    slots[gu][ws_slot].wait_sends.push_back({send, gv, edge.from});
+    add_event(gu, ws_slot, kSlotWaitSend, send, gv, edge.from);
     // irecv: the first compute on the receiver that ends after the sender posts.
     const int slot = std::min(
         pos[edge.to], FirstSlot(ends[gv], 0, pos[edge.to],
@@ -295,6 +362,7 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
   }
 
   // Keep each channel's receives in the sender's order: t_key non-decreasing, slots suffix-min.
+  std::vector<std::vector<PendingRecv>> irecvs(num_groups);  // per receiving rank
   for (auto& [channel, recvs] : channels) {
     std::sort(recvs.begin(), recvs.end(),
               [](const PendingRecv& a, const PendingRecv& b) { return a.seq < b.seq; });
@@ -304,7 +372,19 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
     for (size_t k = recvs.size(); k-- > 1;) {
       recvs[k - 1].slot = std::min(recvs[k - 1].slot, recvs[k].slot);
     }
-    for (const PendingRecv& r : recvs) slots[channel.second][r.slot].irecvs.push_back(r);
+    irecvs[channel.second].insert(irecvs[channel.second].end(), recvs.begin(), recvs.end());
+  }
+  for (int g = 0; g < num_groups; ++g) {
+    // Within a slot the irecvs go by t_key, then sender rank, then the sender's order (SortByKey
+    // keeps this order).
+    std::sort(irecvs[g].begin(), irecvs[g].end(), [](const PendingRecv& a, const PendingRecv& b) {
+      return std::tie(a.slot, a.t_key_s, a.src, a.seq) < std::tie(b.slot, b.t_key_s, b.src, b.seq);
+    });
+    for (const PendingRecv& r : irecvs[g]) {
+      add_event(g, r.slot, kSlotIrecv, r.buffer, r.src, r.consumer);
+    }
+    SortByKey(events[g],
+              (static_cast<int>(schedule.order[g].size()) + 1) * kNumSlotEventKinds);
   }
 
   for (int g = 0; g < num_groups; ++g) {
@@ -312,34 +392,45 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
     const auto& order = schedule.order[g];
     // The rank's all_reduce_grads, ascending by module (GradReducesOf's order), at the end.
     const std::vector<GradReduce> reduces = GradReducesOf(graph, order, g, options);
+    size_t num_actions = order.size() + reduces.size() + events[g].size();
+    for (const SlotEvent& e : events[g]) num_actions += e.key % kNumSlotEventKinds == kSlotWaitSend;
+    rank.actions.reserve(num_actions);
     auto buffer_action = [&](ActionKind kind, BufferId b, int peer, graph::StageId s) {
-      Action a;
+      Action& a = rank.actions.emplace_back();
       a.kind = kind;
       a.stage = RefOf(graph.stage(s));
       a.buffer = b;
       a.peer = peer;
-      rank.actions.push_back(std::move(a));
     };
+    size_t next_event = 0;
     for (int j = 0; j <= static_cast<int>(order.size()); ++j) {
-      Slot& slot = slots[g][j];
-      std::sort(slot.irecvs.begin(), slot.irecvs.end(),
-                [](const PendingRecv& a, const PendingRecv& b) {
-                  return std::tie(a.t_key_s, a.src, a.seq) < std::tie(b.t_key_s, b.src, b.seq);
-                });
-      for (const PendingRecv& r : slot.irecvs) {
-        buffer_action(ActionKind::kIrecv, r.buffer, r.src, r.consumer);
-      }
-      for (const auto& [b, s] : slot.frees) buffer_action(ActionKind::kFree, b, -1, s);
-      for (const auto& [b, peer, s] : slot.wait_sends) {
-        buffer_action(ActionKind::kWaitSend, b, peer, s);
-        buffer_action(ActionKind::kFree, b, -1, s);
-      }
-      for (const auto& [b, peer, s] : slot.wait_recvs) {
-        buffer_action(ActionKind::kWaitRecv, b, peer, s);
+      // Slot j: the isends of compute j - 1, irecvs, frees, wait_sends (+ frees), wait_recvs.
+      for (; next_event < events[g].size() &&
+             events[g][next_event].key < (j + 1) * kNumSlotEventKinds;
+           ++next_event) {
+        const SlotEvent& e = events[g][next_event];
+        switch (e.key % kNumSlotEventKinds) {
+          case kSlotIsend:
+            buffer_action(ActionKind::kIsend, e.buffer, e.peer, e.stage);
+            break;
+          case kSlotIrecv:
+            buffer_action(ActionKind::kIrecv, e.buffer, e.peer, e.stage);
+            break;
+          case kSlotFree:
+            buffer_action(ActionKind::kFree, e.buffer, -1, e.stage);
+            break;
+          case kSlotWaitSend:
+            buffer_action(ActionKind::kWaitSend, e.buffer, e.peer, e.stage);
+            buffer_action(ActionKind::kFree, e.buffer, -1, e.stage);
+            break;
+          case kSlotWaitRecv:
+            buffer_action(ActionKind::kWaitRecv, e.buffer, e.peer, e.stage);
+            break;
+        }
       }
       if (j == static_cast<int>(order.size())) {
         for (const GradReduce& r : reduces) {
-          Action reduce;
+          Action& reduce = rank.actions.emplace_back();
           reduce.kind = ActionKind::kAllReduceGrads;
           reduce.stage = StageRef{.module = r.module};
           reduce.bytes = r.bytes;
@@ -354,17 +445,17 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
               break;
             }
           }
-          rank.actions.push_back(std::move(reduce));
         }
         break;
       }
       const graph::StageId s = order[j];
       const graph::Stage& stage = graph.stage(s);
-      Action compute;
+      Action& compute = rank.actions.emplace_back();
       compute.kind = ComputeKindOf(stage.pass);
       compute.stage = RefOf(stage);
-      compute.inputs = io[s].inputs;
-      compute.outputs = io[s].outputs;
+      // Each stage is computed once: its buffer lists move into the action.
+      compute.inputs = std::move(inputs[s]);
+      compute.outputs = std::move(outputs[s]);
       compute.recompute = stage.recompute;
       compute.recompute_layers = stage.recompute_layers;
       compute.activation_alloc_bytes = stage.activation_alloc_bytes;
@@ -373,8 +464,6 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
       compute.samples = SamplesOf(graph, stage.samples);
       compute.instance_begin = stage.instance_begin;
       compute.instance_end = stage.instance_end;
-      rank.actions.push_back(std::move(compute));
-      for (const auto& [b, peer] : io[s].isends) buffer_action(ActionKind::kIsend, b, peer, s);
     }
     if (options.batch_p2p) {
       int next_group = 0;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -26,64 +28,180 @@ constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxShapeDim = kMaxInt32;  // 2^31 - 1
 constexpr size_t kMaxShapeRank = 8;
 
-json StageToJson(const StageRef& s) {
-  json j = json::object();
-  j["module"] = s.module;
-  j["chunk"] = s.chunk;
-  j["mb"] = s.microbatch;
-  j["sub"] = s.sub_microbatch;
-  return j;
-}
+// Writes a plan's JSON by appending to one string. The bytes are those nlohmann::json's dump()
+// gives for the same values (the writer used to build a json tree per buffer and action, which
+// cost several times the rest of `weft plan --out`): objects list their keys in byte order
+// (nlohmann's std::map), integers in decimal, doubles in nlohmann's own shortest round-trip form
+// ("null" when not finite), strings escaped as dump() escapes them. Fixed text (keys and
+// punctuation) is appended as whole literals.
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string& out) : out_(out) {}
 
-json EndToJson(const BufferEnd& end) {
-  json j = StageToJson(end.stage);
-  j["pass"] = ActionKindName(ComputeKindOf(end.stage.pass));
-  j["rank"] = end.rank;
-  return j;
-}
-
-json ActionToJson(const Action& a) {
-  json j = json::object();
-  j["op"] = ActionKindName(a.kind);
-  if (a.kind == ActionKind::kAllReduceGrads) {
-    j["module"] = a.stage.module;
-    j["bytes"] = a.bytes;
-    j["dp"] = a.dp;
-    if (!a.ranks.empty()) j["ranks"] = a.ranks;
-    return j;
-  }
-  j["stage"] = StageToJson(a.stage);
-  if (IsCompute(a.kind)) {
-    j["inputs"] = a.inputs;
-    j["outputs"] = a.outputs;
-    j["samples"] = a.samples;
-    j["instances"] = {a.instance_begin, a.instance_end};
-    j["recompute"] = graph::RecomputeName(a.recompute);
-    if (a.recompute_layers != std::array<int16_t, 4>{}) {
-      j["recompute_layers"] = a.recompute_layers;  // [none, selective, full, offload] layers
+  void Raw(std::string_view text) { out_.append(text); }
+  void Int(int64_t value) {
+    if (value >= 0 && value < 10) {  // most stage fields and many ids
+      out_.push_back(static_cast<char>('0' + value));
+      return;
     }
-    j["activation_alloc_bytes"] = a.activation_alloc_bytes;
-    j["activation_free_bytes"] = a.activation_free_bytes;
-    j["latency_s"] = a.latency_s;
-  } else {
-    j["stage"]["pass"] = ActionKindName(ComputeKindOf(a.stage.pass));
-    j["buffer"] = a.buffer;
-    if (a.kind != ActionKind::kFree) j["peer"] = a.peer;
-    if (IsP2pPost(a.kind)) j["group"] = a.group;
+    char buffer[24];
+    const auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+    out_.append(buffer, static_cast<size_t>(end - buffer));
   }
-  return j;
-}
+  void Double(double value) {
+    if (!std::isfinite(value)) {
+      out_.append("null");
+      return;
+    }
+    // What nlohmann's serializer calls for a double (its buffer holds 64 characters too).
+    char buffer[64];
+    const char* end = nlohmann::detail::to_chars(buffer, buffer + sizeof(buffer), value);
+    out_.append(buffer, static_cast<size_t>(end - buffer));
+  }
+  void String(std::string_view text) {
+    // Printable ASCII other than '"' and '\\' is written as is; anything else (escapes, UTF-8,
+    // which dump() also checks) goes through nlohmann.
+    const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
+      return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+    });
+    if (!plain) {
+      out_.append(json(text).dump());
+      return;
+    }
+    out_.push_back('"');
+    out_.append(text);
+    out_.push_back('"');
+  }
+  template <typename Range>
+  void IntList(const Range& values) {
+    out_.push_back('[');
+    bool first = true;
+    for (const auto value : values) {
+      if (!first) out_.push_back(',');
+      first = false;
+      Int(value);
+    }
+    out_.push_back(']');
+  }
 
-json BufferToJson(const Buffer& b) {
-  json j = {{"id", b.id},
-            {"shape", b.tensor.shape},
-            {"dtype", DTypeName(b.tensor.dtype)},
-            {"producer", EndToJson(b.producer)},
-            {"consumer", EndToJson(b.consumer)},
-            {"samples", b.samples},
-            {"rows", b.rows}};
-  if (!b.name.empty()) j["name"] = b.name;
-  return j;
+  // {"chunk":..,"mb":..,"module":..,["pass":"..",]["rank":..,]"sub":..}: a StageRef; with its
+  // compute pass for non-compute actions and buffer ends, with its rank for buffer ends.
+  void Stage(const StageRef& s, bool with_pass, const int* rank = nullptr) {
+    Raw(R"({"chunk":)");
+    Int(s.chunk);
+    Raw(R"(,"mb":)");
+    Int(s.microbatch);
+    Raw(R"(,"module":)");
+    Int(s.module);
+    if (with_pass) {
+      Raw(R"(,"pass":)");
+      String(ActionKindName(ComputeKindOf(s.pass)));
+    }
+    if (rank != nullptr) {
+      Raw(R"(,"rank":)");
+      Int(*rank);
+    }
+    Raw(R"(,"sub":)");
+    Int(s.sub_microbatch);
+    Raw("}");
+  }
+
+  void WriteAction(const Action& a) {
+    if (a.kind == ActionKind::kAllReduceGrads) {
+      Raw(R"({"bytes":)");
+      Int(a.bytes);
+      Raw(R"(,"dp":)");
+      Int(a.dp);
+      Raw(R"(,"module":)");
+      Int(a.stage.module);
+      Raw(R"(,"op":)");
+      String(ActionKindName(a.kind));
+      if (!a.ranks.empty()) {
+        Raw(R"(,"ranks":)");
+        IntList(a.ranks);
+      }
+    } else if (IsCompute(a.kind)) {
+      Raw(R"({"activation_alloc_bytes":)");
+      Int(a.activation_alloc_bytes);
+      Raw(R"(,"activation_free_bytes":)");
+      Int(a.activation_free_bytes);
+      Raw(R"(,"inputs":)");
+      IntList(a.inputs);
+      Raw(R"(,"instances":)");
+      IntList(std::array<int32_t, 2>{a.instance_begin, a.instance_end});
+      Raw(R"(,"latency_s":)");
+      Double(a.latency_s);
+      Raw(R"(,"op":)");
+      String(ActionKindName(a.kind));
+      Raw(R"(,"outputs":)");
+      IntList(a.outputs);
+      Raw(R"(,"recompute":)");
+      String(graph::RecomputeName(a.recompute));
+      if (a.recompute_layers != std::array<int16_t, 4>{}) {
+        Raw(R"(,"recompute_layers":)");  // [none, selective, full, offload] layers
+        IntList(a.recompute_layers);
+      }
+      Raw(R"(,"samples":)");
+      IntList(a.samples);
+      Raw(R"(,"stage":)");
+      Stage(a.stage, /*with_pass=*/false);
+    } else {
+      Raw(R"({"buffer":)");
+      Int(a.buffer);
+      if (IsP2pPost(a.kind)) {
+        Raw(R"(,"group":)");
+        Int(a.group);
+      }
+      Raw(R"(,"op":)");
+      String(ActionKindName(a.kind));
+      if (a.kind != ActionKind::kFree) {
+        Raw(R"(,"peer":)");
+        Int(a.peer);
+      }
+      Raw(R"(,"stage":)");
+      Stage(a.stage, /*with_pass=*/true);
+    }
+    Raw("}");
+  }
+
+  void WriteBuffer(const Buffer& b) {
+    Raw(R"({"consumer":)");
+    Stage(b.consumer.stage, /*with_pass=*/true, &b.consumer.rank);
+    Raw(R"(,"dtype":)");
+    String(DTypeName(b.tensor.dtype));
+    Raw(R"(,"id":)");
+    Int(b.id);
+    if (!b.name.empty()) {
+      Raw(R"(,"name":)");
+      String(b.name);
+    }
+    Raw(R"(,"producer":)");
+    Stage(b.producer.stage, /*with_pass=*/true, &b.producer.rank);
+    Raw(R"(,"rows":)");
+    Int(b.rows);
+    Raw(R"(,"samples":)");
+    IntList(b.samples);
+    Raw(R"(,"shape":)");
+    IntList(b.tensor.shape);
+    Raw("}");
+  }
+
+ private:
+  std::string& out_;
+};
+
+// Roughly the bytes PlanToJson writes (ints taken as 8 characters with their comma), so that the
+// output is allocated about once instead of doubling through ~25 copies of a 15 MB plan.
+size_t EstimatedJsonBytes(const ExecutionPlan& plan) {
+  size_t bytes = 1024;
+  for (const RankPlan& rank : plan.ranks) {
+    bytes += 256;
+    for (const Buffer& b : rank.buffers) bytes += 240 + b.name.size() + 8 * b.samples.size();
+    for (const Action& a : rank.actions) {
+      bytes += 200 + 8 * (a.inputs.size() + a.outputs.size() + a.samples.size() + a.ranks.size());
+    }
+  }
+  return bytes;
 }
 
 // Rejects text nested deeper than `max_depth` before any tree is built: a scan of the brackets
@@ -516,40 +634,59 @@ Status SizeWithinLimit(int64_t size_bytes, const ReadOptions& options) {
 }  // namespace
 
 std::string PlanToJson(const ExecutionPlan& plan) {
-  std::ostringstream out;
-  auto str = [](const auto& v) { return json(v).dump(); };
-  out << "{\n";
-  out << "  \"schema\": " << str(plan.version) << ",\n";
-  out << "  \"model\": " << str(plan.model) << ",\n";
-  out << "  \"strategy\": " << str(plan.strategy) << ",\n";
-  out << "  \"iteration\": " << plan.iteration << ",\n";
-  out << "  \"replica\": " << plan.replica << ",\n";
-  out << "  \"num_replicas\": " << plan.num_replicas << ",\n";
-  out << "  \"num_ranks\": " << plan.num_ranks() << ",\n";
-  out << "  \"modules\": " << str(plan.module_names) << ",\n";
-  out << "  \"ranks\": [";
+  std::string out;
+  out.reserve(EstimatedJsonBytes(plan));
+  JsonWriter w(out);
+  w.Raw("{\n");
+  w.Raw("  \"schema\": ");
+  w.String(plan.version);
+  w.Raw(",\n  \"model\": ");
+  w.String(plan.model);
+  w.Raw(",\n  \"strategy\": ");
+  w.String(plan.strategy);
+  w.Raw(",\n  \"iteration\": ");
+  w.Int(plan.iteration);
+  w.Raw(",\n  \"replica\": ");
+  w.Int(plan.replica);
+  w.Raw(",\n  \"num_replicas\": ");
+  w.Int(plan.num_replicas);
+  w.Raw(",\n  \"num_ranks\": ");
+  w.Int(plan.num_ranks());
+  w.Raw(",\n  \"modules\": [");
+  for (size_t m = 0; m < plan.module_names.size(); ++m) {
+    if (m > 0) w.Raw(",");
+    w.String(plan.module_names[m]);
+  }
+  w.Raw("],\n");
+  w.Raw("  \"ranks\": [");
   for (int r = 0; r < plan.num_ranks(); ++r) {
     const RankPlan& rank = plan.ranks[r];
-    out << (r == 0 ? "\n" : ",\n") << "    {\n";
-    out << "      \"rank\": " << r << ",\n";
-    out << "      \"label\": " << str(rank.label) << ",\n";
-    out << "      \"memory_capacity_bytes\": " << rank.memory_capacity_bytes << ",\n";
-    out << "      \"static_bytes\": " << rank.static_bytes << ",\n";
-    out << "      \"buffers\": [";
+    w.Raw(r == 0 ? "\n" : ",\n");
+    w.Raw("    {\n      \"rank\": ");
+    w.Int(r);
+    w.Raw(",\n      \"label\": ");
+    w.String(rank.label);
+    w.Raw(",\n      \"memory_capacity_bytes\": ");
+    w.Int(rank.memory_capacity_bytes);
+    w.Raw(",\n      \"static_bytes\": ");
+    w.Int(rank.static_bytes);
+    w.Raw(",\n      \"buffers\": [");
     for (size_t i = 0; i < rank.buffers.size(); ++i) {
-      out << (i == 0 ? "\n" : ",\n") << "        " << BufferToJson(rank.buffers[i]).dump();
+      w.Raw(i == 0 ? "\n        " : ",\n        ");
+      w.WriteBuffer(rank.buffers[i]);
     }
-    out << (rank.buffers.empty() ? "],\n" : "\n      ],\n");
-    out << "      \"actions\": [";
+    w.Raw(rank.buffers.empty() ? "],\n" : "\n      ],\n");
+    w.Raw("      \"actions\": [");
     for (size_t i = 0; i < rank.actions.size(); ++i) {
-      out << (i == 0 ? "\n" : ",\n") << "        " << ActionToJson(rank.actions[i]).dump();
+      w.Raw(i == 0 ? "\n        " : ",\n        ");
+      w.WriteAction(rank.actions[i]);
     }
-    out << (rank.actions.empty() ? "]\n" : "\n      ]\n");
-    out << "    }";
+    w.Raw(rank.actions.empty() ? "]\n" : "\n      ]\n");
+    w.Raw("    }");
   }
-  out << (plan.ranks.empty() ? "]\n" : "\n  ]\n");
-  out << "}\n";
-  return out.str();
+  w.Raw(plan.ranks.empty() ? "]\n" : "\n  ]\n");
+  w.Raw("}\n");
+  return out;
 }
 
 namespace {

@@ -62,6 +62,32 @@ TEST(PlanJson, RoundTripIsExact) {
   EXPECT_EQ(PlanToJson(*back), text);
 }
 
+// The writer streams text; its strings and numbers must read exactly as nlohmann's dump() writes
+// them (the files' bytes must not change): escapes, UTF-8, shortest round-trip doubles.
+TEST(PlanJson, FormatsStringsAndNumbersAsNlohmannDumps) {
+  ExecutionPlan plan = testing::TwoRankOneFOneB();
+  const std::vector<std::string> strings = {"quote\" back\\slash", "tab\tnew\nline\x01\x1f",
+                                            "caf\xc3\xa9 \xe2\x86\x92", "del\x7f", ""};
+  const std::vector<double> doubles = {0.1 + 0.2, 1.0, 1e-5, 1e-4, 123456789012345678.0, 1e21,
+                                       0.0, 5e-324, 1.7976931348623157e308, 3.0e15, 1234.5};
+  for (const std::string& s : strings) {
+    plan.model = s;
+    plan.ranks[0].label = s;
+    plan.ranks[0].buffers[0].name = s.empty() ? "x" : s;
+    const std::string text = PlanToJson(plan);
+    const std::string dumped = nlohmann::json(s).dump();
+    EXPECT_THAT(text, HasSubstr("\"model\": " + dumped + ",\n")) << dumped;
+    EXPECT_THAT(text, HasSubstr("\"label\": " + dumped + ",\n")) << dumped;
+    if (!s.empty()) EXPECT_THAT(text, HasSubstr("\"name\":" + dumped + ",")) << dumped;
+  }
+  for (double x : doubles) {
+    plan.ranks[0].actions[0].latency_s = x;
+    EXPECT_THAT(PlanToJson(plan),
+                HasSubstr("\"latency_s\":" + nlohmann::json(x).dump() + ",\"op\""))
+        << fmt::format("{}", x);
+  }
+}
+
 TEST(PlanJson, WritesTheDocumentedSchema) {
   const std::string text = PlanToJson(testing::TwoRankOneFOneB());
   EXPECT_THAT(text, StartsWith("{\n  \"schema\": \"weft.plan/v2\",\n"));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <utility>
@@ -37,12 +38,13 @@ struct BufferTrack {
   int defined_at = -1;   // action that produced it / posted the irecv
   int freed_at = -1;     // action that freed it
   int inflight_sends = 0;
+  int waited_sends = 0;  // isends of it completed by a wait_send
 };
 
 // Per rank and action: the ordinal of an isend / irecv on its channel, or for a wait the ordinal
 // of the post it waits for. -1 otherwise.
 struct ChannelRef {
-  int channel = -1;  // src * num_ranks + dst
+  int channel = -1;  // Channel::id
   int ordinal = -1;
 };
 
@@ -56,6 +58,45 @@ bool UsesPeer(ActionKind kind) {
   return kind == ActionKind::kIsend || kind == ActionKind::kIrecv ||
          kind == ActionKind::kWaitSend || kind == ActionKind::kWaitRecv;
 }
+
+// Buffer id -> index into one rank's buffers: open addressing with linear probing. Every action
+// looks up the buffers it names, several times over the checks; std::unordered_map's node per
+// entry and sorted-vector searches cost more than the checks themselves.
+class BufferIndex {
+ public:
+  // Indexes `buffers` in order; returns the index of the first buffer whose id an earlier one
+  // already declared (that one stays indexed), or -1.
+  int Build(const std::vector<Buffer>& buffers) {
+    int log2_capacity = 4;
+    while ((size_t{1} << log2_capacity) < 2 * buffers.size()) ++log2_capacity;
+    shift_ = 64 - log2_capacity;
+    slots_.assign(size_t{1} << log2_capacity, Slot{});
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      Slot& slot = slots_[Probe(buffers[i].id)];
+      if (slot.index >= 0) return static_cast<int>(i);
+      slot = Slot{buffers[i].id, static_cast<int>(i)};
+    }
+    return -1;
+  }
+  // The index of buffer `id`, or -1.
+  int Find(BufferId id) const { return slots_[Probe(id)].index; }
+
+ private:
+  struct Slot {
+    BufferId id = 0;
+    int index = -1;  // -1 = empty
+  };
+  // The slot holding `id`, or the empty slot where it would go (the table is at most half full).
+  size_t Probe(BufferId id) const {
+    // Fibonacci hashing: the top bits of id * 2^64 / golden ratio.
+    size_t k = static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ULL) >> shift_);
+    while (slots_[k].index >= 0 && slots_[k].id != id) k = (k + 1) & (slots_.size() - 1);
+    return k;
+  }
+
+  int shift_ = 60;
+  std::vector<Slot> slots_ = std::vector<Slot>(16);
+};
 
 class Validator {
  public:
@@ -71,6 +112,8 @@ class Validator {
     }
     report_.ranks.resize(num_ranks_);
     refs_.resize(num_ranks_);
+    isends_.resize(num_ranks_);
+    collective_at_.resize(num_ranks_);
     for (int r = 0; r < num_ranks_; ++r) {
       refs_[r].resize(plan_.ranks[r].actions.size());
       WEFT_RETURN_IF_ERROR(CheckStructure(r));
@@ -87,6 +130,17 @@ class Validator {
   }
 
  private:
+  // The posts between one ordered rank pair (src -> dst), which NCCL matches in order.
+  struct Channel {
+    int id = 0;  // dense, in order of first use (the replay counts posts per id)
+    std::vector<int> sends, recvs;  // action indices of its isends on src / irecvs on dst, in order
+  };
+  Channel& ChannelOf(int src, int dst) {
+    auto [it, fresh] = channels_.try_emplace(src * num_ranks_ + dst);
+    if (fresh) it->second.id = static_cast<int>(channels_.size()) - 1;
+    return it->second;
+  }
+
   std::string Loc(int rank, int index) const { return ActionLocation(plan_, rank, index); }
   Status Error(int rank, int index, const std::string& reason) const {
     return InvalidArgumentError(Loc(rank, index) + ": " + reason);
@@ -94,10 +148,10 @@ class Validator {
 
   Status CheckStructure(int r) {
     const RankPlan& rank = plan_.ranks[r];
-    auto& buffers = buffer_index_.emplace_back();
+    const int first_duplicate = buffer_index_.emplace_back().Build(rank.buffers);
     for (size_t i = 0; i < rank.buffers.size(); ++i) {
       const Buffer& b = rank.buffers[i];
-      if (!buffers.emplace(b.id, static_cast<int>(i)).second) {
+      if (static_cast<int>(i) == first_duplicate) {
         return InvalidArgumentError(fmt::format(
             "ranks[{}].buffers[{}].id = {}; declared twice on rank {}", r, i, b.id, r));
       }
@@ -114,39 +168,54 @@ class Validator {
           fmt::format("ranks[{}]: static_bytes ({}) and memory_capacity_bytes ({}) must be >= 0", r,
                       rank.static_bytes, rank.memory_capacity_bytes));
     }
-    std::unordered_map<int, int> group_last_index;  // batch group id -> last action index
-    // Module -> index of its last weight-gradient compute on the rank / of its all_reduce_grads.
-    std::unordered_map<int, int> last_weight_gradient, reduce_at;
-    for (int i = 0; i < static_cast<int>(rank.actions.size()); ++i) {
-      if (IsWeightGradient(rank.actions[i].kind)) last_weight_gradient[rank.actions[i].stage.module] = i;
-    }
     const int num_modules = static_cast<int>(plan_.module_names.size());
+    std::unordered_map<int, int> group_last_index;  // batch group id -> last action index
+    // Per module the index of its last weight-gradient compute on the rank and of its
+    // all_reduce_grads; -1 = none. (Modules out of range are refused at their action.) The last
+    // weight gradient is the later of the last one before the current action and the last one
+    // after the rank's first all_reduce_grads, found by one scan of that tail (the reduces end
+    // a compiled rank's list, so the tail is short; no pass over the whole list).
+    std::vector<int> last_weight_gradient(num_modules, -1), reduce_at(num_modules, -1);
+    std::vector<int> last_weight_gradient_in_tail;
+    auto note_weight_gradient = [&](std::vector<int>& last, int i) {
+      const Action& a = rank.actions[i];
+      if (IsWeightGradient(a.kind) && a.stage.module >= 0 && a.stage.module < num_modules) {
+        last[a.stage.module] = i;
+      }
+    };
     for (int i = 0; i < static_cast<int>(rank.actions.size()); ++i) {
       const Action& a = rank.actions[i];
-      auto known = [&](BufferId id) { return buffers.count(id) > 0; };
+      auto known = [&](BufferId id) { return FindBuffer(r, id) >= 0; };
       if (a.stage.module < 0 || a.stage.module >= num_modules) {
         return Error(r, i, fmt::format("module {} is not in modules (the plan names {})",
                                        a.stage.module, num_modules));
       }
+      note_weight_gradient(last_weight_gradient, i);
       if (IsCompute(a.kind)) {
         if (a.stage.pass != PassOf(a.kind)) {
           return Error(r, i, fmt::format("stage pass {} does not match the action kind",
                                          graph::PassShortName(a.stage.pass)));
         }
         for (BufferId id : a.inputs) {
-          if (!known(id)) return Error(r, i, fmt::format("input buf {} is not declared on rank {}", id, r));
-          const Buffer& b = BufferOf(r, id);
+          const int index = FindBuffer(r, id);
+          if (index < 0) {
+            return Error(r, i, fmt::format("input buf {} is not declared on rank {}", id, r));
+          }
+          const Buffer& b = rank.buffers[index];
           if (!(b.consumer == BufferEnd{r, a.stage})) {
             return Error(r, i, fmt::format("reads buf {} whose consumer is {}", id,
                                            DescribeBufferEnd(b.consumer)));
           }
         }
         for (BufferId id : a.outputs) {
-          if (!known(id)) return Error(r, i, fmt::format("output buf {} is not declared on rank {}", id, r));
+          const int index = FindBuffer(r, id);
+          if (index < 0) {
+            return Error(r, i, fmt::format("output buf {} is not declared on rank {}", id, r));
+          }
           if (std::find(a.inputs.begin(), a.inputs.end(), id) != a.inputs.end()) {
             return Error(r, i, fmt::format("buf {} is both input and output", id));
           }
-          const Buffer& b = BufferOf(r, id);
+          const Buffer& b = rank.buffers[index];
           if (!(b.producer == BufferEnd{r, a.stage})) {
             return Error(r, i, fmt::format("writes buf {} whose producer is {}", id,
                                            DescribeBufferEnd(b.producer)));
@@ -172,13 +241,20 @@ class Validator {
         }
         if (a.peer == r) return Error(r, i, "peer is the rank itself; use a local buffer");
       }
+      // The k-th isend of a channel (rank pair src -> dst) and the k-th irecv: CheckMatching
+      // pairs them, the replay counts them. (Collected here, in this one pass over the actions.)
       if (a.kind == ActionKind::kIsend) {
-        const Buffer& b = BufferOf(r, a.buffer);
+        const int index = FindBuffer(r, a.buffer);
+        const Buffer& b = rank.buffers[index];
         if (b.producer.rank != r || b.consumer.rank != a.peer) {
           return Error(r, i, fmt::format("sends buf {} ({} -> {}) from rank {} to rank {}", a.buffer,
                                          DescribeBufferEnd(b.producer),
                                          DescribeBufferEnd(b.consumer), r, a.peer));
         }
+        Channel& channel = ChannelOf(r, a.peer);
+        refs_[r][i] = {channel.id, static_cast<int>(channel.sends.size())};
+        channel.sends.push_back(i);
+        isends_[r].push_back({index, i});
       }
       if (a.kind == ActionKind::kIrecv) {
         const Buffer& b = BufferOf(r, a.buffer);
@@ -187,6 +263,9 @@ class Validator {
                                          a.buffer, DescribeBufferEnd(b.producer),
                                          DescribeBufferEnd(b.consumer), a.peer, r));
         }
+        Channel& channel = ChannelOf(a.peer, r);
+        refs_[r][i] = {channel.id, static_cast<int>(channel.recvs.size())};
+        channel.recvs.push_back(i);
       }
       if (a.kind == ActionKind::kAllReduceGrads) {
         if (a.dp < 1) return Error(r, i, fmt::format("dp = {}; must be >= 1", a.dp));
@@ -194,21 +273,30 @@ class Validator {
           WEFT_RETURN_IF_ERROR(CheckCollectiveRanks(r, i, a));
         }
         if (a.bytes < 0) return Error(r, i, fmt::format("bytes = {}; must be >= 0", a.bytes));
-        auto [it, fresh] = reduce_at.emplace(a.stage.module, i);
-        if (!fresh) {
+        if (reduce_at[a.stage.module] >= 0) {
           return Error(r, i, fmt::format("module {} is all-reduced twice on rank {} (also at "
-                                         "action {})", a.stage.module, r, it->second));
+                                         "action {})",
+                                         a.stage.module, r, reduce_at[a.stage.module]));
         }
-        auto last = last_weight_gradient.find(a.stage.module);
-        if (last == last_weight_gradient.end()) {
+        reduce_at[a.stage.module] = i;
+        if (last_weight_gradient_in_tail.empty()) {
+          last_weight_gradient_in_tail.assign(num_modules, -1);
+          for (int j = i + 1; j < static_cast<int>(rank.actions.size()); ++j) {
+            note_weight_gradient(last_weight_gradient_in_tail, j);
+          }
+        }
+        const int last = std::max(last_weight_gradient[a.stage.module],
+                                  last_weight_gradient_in_tail[a.stage.module]);
+        if (last < 0) {
           return Error(r, i, fmt::format("module {} has no backward / backward_weight on rank {}; "
                                          "no gradients to all-reduce", a.stage.module, r));
         }
-        if (last->second > i) {
+        if (last > i) {
           return Error(r, i, fmt::format("comes before the module's last weight-gradient compute "
                                          "({}); its gradients are not complete yet",
-                                         Loc(r, last->second)));
+                                         Loc(r, last)));
         }
+        if (!a.ranks.empty()) collective_at_[r][a.stage.module] = i;
       }
       if (a.group >= 0) {
         if (!IsP2pPost(a.kind)) return Error(r, i, "only isend / irecv may carry a batch group");
@@ -225,6 +313,12 @@ class Validator {
 
   // Strictly ascending sample ids >= 0.
   static Status CheckSamples(const std::vector<int32_t>& samples) {
+    // Strictly ascending from a first id >= 0 (every list of a valid plan): nothing to report.
+    if (samples.empty() || (samples.front() >= 0 &&
+                            std::adjacent_find(samples.begin(), samples.end(),
+                                               std::greater_equal<>()) == samples.end())) {
+      return OkStatus();
+    }
     for (size_t k = 0; k < samples.size(); ++k) {
       if (samples[k] < 0) {
         return InvalidArgumentError(fmt::format("[{}] = {}; must be >= 0", k, samples[k]));
@@ -239,36 +333,40 @@ class Validator {
   }
 
   Status CheckBufferFields(int r, int i, const Buffer& b) const {
-    const std::string where = fmt::format("ranks[{}].buffers[{}]", r, i);
+    // Formatted only for an error (this runs for every buffer).
+    auto where = [&] { return fmt::format("ranks[{}].buffers[{}]", r, i); };
     const int num_modules = static_cast<int>(plan_.module_names.size());
     for (const auto& [key, end] : {std::pair<const char*, const BufferEnd&>{"producer", b.producer},
                                    std::pair<const char*, const BufferEnd&>{"consumer", b.consumer}}) {
       if (end.rank < 0 || end.rank >= num_ranks_) {
         return InvalidArgumentError(fmt::format("{}.{}.rank = {}; must be in [0, {}) (the ranks)",
-                                                where, key, end.rank, num_ranks_));
+                                                where(), key, end.rank, num_ranks_));
       }
       if (end.stage.module < 0 || end.stage.module >= num_modules) {
         return InvalidArgumentError(fmt::format(
-            "{}.{}.module = {}; must be in [0, {}) (the modules)", where, key, end.stage.module,
+            "{}.{}.module = {}; must be in [0, {}) (the modules)", where(), key, end.stage.module,
             num_modules));
       }
     }
     if (b.producer.rank != r && b.consumer.rank != r) {
       return InvalidArgumentError(fmt::format(
-          "{} (buf {}): neither end is on rank {} (producer {}, consumer {})", where, b.id, r,
+          "{} (buf {}): neither end is on rank {} (producer {}, consumer {})", where(), b.id, r,
           DescribeBufferEnd(b.producer), DescribeBufferEnd(b.consumer)));
     }
     if (Status s = CheckSamples(b.samples); !s.ok()) {
-      return InvalidArgumentError(fmt::format("{}.samples{}", where, s.message()));
+      return InvalidArgumentError(fmt::format("{}.samples{}", where(), s.message()));
     }
     if (b.rows < -1) {
-      return InvalidArgumentError(fmt::format("{}.rows = {}; must be >= -1", where, b.rows));
+      return InvalidArgumentError(fmt::format("{}.rows = {}; must be >= -1", where(), b.rows));
     }
     return OkStatus();
   }
 
+  // Index of buffer `id` in ranks[r].buffers, or -1.
+  int FindBuffer(int r, BufferId id) const { return buffer_index_[r].Find(id); }
+  // A buffer CheckStructure found declared.
   const Buffer& BufferOf(int r, BufferId id) const {
-    return plan_.ranks[r].buffers[buffer_index_[r].at(id)];
+    return plan_.ranks[r].buffers[FindBuffer(r, id)];
   }
 
   // An all_reduce_grads with `ranks`: ascending, in range, this rank included, dp members.
@@ -296,15 +394,6 @@ class Validator {
   // Every member of a collective joins it: it has an all_reduce_grads of the same module over
   // the same ranks (each rank has at most one per module, checked in CheckStructure).
   Status CheckCollectives() {
-    collective_at_.assign(num_ranks_, {});
-    for (int r = 0; r < num_ranks_; ++r) {
-      const auto& actions = plan_.ranks[r].actions;
-      for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
-        if (actions[i].kind == ActionKind::kAllReduceGrads && !actions[i].ranks.empty()) {
-          collective_at_[r][actions[i].stage.module] = i;
-        }
-      }
-    }
     for (int r = 0; r < num_ranks_; ++r) {
       for (const auto& [module, i] : collective_at_[r]) {
         const Action& a = plan_.ranks[r].actions[i];
@@ -323,31 +412,11 @@ class Validator {
   }
 
   Status CheckMatching() {
-    // channel -> action indices of its isends (on src) / irecvs (on dst), in order.
-    std::map<int, std::vector<int>> sends, recvs;
-    for (int r = 0; r < num_ranks_; ++r) {
-      const auto& actions = plan_.ranks[r].actions;
-      for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
-        const Action& a = actions[i];
-        if (a.kind == ActionKind::kIsend) {
-          int ch = r * num_ranks_ + a.peer;
-          refs_[r][i] = {ch, static_cast<int>(sends[ch].size())};
-          sends[ch].push_back(i);
-        } else if (a.kind == ActionKind::kIrecv) {
-          int ch = a.peer * num_ranks_ + r;
-          refs_[r][i] = {ch, static_cast<int>(recvs[ch].size())};
-          recvs[ch].push_back(i);
-        }
-      }
-    }
-    // Walk channels in a deterministic order; report the first broken pair.
-    std::map<int, bool> channels;
-    for (const auto& [ch, v] : sends) channels[ch] = true;
-    for (const auto& [ch, v] : recvs) channels[ch] = true;
-    for (const auto& [ch, unused] : channels) {
-      const int src = ch / num_ranks_, dst = ch % num_ranks_;
-      const std::vector<int>& s = sends[ch];
-      const std::vector<int>& v = recvs[ch];
+    // Walk channels in a deterministic order (by src, then dst); report the first broken pair.
+    for (const auto& [key, channel] : channels_) {
+      const int src = key / num_ranks_, dst = key % num_ranks_;
+      const std::vector<int>& s = channel.sends;
+      const std::vector<int>& v = channel.recvs;
       const size_t common = std::min(s.size(), v.size());
       for (size_t k = 0; k < common; ++k) {
         const Buffer& sb = BufferOf(src, plan_.ranks[src].actions[s[k]].buffer);
@@ -393,10 +462,23 @@ class Validator {
   Status CheckDataFlow(int r, Status& memory_error) {
     const RankPlan& rank = plan_.ranks[r];
     RankValidation& rv = report_.ranks[r];
-    std::unordered_map<BufferId, BufferTrack> track;
-    for (const Buffer& b : rank.buffers) track[b.id].bytes = b.tensor.Bytes();
-    // (buffer, peer) -> action indices of isends not yet waited for.
-    std::map<std::pair<BufferId, int>, std::vector<int>> open_sends;
+    // Per buffer (index into rank.buffers); every id an action names is declared (CheckStructure).
+    const int num_buffers = static_cast<int>(rank.buffers.size());
+    std::vector<BufferTrack> tracks(num_buffers);
+    for (int k = 0; k < num_buffers; ++k) tracks[k].bytes = rank.buffers[k].tensor.Bytes();
+    auto track_of = [&](BufferId id) -> BufferTrack& { return tracks[FindBuffer(r, id)]; };
+    // The rank's isends grouped by buffer, each group in action order: sends_of_buffer
+    // [send_begin[k], send_begin[k + 1]). An isend goes to its buffer's consumer rank
+    // (CheckStructure), and a wait_send completes the oldest isend of its buffer not yet waited
+    // for.
+    std::vector<int> send_begin(num_buffers + 1, 0);
+    for (const auto& [k, i] : isends_[r]) ++send_begin[k + 1];
+    for (int k = 0; k < num_buffers; ++k) send_begin[k + 1] += send_begin[k];
+    std::vector<int> sends_of_buffer(send_begin[num_buffers]);
+    {
+      std::vector<int> next(send_begin.begin(), send_begin.end() - 1);
+      for (const auto& [k, i] : isends_[r]) sends_of_buffer[next[k]++] = i;
+    }
     int64_t activations = 0, buffers = 0;
     rv.num_actions = static_cast<int>(rank.actions.size());
     rv.peak_bytes = rank.static_bytes;
@@ -426,8 +508,8 @@ class Validator {
                       rank.label, FormatBytes(rank.static_bytes),
                       FormatBytes(rank.memory_capacity_bytes)));
     }
-    auto require_ready = [&](int i, BufferId id, std::string_view role) -> Status {
-      const BufferTrack& t = track[id];
+    auto require_ready = [&](int i, BufferId id, const BufferTrack& t,
+                             std::string_view role) -> Status {
       switch (t.state) {
         case BufferState::kReady: return OkStatus();
         case BufferState::kUndefined:
@@ -450,10 +532,12 @@ class Validator {
         case ActionKind::kBackwardInput:
         case ActionKind::kBackwardWeight: {
           ++rv.num_compute;
-          for (BufferId id : a.inputs) WEFT_RETURN_IF_ERROR(require_ready(i, id, "input"));
+          for (BufferId id : a.inputs) {
+            WEFT_RETURN_IF_ERROR(require_ready(i, id, track_of(id), "input"));
+          }
           activations += a.activation_alloc_bytes;
           for (BufferId id : a.outputs) {
-            BufferTrack& t = track[id];
+            BufferTrack& t = track_of(id);
             if (t.state != BufferState::kUndefined) {
               return Error(r, i, fmt::format("output buf {} was already defined at action {}", id,
                                              t.defined_at));
@@ -468,14 +552,14 @@ class Validator {
         }
         case ActionKind::kIsend: {
           ++rv.num_isend;
-          WEFT_RETURN_IF_ERROR(require_ready(i, a.buffer, "sent"));
-          ++track[a.buffer].inflight_sends;
-          open_sends[{a.buffer, a.peer}].push_back(i);
+          BufferTrack& t = track_of(a.buffer);
+          WEFT_RETURN_IF_ERROR(require_ready(i, a.buffer, t, "sent"));
+          ++t.inflight_sends;
           break;
         }
         case ActionKind::kIrecv: {
           ++rv.num_irecv;
-          BufferTrack& t = track[a.buffer];
+          BufferTrack& t = track_of(a.buffer);
           if (t.state != BufferState::kUndefined) {
             return Error(r, i, fmt::format("receive buffer {} was already defined at action {}",
                                            a.buffer, t.defined_at));
@@ -487,17 +571,18 @@ class Validator {
           break;
         }
         case ActionKind::kWaitSend: {
-          auto it = open_sends.find({a.buffer, a.peer});
-          if (it == open_sends.end() || it->second.empty()) {
+          const int k = FindBuffer(r, a.buffer);
+          BufferTrack& t = tracks[k];
+          if (t.inflight_sends == 0 || rank.buffers[k].consumer.rank != a.peer) {
             return Error(r, i, fmt::format("no pending isend of buf {} to rank {}", a.buffer, a.peer));
           }
-          refs_[r][i] = refs_[r][it->second.front()];
-          it->second.erase(it->second.begin());
-          --track[a.buffer].inflight_sends;
+          refs_[r][i] = refs_[r][sends_of_buffer[send_begin[k] + t.waited_sends]];
+          ++t.waited_sends;
+          --t.inflight_sends;
           break;
         }
         case ActionKind::kWaitRecv: {
-          BufferTrack& t = track[a.buffer];
+          BufferTrack& t = track_of(a.buffer);
           if (t.state != BufferState::kPendingRecv) {
             return Error(r, i, fmt::format("no pending irecv into buf {}", a.buffer));
           }
@@ -511,8 +596,8 @@ class Validator {
           break;
         }
         case ActionKind::kFree: {
-          BufferTrack& t = track[a.buffer];
-          WEFT_RETURN_IF_ERROR(require_ready(i, a.buffer, "freed"));
+          BufferTrack& t = track_of(a.buffer);
+          WEFT_RETURN_IF_ERROR(require_ready(i, a.buffer, t, "freed"));
           if (t.inflight_sends > 0) {
             return Error(r, i, fmt::format("buf {} is freed while an isend from it is in flight "
                                            "(wait_send first)", a.buffer));
@@ -526,21 +611,34 @@ class Validator {
           break;  // gradients live in static_bytes; the collective does not block this replay
       }
     }
-    for (const auto& [key, pending] : open_sends) {
-      if (!pending.empty()) return Error(r, pending.front(), "isend is never waited for (no wait_send)");
+    // The buffer of least id with an isend not waited for.
+    int unwaited = -1;
+    for (int k = 0; k < num_buffers; ++k) {
+      if (tracks[k].inflight_sends > 0 &&
+          (unwaited < 0 || rank.buffers[k].id < rank.buffers[unwaited].id)) {
+        unwaited = k;
+      }
+    }
+    if (unwaited >= 0) {
+      return Error(r, sends_of_buffer[send_begin[unwaited] + tracks[unwaited].waited_sends],
+                   "isend is never waited for (no wait_send)");
     }
     // Deterministic order: by the action that defined the buffer.
     std::vector<std::pair<int, BufferId>> leftovers;
-    for (const auto& [id, t] : track) {
-      if (t.state == BufferState::kPendingRecv) leftovers.push_back({t.defined_at, id});
+    for (int k = 0; k < num_buffers; ++k) {
+      const BufferTrack& t = tracks[k];
+      if (t.state == BufferState::kPendingRecv) {
+        leftovers.push_back({t.defined_at, rank.buffers[k].id});
+      }
     }
     std::sort(leftovers.begin(), leftovers.end());
     if (!leftovers.empty()) {
       return Error(r, leftovers.front().first, "irecv is never waited for (no wait_recv)");
     }
     if (options_.require_all_freed) {
-      for (const auto& [id, t] : track) {
-        if (t.state == BufferState::kReady) leftovers.push_back({t.defined_at, id});
+      for (int k = 0; k < num_buffers; ++k) {
+        const BufferTrack& t = tracks[k];
+        if (t.state == BufferState::kReady) leftovers.push_back({t.defined_at, rank.buffers[k].id});
       }
       std::sort(leftovers.begin(), leftovers.end());
       if (!leftovers.empty()) {
@@ -553,8 +651,8 @@ class Validator {
 
   // Replays all ranks with blocking waits until every rank finished or none can move.
   Status Replay() {
-    std::vector<int> posted_sends(num_ranks_ * num_ranks_, 0);
-    std::vector<int> posted_recvs(num_ranks_ * num_ranks_, 0);
+    std::vector<int> posted_sends(channels_.size(), 0);  // per Channel::id
+    std::vector<int> posted_recvs(channels_.size(), 0);
     std::vector<int> pc(num_ranks_, 0);
     // Collectives: (module, first member) -> members arrived; a member blocks until all did.
     std::map<std::pair<int, int>, int> arrived;
@@ -621,9 +719,12 @@ class Validator {
   const ValidateOptions& options_;
   const int num_ranks_;
   ValidationReport report_;
-  std::vector<std::unordered_map<BufferId, int>> buffer_index_;  // per rank: id -> index
+  std::vector<BufferIndex> buffer_index_;  // per rank
   std::vector<std::vector<ChannelRef>> refs_;                     // per rank, per action
   std::vector<std::map<int, int>> collective_at_;  // per rank: module -> its collective's index
+  std::map<int, Channel> channels_;  // by src * num_ranks + dst
+  // Per rank its isends in order: (index of the buffer in the rank's buffers, action index).
+  std::vector<std::vector<std::pair<int, int>>> isends_;
 };
 
 }  // namespace

@@ -181,6 +181,30 @@ TEST(ValidatePlan, FreeingWhileSendInFlightIsAnError) {
               StartsWith("rank 0 action 12 (free buf 0): buf 0 is freed while an isend"));
 }
 
+TEST(ValidatePlan, UnwaitedIsendsNameTheLeastBufferId) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  RankPlan& rank = plan.ranks[0];
+  // Rank 0 sends buf 5 (action 1), then buf 1 (action 3), and never waits for either.
+  rank.buffers[0].id = 5;
+  rank.actions[0].outputs = {5};
+  rank.actions[1].buffer = 5;
+  rank.actions.erase(rank.actions.begin() + 12, rank.actions.begin() + 16);
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().message(),
+            "rank 0 action 3 (isend buf 1 to rank 1): isend is never waited for (no wait_send)");
+}
+
+TEST(ValidatePlan, WaitSendBeforeItsIsendIsAnError) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  auto& a = plan.ranks[1].actions;
+  std::rotate(a.begin() + 5, a.begin() + 12, a.begin() + 13);  // wait_send 20 before isend 20
+  auto report = ValidatePlan(plan);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().message(),
+            "rank 1 action 5 (wait_send buf 20 to rank 0): no pending isend of buf 20 to rank 0");
+}
+
 TEST(ValidatePlan, MemoryOverCapacityIsResourceExhausted) {
   ExecutionPlan plan = TwoRankOneFOneB();
   for (RankPlan& rank : plan.ranks) {
