@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "weft/common/allocator.h"
 #include "weft/strategy/compare.h"
 #include "weft/strategy/graph_builder.h"
 #include "weft/strategy/planner.h"
@@ -30,6 +31,7 @@ namespace {
 constexpr double kNoSearchBudgetS = 1e-6;
 
 std::unique_ptr<Planner> MakeVlmXl(int pipeline_size) {
+  KeepFreedMemoryForReuse();  // as the weft CLI runs
   JobOptions job;
   job.model = "vlm-xl";
   job.gpus = 1024;

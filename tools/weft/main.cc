@@ -4,9 +4,11 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "weft/common/allocator.h"
 #include "weft/common/text.h"
 
 int main(int argc, char** argv) {
+  weft::KeepFreedMemoryForReuse();
   CLI::App app{
       "weft - plan, simulate and compare distributed training of multimodal LLMs.\n\n"
       "Example:\n  weft presets\n  weft cost --model vlm-s --cluster h800 --tp 2\n"
