@@ -75,7 +75,8 @@ inline void AddBudgetOptions(CLI::App* cmd, BudgetFlags& b) {
                   "0 = use --budget-work");
   AddNumberOption(cmd, "--threads", b.threads, 1, strategy::PlanBudget::kMaxThreads,
                   "planning threads of search strategies (dip: DP replicas planned in parallel; "
-                  "under --budget-work the plan does not depend on it)")
+                  "under --budget-work the plan does not depend on it); plan: replica plans "
+                  "also compile in parallel")
       ->capture_default_str();
 }
 
