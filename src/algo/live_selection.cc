@@ -142,9 +142,6 @@ struct ItemScan {
   double cheapest_sum = 0;       // Σ min_cost, in item order
   // Every weight a whole number in [0, 2^50] and the items' heaviest weights summing to <= 2^50.
   bool whole_weights = true;
-  // Some item has an option both cheaper and lighter than another: a move that frees bytes,
-  // after which the greedy re-queues the moves it parked.
-  bool frees_bytes = false;
   // Every option has a finite cost and a finite weight >= 0 (as ValidateItem; when false, the
   // scan stopped at the first kind with one that does not).
   bool valid_options = true;
@@ -205,7 +202,7 @@ ItemScan ScanItems(const LiveSelectionProblem& p) {
       first_hash[slot] = hash;
       int best = 0;
       double min_cost = opts[0].cost, heaviest_weight = 0;
-      bool whole = true, frees = false;
+      bool whole = true;
       for (int o = 0; o < static_cast<int>(opts.size()); ++o) {
         const LiveOption& x = opts[o];
         min_cost = std::min(min_cost, x.cost);
@@ -218,13 +215,11 @@ ItemScan ScanItems(const LiveSelectionProblem& p) {
         const double clamped = std::min(x.weight, kExactLimit);
         whole &= (x.weight <= kExactLimit) &
                  (static_cast<double>(static_cast<int64_t>(clamped)) == clamped);
-        for (const LiveOption& y : opts) frees |= (y.cost < x.cost) & (y.weight < x.weight);
       }
       scan.lightest[i] = best;
       scan.min_cost[i] = min_cost;
       heaviest[i] = heaviest_weight;
       scan.whole_weights = scan.whole_weights && whole;
-      scan.frees_bytes = scan.frees_bytes || frees;
     }
     const int k = first[slot];
     scan.kind[i] = k;
@@ -324,37 +319,20 @@ class SlackTree {
 
 // Greedy upgrades: the move with the most cost saved per extra byte that keeps every checkpoint
 // of its item within budget; ties by item, then option index (deterministic). Lazy evaluation
-// of the same rule: a popped move whose item has changed since is dropped, one that does not fit
-// now is parked (slack only shrinks while extras are >= 0; a move that frees bytes re-queues the
-// parked ones). The heap holds, per item, only the best of its not yet popped improving moves
-// (a cursor into the item's moves sorted in heap order), plus the re-queued parked moves: the
-// next live move popped is the one of a heap holding every move. Moving the cursor parks the
-// item's moves that do not fit the room just measured (they could not fit before the next
-// re-queue either, which would bring them back). So the chosen sequence of moves is the one of
-// a full scan per step, in O(moves · log) time. An item's sorted moves from an option are
-// made once per kind (ScanItems) and shared by the items of that kind.
+// of the same rule: each item offers one move, the best of its current option's improving moves
+// (sorted in the rule's order) at its cursor, and a tournament tree over the items finds the best
+// offer. An offer that does not fit now moves the item's cursor past its moves that do not fit
+// the room just measured: slack only shrinks while extras are >= 0, so they cannot fit before a
+// move that frees bytes, which moves every cursor back to the start of its list (the moves
+// before a cursor are exactly those found not to fit since the item last changed). So the chosen
+// sequence of moves is the one of a full scan per step, in O(moves · log) time. An item's sorted
+// moves from an option are made once per kind (ScanItems) and shared by the items of that kind.
 // `room_of(i)`: the least slack over item i's checkpoints; `take(i, extra)`: subtract it there.
-// `scan`: ScanItems (without moves that free bytes nothing is re-queued, so nothing is parked).
+// `scan`: ScanItems.
 template <typename Room, typename Take>
 void GreedyUpgrades(const LiveSelectionProblem& problem, const ItemScan& scan,
                     Room room_of, Take take, std::vector<int>& choice) {
-  // A move's extra bytes are not kept: while its version is current, the item's option is the
-  // one it was made from, and the difference is recomputed bit for bit.
-  struct Move {
-    double ratio;
-    int item;
-    int option;
-    int version;
-    bool cursor;  // the item's cursor (popping it queues the item's next move)
-  };
   const std::vector<int>& kind = scan.kind;
-  const bool park = scan.frees_bytes;
-  // Heap top: the largest ratio, then the smallest item, then the smallest option.
-  const auto lower = [](const Move& a, const Move& b) {
-    if (a.ratio != b.ratio) return a.ratio < b.ratio;
-    if (a.item != b.item) return a.item > b.item;
-    return a.option > b.option;
-  };
   // An improving move of an option kind (the item comes from the one that makes it).
   struct KindMove {
     double ratio;
@@ -362,32 +340,46 @@ void GreedyUpgrades(const LiveSelectionProblem& problem, const ItemScan& scan,
     int option;
   };
   const int n = static_cast<int>(problem.items.size());
-  std::vector<int> version(n, 0);
   // Per (kind, current option) at begin[kind] + option: its improving moves, best first (the
-  // heap's order within one item), as [list_begin, list_end) in `kind_moves` (-1: not made yet).
+  // rule's order within one item), as [list_begin, list_end) in `kind_moves` (-1: not made yet).
   std::vector<int> begin(n + 1, 0);
   for (int i = 0; i < n; ++i) begin[i + 1] = begin[i] + static_cast<int>(problem.items[i].size());
   std::vector<int> list_begin(begin[n], -1), list_end(begin[n], -1);
   std::vector<KindMove> kind_moves;
-  // Per item: its cursor into its current list, and the list's end.
-  std::vector<int> next_move(n, 0), end(n, 0);
-  std::vector<Move> heap, parked;
-  heap.reserve(n);
-  const auto push = [&](const Move& m) {
-    heap.push_back(m);
-    std::push_heap(heap.begin(), heap.end(), lower);
+  // Per item: its cursor into its current list, the list's start and end, and its offer's ratio
+  // (-infinity: none left).
+  std::vector<int> next_move(n, 0), first_move(n, 0), end(n, 0);
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
+  std::vector<double> offer(n, kNone);
+  // Tournament tree over the items: node v holds the item with the best offer below it (the
+  // larger ratio, then the smaller item) and that offer; leaves at [leaves, 2 leaves), padding
+  // leaves offer none.
+  int leaves = 1;
+  while (leaves < n) leaves *= 2;
+  std::vector<int> best(2 * leaves);
+  std::vector<double> best_ratio(2 * leaves, kNone);
+  const auto pull = [&](int v) {
+    const int a = best[2 * v], b = best[2 * v + 1];
+    const double ra = best_ratio[2 * v], rb = best_ratio[2 * v + 1];
+    const bool left = ra > rb || (ra == rb && a < b);
+    best[v] = left ? a : b;
+    best_ratio[v] = left ? ra : rb;
   };
-  // Queues item i's next move that may fit `room`, parking the ones before it that do not.
-  const auto queue_next = [&](int i, double room) {
-    while (next_move[i] < end[i]) {
-      const KindMove& k = kind_moves[next_move[i]++];
-      if (k.extra > room) {
-        if (park) parked.push_back({k.ratio, i, k.option, version[i], false});
-      } else {
-        push({k.ratio, i, k.option, version[i], true});
-        return;
-      }
+  for (int v = 0; v < leaves; ++v) best[leaves + v] = v;
+  // Item i's offer changed: the path above its leaf, up to the first node that keeps its winner.
+  const auto update = [&](int i) {
+    best_ratio[leaves + i] = offer[i];
+    for (int v = (leaves + i) >> 1; v >= 1; v >>= 1) {
+      const int item = best[v];
+      const double ratio = best_ratio[v];
+      pull(v);
+      if (best[v] == item && best_ratio[v] == ratio) break;
     }
+  };
+  // Moves item i's cursor to its first move from the cursor on that may fit `room`.
+  const auto advance = [&](int i, double room) {
+    while (next_move[i] < end[i] && kind_moves[next_move[i]].extra > room) ++next_move[i];
+    offer[i] = next_move[i] < end[i] ? kind_moves[next_move[i]].ratio : kNone;
   };
   // The sorted improving moves from option `from` of kind k's options, made once.
   const auto list_of = [&](int k, int from) {
@@ -410,41 +402,47 @@ void GreedyUpgrades(const LiveSelectionProblem& problem, const ItemScan& scan,
               });
     return slot;
   };
-  // `room_now()`: the item's room (called only when it has an improving move).
+  // Item i's list from its current option, its cursor at the first move that may fit
+  // `room_now()` (called only when it has an improving move).
   const auto make_moves = [&](int i, const auto& room_now) {
     const int slot = list_of(kind[i], choice[i]);
-    next_move[i] = list_begin[slot];
+    first_move[i] = next_move[i] = list_begin[slot];
     end[i] = list_end[slot];
-    if (next_move[i] == end[i]) return;
-    queue_next(i, room_now());
+    if (next_move[i] == end[i]) {
+      offer[i] = kNone;
+    } else {
+      advance(i, room_now());
+    }
   };
   for (int i = 0; i < n; ++i) make_moves(i, [&] { return room_of(i); });
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), lower);
-    const Move m = heap.back();
-    heap.pop_back();
-    if (m.version != version[m.item]) continue;
-    const std::vector<LiveOption>& opts = problem.items[m.item];
-    const double extra = opts[m.option].weight - opts[choice[m.item]].weight;
-    const double room = room_of(m.item);
+  std::copy(offer.begin(), offer.end(), best_ratio.begin() + leaves);
+  for (int v = leaves - 1; v >= 1; --v) pull(v);
+  while (best_ratio[1] != kNone) {
+    const int i = best[1];
+    const KindMove& move = kind_moves[next_move[i]];
+    const int option = move.option;
+    const double extra = move.extra;
+    const double room = room_of(i);
     if (extra > room) {
-      if (park) {
-        parked.push_back(m);
-        parked.back().cursor = false;
-      }
-      if (m.cursor) queue_next(m.item, room);
+      advance(i, room);
+      update(i);
       continue;
     }
-    take(m.item, extra);
-    choice[m.item] = m.option;
-    ++version[m.item];
+    take(i, extra);
+    choice[i] = option;
     // The item's room now, without measuring it again: every slack of the item dropped by
     // `extra`, and rounding is monotone, so the least of the rounded differences is the
     // rounded difference of the least (the same double room_of would return).
-    make_moves(m.item, [&] { return room - extra; });
+    make_moves(i, [&] { return room - extra; });
+    update(i);
     if (extra < 0) {
-      for (const Move& p : parked) push(p);
-      parked.clear();
+      // Slack grew: every move found not to fit may fit again.
+      for (int j = 0; j < n; ++j) {
+        if (next_move[j] == first_move[j]) continue;
+        next_move[j] = first_move[j];
+        offer[j] = kind_moves[next_move[j]].ratio;
+        update(j);
+      }
     }
   }
 }
