@@ -591,10 +591,11 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   // transfers, no resource conflicts) when it could begin at the earliest. The critical path
   // is pushed along the out-edges as the event loop ends each stage (a topological order):
   // the same maxima and sums as a pass in topological order.
-  std::vector<int32_t> pending(n);
-  auto ready_s = std::make_unique_for_overwrite<double[]>(n);         // zeroed with `pending`
-  auto unloaded_begin_s = std::make_unique_for_overwrite<double[]>(n);  // the same
-  // Per stage: the buffers of its inputs (freed in the slot after it), zeroed the same.
+  // Per stage also the buffers of its inputs (freed in the slot after it). All set in the one
+  // loop below (no fill before it).
+  auto pending = std::make_unique_for_overwrite<int32_t[]>(n);
+  auto ready_s = std::make_unique_for_overwrite<double[]>(n);
+  auto unloaded_begin_s = std::make_unique_for_overwrite<double[]>(n);
   auto freed_after = std::make_unique_for_overwrite<int64_t[]>(n);
   for (int s = 0; s < n; ++s) {
     pending[s] = static_cast<int32_t>(graph.in_edges(s).size());
@@ -615,10 +616,12 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
 
   EndQueue events(num_groups);
 
-  // Starts group g's next stage (it is idle and that stage's inputs have arrived).
-  auto start = [&](GroupId g) {
-    const auto& order = schedule.order[g];
-    const StageId s = order[cursor[g]];
+  // Starts stage s, group g's next one (the group is idle and the stage's inputs have
+  // arrived). Copies of the group's position and order: the stores below could otherwise
+  // alias them.
+  auto start = [&](GroupId g, StageId s) {
+    const std::vector<StageId>& order = schedule.order[g];
+    const int32_t position = cursor[g];
     double start_s = std::max(group_free_s[g], ready_s[s]);
     if (copies.any) {
       if (OffloadCopies::Item* item = copies.BackwardItem(s)) {
@@ -635,7 +638,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     }
     const double end_s = start_s + stages[s].latency_s;
     timeline.stages[s] = StageTiming{start_s, end_s};
-    const int32_t slot = buffers.slot_begin[g] + cursor[g];
+    const int32_t slot = buffers.slot_begin[g] + position;
     buffers.slot_of[s] = slot;
     buffers.slot_timing[slot] = {start_s, end_s};
     // Its inputs' buffers are freed in the slot after it (all of them have arrived).
@@ -643,8 +646,8 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     running[g] = 1;
     events.Set(g, end_s, s);
     // Prefetch the next stage's offloaded activations while this one runs.
-    if (copies.any && cursor[g] + 1 < static_cast<int>(order.size())) {
-      if (OffloadCopies::Item* next = copies.BackwardItem(order[cursor[g] + 1])) {
+    if (copies.any && position + 1 < static_cast<int32_t>(order.size())) {
+      if (OffloadCopies::Item* next = copies.BackwardItem(order[position + 1])) {
         next->prefetch_from_s = start_s;
         if (next->h2d_end_s < 0 && next->d2h_end_s >= 0) {
           copies.IssueH2d(*next, start_s, graph, cluster, egress_free_s, ingress_free_s);
@@ -656,9 +659,11 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   // stays inline).
   auto try_start = [&](GroupId g) {
     if (running[g]) return;
-    const auto& order = schedule.order[g];
-    if (cursor[g] >= static_cast<int>(order.size()) || pending[order[cursor[g]]] > 0) return;
-    start(g);
+    const std::vector<StageId>& order = schedule.order[g];
+    const int32_t position = cursor[g];
+    if (position >= static_cast<int32_t>(order.size())) return;
+    const StageId s = order[position];
+    if (pending[s] == 0) start(g, s);
   };
 
   for (GroupId g = 0; g < num_groups; ++g) try_start(g);
@@ -683,7 +688,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     }
     const double unloaded_end_s = unloaded_begin_s[s] + stages[s].latency_s;
     if (unloaded_end_s > unloaded_finish_s[g]) unloaded_finish_s[g] = unloaded_end_s;
-    const int32_t slot = buffers.slot_begin[g] + cursor[g] - 1;
+    const int32_t slot = buffers.slot_of[s];
     int64_t produced = 0;  // the compute's output buffers
     for (EdgeId e : graph.out_edges(s)) {
       const StageId to = edges[e].to;
