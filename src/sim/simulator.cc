@@ -48,8 +48,12 @@ bool OneNode(int first, int count, const spec::ClusterSpec& cluster) {
 // Deadlock report: every group that still has work names where it waits and for what.
 Status DeadlockError(const StageGraph& graph,
                      const sched::Schedule& schedule,
-                     const std::vector<int32_t>& cursor,
-                     const std::vector<uint8_t>& done) {
+                     const std::vector<int32_t>& cursor) {
+  // A stage is done when it lies before its group's cursor.
+  std::vector<uint8_t> done(graph.num_stages(), 0);
+  for (int g = 0; g < graph.num_groups(); ++g) {
+    for (int j = 0; j < cursor[g]; ++j) done[schedule.order[g][j]] = 1;
+  }
   std::string message = "deadlock: the schedule's orders contradict cross-group dependencies;";
   int listed = 0;
   for (int g = 0; g < graph.num_groups() && listed < 4; ++g) {
@@ -103,18 +107,6 @@ int32_t FirstPositionFromLow(int32_t lo, int32_t hi, Pred pred) {
     step *= 2;
   }
   return FirstPosition(lo, std::min(probe, hi), pred);
-}
-
-// The same, probing from hi downwards in doubling steps.
-template <typename Pred>
-int32_t FirstPositionFromHigh(int32_t lo, int32_t hi, Pred pred) {
-  int32_t probe = hi - 1, step = 1;
-  while (probe >= lo && pred(probe)) {
-    hi = probe;
-    probe -= step;
-    step *= 2;
-  }
-  return FirstPosition(std::max(probe + 1, lo), hi, pred);
 }
 
 // The running stages' ends, earliest first and ties by stage id (the order of std::greater on
@@ -172,6 +164,9 @@ class EndQueue {
 //    producer ends (at the latest the reader's slot), made non-decreasing along each channel's
 //    send order (binding only at ties), and freed in the slot after its reader.
 // Inside a slot the plan runs irecvs, then frees (and wait_sends with their frees).
+// The event loop counts the outputs and the frees after each reader (sums: their order does
+// not matter) and lists the transfers; PlaceTransfers places the wait_sends and irecvs, which
+// need the compute times of later slots.
 struct SlotBytes {
   int64_t received = 0;  // allocated by the slot's irecvs
   int64_t freed = 0;     // freed by the slot's frees
@@ -181,15 +176,28 @@ struct SlotBytes {
 struct BufferSlots {
   std::vector<int32_t> slot_begin;        // per group: index of its slot 0
   // Filled by the event loop for every stage and every compute slot before anything reads
-  // them (a slot after a group's last compute has no stage nor timing): no zero fill.
+  // them (a slot after a group's last compute has no timing): no zero fill.
   struct Timing {
     double start_s, end_s;
   };
   std::unique_ptr<int32_t[]> slot_of;  // per stage: its slot
-  std::unique_ptr<StageId[]> stage_of;  // per compute slot: its stage
   std::unique_ptr<Timing[]> slot_timing;  // per compute slot: its compute
   std::vector<SlotBytes> slots;
   std::vector<double> send_free_s;        // per slot: latest arrival of a send freed there (curves)
+  // One per cross-group edge, in the order the event loop sends them: on each channel (link)
+  // the order of the producers' slots, then of their out-edges.
+  struct Send {
+    double arrival_s;
+    int64_t bytes;       // whole elements
+    int32_t slot;        // the producer's
+    int32_t last_slot;   // the producer group's slot after its last compute
+    // The reader group's first slot whose compute had not ended when the producer ended: no
+    // earlier one ends after the producer (events end in time order).
+    int32_t first_open_slot;
+    int32_t link;
+    StageId to;
+  };
+  std::vector<Send> sends;
 };
 
 BufferSlots MakeBufferSlots(const sched::Schedule& schedule, int num_stages) {
@@ -201,77 +209,57 @@ BufferSlots MakeBufferSlots(const sched::Schedule& schedule, int num_stages) {
   }
   const int32_t num_slots = b.slot_begin[num_groups];
   b.slot_of = std::make_unique_for_overwrite<int32_t[]>(num_stages);
-  b.stage_of = std::make_unique_for_overwrite<StageId[]>(num_slots);
   b.slot_timing = std::make_unique_for_overwrite<BufferSlots::Timing[]>(num_slots);
+  b.slots.resize(num_slots);
   return b;
 }
 
-void PlaceBuffers(const StageGraph& graph,
-                  const double* edge_arrival_s,  // per edge; set for cross-group edges
-                  const std::vector<int32_t>& edge_link,
-                  const std::vector<GroupId>& link_dst,
-                  int64_t element_bytes,
-                  bool record_times,
-                  BufferSlots& b) {
-  const int num_groups = graph.num_groups();
-  const auto edges = graph.edges();
-  const int32_t num_slots = b.slot_begin[num_groups];
+// Whole elements: ceil(bytes / element_bytes) · element_bytes (a mask for powers of two; the
+// mask of 1 byte, or less, keeps every byte).
+class BufferRounding {
+ public:
+  explicit BufferRounding(int64_t element_bytes)
+      : masked_(element_bytes <= 1 || (element_bytes & (element_bytes - 1)) == 0),
+        round_up_(element_bytes > 1 ? element_bytes - 1 : 0),
+        element_bytes_(element_bytes) {}
+  int64_t operator()(int64_t bytes) const {
+    if (masked_) return (bytes + round_up_) & ~round_up_;
+    return (bytes + round_up_) / element_bytes_ * element_bytes_;
+  }
+
+ private:
+  bool masked_;
+  int64_t round_up_, element_bytes_;
+};
+
+// The wait_send and irecv slots of the event loop's sends. Walking them backwards visits each
+// channel's sends in reverse (producer position, edge id) order, the compiler's matching
+// order: per channel, the smallest irecv slot of the sends after the current one.
+void PlaceTransfers(int num_links, bool record_times, BufferSlots& b) {
   const BufferSlots::Timing* slot_timing = b.slot_timing.get();
-  b.slots.resize(num_slots);
-  if (record_times) b.send_free_s.assign(num_slots, 0.0);
-  // Whole elements: ceil(bytes / element_bytes) · element_bytes (a mask for powers of two;
-  // the mask of 1 byte, or less, keeps every byte).
-  const bool masked = element_bytes <= 1 || (element_bytes & (element_bytes - 1)) == 0;
-  const int64_t round_up = element_bytes > 1 ? element_bytes - 1 : 0;
-  // By value: the slot sums below are int64 stores the compiler would otherwise assume alias
-  // these and reload them every edge.
-  auto buffer_bytes = [masked, round_up, element_bytes](int64_t bytes) {
-    if (masked) return (bytes + round_up) & ~round_up;
-    return (bytes + round_up) / element_bytes * element_bytes;
-  };
-  // Per channel (directed group pair = link), the smallest irecv slot of the sends after the
-  // current one: walking each sender's order and out-edges backwards visits a channel's sends
-  // in reverse (producer position, edge id) order, the compiler's matching order.
-  std::vector<int32_t> channel_slot(link_dst.size(), std::numeric_limits<int32_t>::max());
-  const StageId* stage_of = b.stage_of.get();
   const int32_t* slot_of = b.slot_of.get();
   SlotBytes* slots = b.slots.data();
-  for (GroupId gu = 0; gu < num_groups; ++gu) {
-    const int32_t u0 = b.slot_begin[gu];
-    const int32_t u_last = b.slot_begin[gu + 1] - 1;  // the slot after the last compute
-    for (int32_t j = u_last; j-- > u0;) {
-      const StageId s = stage_of[j];
-      const auto out = graph.out_edges(s);
-      for (size_t k = out.size(); k-- > 0;) {
-        const EdgeId e = out[k];
-        const graph::Edge& edge = edges[e];
-        const int32_t link = edge_link[e];
-        if (edge.bytes == 0 && link < 0) continue;  // same-group ordering edge
-        const int64_t bytes = buffer_bytes(edge.bytes);
-        const int32_t to_slot = slot_of[edge.to];
-        slots[j].produced += bytes;
-        slots[to_slot + 1].freed += bytes;
-        if (link < 0) continue;  // local buffer
-        // Send buffer: wait_send in the first later slot whose compute starts at/after arrival.
-        const double arrival_s = edge_arrival_s[e];
-        const double arrived_s = arrival_s - kSlotEpsS;
-        const int32_t ws = FirstPositionFromLow(j + 1, u_last, [&](int32_t q) {
-          return slot_timing[q].start_s >= arrived_s;
-        });
-        slots[ws].freed += bytes;
-        if (record_times) b.send_free_s[ws] = std::max(b.send_free_s[ws], arrival_s);
-        // Receive buffer: irecv in the first slot whose compute ends after the sender posts.
-        const double posted_s = slot_timing[j].end_s + kSlotEpsS;
-        const int32_t v0 = b.slot_begin[link_dst[link]];
-        int32_t slot = FirstPositionFromHigh(v0, to_slot, [&](int32_t q) {
-          return slot_timing[q].end_s > posted_s;
-        });
-        int32_t& later = channel_slot[link];
-        slot = std::min(slot, later);
-        later = slot;
-        slots[slot].received += bytes;
-      }
-    }
+  if (record_times) b.send_free_s.assign(b.slots.size(), 0.0);
+  std::vector<int32_t> channel_slot(num_links, std::numeric_limits<int32_t>::max());
+  for (size_t k = b.sends.size(); k-- > 0;) {
+    const BufferSlots::Send& send = b.sends[k];
+    const int32_t j = send.slot;
+    // Send buffer: wait_send in the first later slot whose compute starts at/after arrival.
+    const double arrived_s = send.arrival_s - kSlotEpsS;
+    const int32_t ws = FirstPositionFromLow(j + 1, send.last_slot, [&](int32_t q) {
+      return slot_timing[q].start_s >= arrived_s;
+    });
+    slots[ws].freed += send.bytes;
+    if (record_times) b.send_free_s[ws] = std::max(b.send_free_s[ws], send.arrival_s);
+    // Receive buffer: irecv in the first slot whose compute ends after the sender posts.
+    const double posted_s = slot_timing[j].end_s + kSlotEpsS;
+    int32_t slot = FirstPositionFromLow(send.first_open_slot, slot_of[send.to], [&](int32_t q) {
+      return slot_timing[q].end_s > posted_s;
+    });
+    int32_t& later = channel_slot[send.link];
+    slot = std::min(slot, later);
+    later = slot;
+    slots[slot].received += send.bytes;
   }
 }
 
@@ -284,9 +272,16 @@ void PlaceBuffers(const StageGraph& graph,
 // node copying at that moment (this copy's included).
 struct OffloadCopies {
   bool any = false;
-  std::vector<StageId> forward_of;    // per offloaded backward: its forward; else -1
-  std::vector<StageId> backward_of;   // per offloaded forward: its backward; else -1
-  std::vector<double> d2h_start_s, d2h_end_s, h2d_end_s, prefetch_from_s;  // -1 = not yet
+  // One per offloaded forward, in stage id order: its backward (-1 if none) and its copies.
+  struct Item {
+    StageId forward, backward;
+    double d2h_start_s = -1, d2h_end_s = -1, h2d_end_s = -1;  // -1 = not yet
+    double prefetch_from_s = -1;  // the backward's prefetch window opened; -1 = not yet
+  };
+  std::vector<Item> items;
+  // Per stage: the item of an offloaded forward or of the backward paired with one; else -1.
+  // (One array, not per-stage copy times: most stages offload nothing.)
+  std::vector<int32_t> item_of;
   std::vector<double> stream_free_s;  // per group
   // Per group: (node, GPUs of the group in it) over all its DP replicas.
   std::vector<std::vector<std::pair<int, int>>> nodes_of;
@@ -300,6 +295,17 @@ struct OffloadCopies {
   };
   std::vector<NodeCopies> node_copies;  // per node
   double now_s = 0;  // the event loop's time; no later copy starts before it
+
+  // The item whose backward is `s`, or nullptr.
+  Item* BackwardItem(StageId s) {
+    const int32_t k = item_of[s];
+    return k >= 0 && items[k].backward == s ? &items[k] : nullptr;
+  }
+  // The item whose forward is `s`, or nullptr.
+  Item* ForwardItem(StageId s) {
+    const int32_t k = item_of[s];
+    return k >= 0 && items[k].forward == s ? &items[k] : nullptr;
+  }
 
   double Issue(GroupId g, int64_t bytes, double link_bytes_per_s, double earliest_s,
                const spec::ClusterSpec& cluster, const std::vector<double>& egress_free_s,
@@ -334,36 +340,35 @@ struct OffloadCopies {
     stream_free_s[g] = end_s;
     return end_s;
   }
-  void IssueD2h(StageId f, double t, const StageGraph& graph, const spec::ClusterSpec& cluster,
+  void IssueD2h(Item& item, double t, const StageGraph& graph, const spec::ClusterSpec& cluster,
                 const std::vector<double>& egress_free_s,
                 const std::vector<double>& ingress_free_s) {
-    const graph::Stage& st = graph.stage(f);
-    d2h_start_s[f] = std::max(t, stream_free_s[st.group]);
-    d2h_end_s[f] = Issue(st.group, st.offload_bytes, cluster.HostD2hBandwidthBytesPerS(), t,
-                         cluster, egress_free_s, ingress_free_s);
+    const graph::Stage& st = graph.stage(item.forward);
+    item.d2h_start_s = std::max(t, stream_free_s[st.group]);
+    item.d2h_end_s = Issue(st.group, st.offload_bytes, cluster.HostD2hBandwidthBytesPerS(), t,
+                           cluster, egress_free_s, ingress_free_s);
   }
-  void IssueH2d(StageId b, double t, const StageGraph& graph, const spec::ClusterSpec& cluster,
+  void IssueH2d(Item& item, double t, const StageGraph& graph, const spec::ClusterSpec& cluster,
                 const std::vector<double>& egress_free_s,
                 const std::vector<double>& ingress_free_s) {
-    const graph::Stage& st = graph.stage(b);
-    const StageId f = forward_of[b];
-    h2d_end_s[b] = Issue(st.group, st.offload_bytes, cluster.host_link_bandwidth_bytes_per_s,
-                         std::max(t, d2h_end_s[f]), cluster, egress_free_s, ingress_free_s);
+    const graph::Stage& st = graph.stage(item.backward);
+    item.h2d_end_s = Issue(st.group, st.offload_bytes, cluster.host_link_bandwidth_bytes_per_s,
+                           std::max(t, item.d2h_end_s), cluster, egress_free_s, ingress_free_s);
   }
   // Offloaded bytes held on each node's host from D2H start to H2D end (to the iteration's
   // end without a backward); a node over its host memory is out of memory.
   void CheckHostMemory(const StageGraph& graph, const spec::ClusterSpec& cluster,
                        Timeline& timeline) const {
     std::vector<std::vector<std::pair<double, int64_t>>> changes(node_copies.size());
-    for (StageId f = 0; f < graph.num_stages(); ++f) {
-      if (d2h_start_s[f] < 0) continue;
-      const graph::Stage& st = graph.stage(f);
-      const StageId b = backward_of[f];
-      const double end_s = b >= 0 && h2d_end_s[b] >= 0 ? h2d_end_s[b]
-                                                       : std::numeric_limits<double>::infinity();
+    for (const Item& item : items) {
+      if (item.d2h_start_s < 0) continue;
+      const graph::Stage& st = graph.stage(item.forward);
+      const double end_s = item.backward >= 0 && item.h2d_end_s >= 0
+                               ? item.h2d_end_s
+                               : std::numeric_limits<double>::infinity();
       timeline.groups[st.group].offload_bytes += st.offload_bytes;
       for (const auto& [node, gpus] : nodes_of[st.group]) {
-        changes[node].push_back({d2h_start_s[f], st.offload_bytes * gpus});
+        changes[node].push_back({item.d2h_start_s, st.offload_bytes * gpus});
         changes[node].push_back({end_s, -st.offload_bytes * gpus});
       }
     }
@@ -405,32 +410,30 @@ struct OffloadCopies {
 OffloadCopies MakeOffloadCopies(const StageGraph& graph, const spec::ClusterSpec& cluster) {
   OffloadCopies c;
   const int n = graph.num_stages();
-  c.any = std::any_of(graph.stages().begin(), graph.stages().end(),
-                      [](const graph::Stage& st) { return st.offload_bytes > 0; });
-  if (!c.any) return c;
-  c.forward_of.assign(n, -1);
-  c.backward_of.assign(n, -1);
-  c.d2h_start_s.assign(n, -1.0);
-  c.d2h_end_s.assign(n, -1.0);
-  c.h2d_end_s.assign(n, -1.0);
-  c.prefetch_from_s.assign(n, -1.0);
-  c.stream_free_s.assign(graph.num_groups(), 0.0);
+  const auto stages = graph.stages();
   for (StageId f = 0; f < n; ++f) {
-    const graph::Stage& fs = graph.stage(f);
-    if (fs.pass != graph::Pass::kForward || fs.offload_bytes <= 0) continue;
+    const graph::Stage& fs = stages[f];
+    if (fs.offload_bytes <= 0) continue;
+    if (!c.any) c.item_of.assign(n, -1);
+    c.any = true;
+    if (fs.pass != graph::Pass::kForward) continue;
+    const int32_t k = static_cast<int32_t>(c.items.size());
+    c.items.push_back({f, -1});
+    c.item_of[f] = k;
     for (EdgeId e : graph.out_edges(f)) {
       const StageId b = graph.edge(e).to;
-      const graph::Stage& bs = graph.stage(b);
+      const graph::Stage& bs = stages[b];
       if (graph::IsBackward(bs.pass) && bs.group == fs.group && bs.module == fs.module &&
           bs.chunk == fs.chunk && bs.microbatch == fs.microbatch &&
-          bs.sub_microbatch == fs.sub_microbatch && bs.offload_bytes > 0 &&
-          c.forward_of[b] < 0) {
-        c.forward_of[b] = f;
-        c.backward_of[f] = b;
+          bs.sub_microbatch == fs.sub_microbatch && bs.offload_bytes > 0 && c.item_of[b] < 0) {
+        c.items[k].backward = b;
+        c.item_of[b] = k;
         break;
       }
     }
   }
+  if (!c.any) return c;
+  c.stream_free_s.assign(graph.num_groups(), 0.0);
   int num_nodes = std::max(1, cluster.num_nodes);
   c.nodes_of.resize(graph.num_groups());
   for (GroupId g = 0; g < graph.num_groups(); ++g) {
@@ -548,109 +551,107 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   const auto edges = graph.edges();
   const auto groups = graph.groups();
 
-  // Per-edge link and unloaded transfer time; per directed group pair a link slot.
-  // Per-edge arrays are written in full before they are read: no zero fill (it cost more than
-  // the loop that writes them).
-  auto edge_time_s = std::make_unique_for_overwrite<double[]>(edges.size());  // 0: same group
-  std::vector<int32_t> edge_link(edges.size(), -1);
-  int num_links = 0;
-  std::vector<GroupId> link_dst;    // per link: its destination group
-  std::vector<LinkKind> link_kind;  // per link: NVLink or network
-  {
-    const bool dense = num_groups <= 128;
-    std::vector<int32_t> dense_slot(dense ? num_groups * num_groups : 0, -1);
-    std::unordered_map<int64_t, int32_t> sparse_slot;
-    // TransferTimeS per link kind, its denominator computed once (the same product).
-    const spec::LinkSpec* link_spec[2] = {&cluster.intra_node, &cluster.inter_node};
-    const double link_rate[2] = {
-        cluster.intra_node.bandwidth_bytes_per_s * cluster.efficiency.network,
-        cluster.inter_node.bandwidth_bytes_per_s * cluster.efficiency.network};
-    for (size_t e = 0; e < edges.size(); ++e) {
-      const GroupId a = stages[edges[e].from].group;
-      const GroupId b = stages[edges[e].to].group;
-      if (a == b) {
-        edge_time_s[e] = 0.0;
-        continue;
-      }
-      int32_t* slot;
-      if (dense) {
-        slot = &dense_slot[a * num_groups + b];
-      } else {
-        auto [it, inserted] = sparse_slot.try_emplace(int64_t{a} * num_groups + b, -1);
-        slot = &it->second;
-      }
-      if (*slot < 0) {
-        *slot = num_links++;
-        link_kind.push_back(LinkBetween(groups[a], groups[b], cluster));
-        link_dst.push_back(b);
-      }
-      edge_link[e] = *slot;
-      const int port = link_kind[*slot] == LinkKind::kIntraNode ? 0 : 1;
-      edge_time_s[e] =
-          link_spec[port]->latency_s + static_cast<double>(edges[e].bytes) / link_rate[port];
+  // Links: one per directed group pair that carries a transfer, numbered as the event loop
+  // first sends on it.
+  std::vector<LinkKind> link_kind;   // per link: NVLink or network
+  std::vector<double> link_free_s;   // per link: when its last transfer arrives
+  const bool dense_links = num_groups <= 128;
+  std::vector<int32_t> dense_link(dense_links ? num_groups * num_groups : 0, -1);
+  std::unordered_map<int64_t, int32_t> sparse_link;
+  auto link_between = [&](GroupId a, GroupId b) {
+    int32_t* link;
+    if (dense_links) {
+      link = &dense_link[a * num_groups + b];
+    } else {
+      link = &sparse_link.try_emplace(int64_t{a} * num_groups + b, -1).first->second;
     }
-  }
+    if (*link < 0) {
+      *link = static_cast<int32_t>(link_kind.size());
+      link_kind.push_back(LinkBetween(groups[a], groups[b], cluster));
+      link_free_s.push_back(0.0);
+    }
+    return *link;
+  };
+  // TransferTimeS per link kind, its denominator computed once (the same product).
+  const spec::LinkSpec* link_spec[2] = {&cluster.intra_node, &cluster.inter_node};
+  const double link_rate[2] = {
+      cluster.intra_node.bandwidth_bytes_per_s * cluster.efficiency.network,
+      cluster.inter_node.bandwidth_bytes_per_s * cluster.efficiency.network};
 
   Timeline timeline;
   timeline.stages.resize(n);
   timeline.groups.resize(num_groups);
-  if (options.record_transfers) timeline.transfers.reserve(num_links > 0 ? edges.size() : 0);
+  if (options.record_transfers && num_groups > 1) timeline.transfers.reserve(edges.size());
 
   // Boundary buffers: the event loop records each stage's slot and the slots' compute times.
   BufferSlots buffers = MakeBufferSlots(schedule, n);
 
   // --- event simulation ---------------------------------------------------------------------
-  std::vector<int32_t> pending(n);
-  auto ready_s = std::make_unique_for_overwrite<double[]>(n);  // zeroed with `pending`
-  std::vector<uint8_t> done(n, 0);
+  // Per stage: inputs still to arrive, when the last one arrives, and (critical path: unloaded
+  // transfers, no resource conflicts) when it could begin at the earliest. The critical path
+  // is pushed along the out-edges as the event loop ends each stage (a topological order):
+  // the same maxima and sums as a pass in topological order.
+  // Per stage also the buffers of its inputs (freed in the slot after it). All set in the one
+  // loop below (no fill before it).
+  auto pending = std::make_unique_for_overwrite<int32_t[]>(n);
+  auto ready_s = std::make_unique_for_overwrite<double[]>(n);
+  auto unloaded_begin_s = std::make_unique_for_overwrite<double[]>(n);
+  auto freed_after = std::make_unique_for_overwrite<int64_t[]>(n);
   for (int s = 0; s < n; ++s) {
     pending[s] = static_cast<int32_t>(graph.in_edges(s).size());
     ready_s[s] = 0.0;
+    unloaded_begin_s[s] = 0.0;
+    freed_after[s] = 0;
   }
+  const BufferRounding buffer_bytes(options.buffer_element_bytes);
+  if (num_groups > 1) buffers.sends.reserve(edges.size());
+  std::vector<double> unloaded_finish_s(num_groups, 0.0);  // per group: latest on the path
   std::vector<int32_t> cursor(num_groups, 0);
   std::vector<uint8_t> running(num_groups, 0);
   std::vector<double> group_free_s(num_groups);
-  std::vector<double> link_free_s(num_links);
   std::vector<double> egress_free_s(2 * num_groups), ingress_free_s(2 * num_groups);
-  // Written for every cross-group edge (the only ones PlaceBuffers reads).
-  auto edge_arrival_s = std::make_unique_for_overwrite<double[]>(num_links > 0 ? edges.size() : 0);
 
   // --- offload: per-group copy streams sharing the node's host bandwidth ---------------------
   OffloadCopies copies = MakeOffloadCopies(graph, cluster);
 
   EndQueue events(num_groups);
 
-  // Starts group g's next stage (it is idle and that stage's inputs have arrived).
-  auto start = [&](GroupId g) {
-    const auto& order = schedule.order[g];
-    const StageId s = order[cursor[g]];
+  // Starts stage s, group g's next one (the group is idle and the stage's inputs have
+  // arrived). Copies of the group's position and order: the stores below could otherwise
+  // alias them.
+  auto start = [&](GroupId g, StageId s) {
+    const std::vector<StageId>& order = schedule.order[g];
+    const int32_t position = cursor[g];
     double start_s = std::max(group_free_s[g], ready_s[s]);
-    if (copies.any && copies.forward_of[s] >= 0) {
-      // An offloaded backward waits for its prefetch (issued now at the latest).
-      if (copies.h2d_end_s[s] < 0) {
-        copies.IssueH2d(s, start_s, graph, cluster, egress_free_s, ingress_free_s);
-      }
-      const double wait_s = copies.h2d_end_s[s] - start_s;
-      if (wait_s > 0) {
-        timeline.groups[g].offload_wait_s += wait_s;
-        start_s = copies.h2d_end_s[s];
+    if (copies.any) {
+      if (OffloadCopies::Item* item = copies.BackwardItem(s)) {
+        // An offloaded backward waits for its prefetch (issued now at the latest).
+        if (item->h2d_end_s < 0) {
+          copies.IssueH2d(*item, start_s, graph, cluster, egress_free_s, ingress_free_s);
+        }
+        const double wait_s = item->h2d_end_s - start_s;
+        if (wait_s > 0) {
+          timeline.groups[g].offload_wait_s += wait_s;
+          start_s = item->h2d_end_s;
+        }
       }
     }
     const double end_s = start_s + stages[s].latency_s;
     timeline.stages[s] = StageTiming{start_s, end_s};
-    const int32_t slot = buffers.slot_begin[g] + cursor[g];
+    const int32_t slot = buffers.slot_begin[g] + position;
     buffers.slot_of[s] = slot;
-    buffers.stage_of[slot] = s;
     buffers.slot_timing[slot] = {start_s, end_s};
+    // Its inputs' buffers are freed in the slot after it (all of them have arrived).
+    buffers.slots[slot + 1].freed += freed_after[s];
     running[g] = 1;
     events.Set(g, end_s, s);
     // Prefetch the next stage's offloaded activations while this one runs.
-    if (copies.any && cursor[g] + 1 < static_cast<int>(order.size())) {
-      const StageId next = order[cursor[g] + 1];
-      copies.prefetch_from_s[next] = start_s;
-      if (copies.forward_of[next] >= 0 && copies.h2d_end_s[next] < 0 &&
-          copies.d2h_end_s[copies.forward_of[next]] >= 0) {
-        copies.IssueH2d(next, start_s, graph, cluster, egress_free_s, ingress_free_s);
+    if (copies.any && position + 1 < static_cast<int32_t>(order.size())) {
+      if (OffloadCopies::Item* next = copies.BackwardItem(order[position + 1])) {
+        next->prefetch_from_s = start_s;
+        if (next->h2d_end_s < 0 && next->d2h_end_s >= 0) {
+          copies.IssueH2d(*next, start_s, graph, cluster, egress_free_s, ingress_free_s);
+        }
       }
     }
   };
@@ -658,9 +659,11 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   // stays inline).
   auto try_start = [&](GroupId g) {
     if (running[g]) return;
-    const auto& order = schedule.order[g];
-    if (cursor[g] >= static_cast<int>(order.size()) || pending[order[cursor[g]]] > 0) return;
-    start(g);
+    const std::vector<StageId>& order = schedule.order[g];
+    const int32_t position = cursor[g];
+    if (position >= static_cast<int32_t>(order.size())) return;
+    const StageId s = order[position];
+    if (pending[s] == 0) start(g, s);
   };
 
   for (GroupId g = 0; g < num_groups; ++g) try_start(g);
@@ -670,48 +673,72 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     const StageId s = events.top_stage();
     const GroupId g = events.top_group();
     copies.now_s = t;
-    done[s] = 1;
     ++completed;
     running[g] = 0;
     group_free_s[g] = t;
     ++cursor[g];
-    if (copies.any && stages[s].pass == graph::Pass::kForward && stages[s].offload_bytes > 0) {
-      copies.IssueD2h(s, t, graph, cluster, egress_free_s, ingress_free_s);
-      // A backward whose prefetch window opened before this copy was queued.
-      const StageId b = copies.backward_of[s];
-      if (b >= 0 && copies.h2d_end_s[b] < 0 && copies.prefetch_from_s[b] >= 0) {
-        copies.IssueH2d(b, t, graph, cluster, egress_free_s, ingress_free_s);
+    if (copies.any) {
+      if (OffloadCopies::Item* item = copies.ForwardItem(s)) {
+        copies.IssueD2h(*item, t, graph, cluster, egress_free_s, ingress_free_s);
+        // A backward whose prefetch window opened before this copy was queued.
+        if (item->backward >= 0 && item->h2d_end_s < 0 && item->prefetch_from_s >= 0) {
+          copies.IssueH2d(*item, t, graph, cluster, egress_free_s, ingress_free_s);
+        }
       }
     }
+    const double unloaded_end_s = unloaded_begin_s[s] + stages[s].latency_s;
+    if (unloaded_end_s > unloaded_finish_s[g]) unloaded_finish_s[g] = unloaded_end_s;
+    const int32_t slot = buffers.slot_of[s];
+    int64_t produced = 0;  // the compute's output buffers
     for (EdgeId e : graph.out_edges(s)) {
       const StageId to = edges[e].to;
+      const GroupId to_group = stages[to].group;
       double arrival_s = t;
-      const int32_t link = edge_link[e];
-      if (link >= 0) {
+      double unloaded_s = unloaded_end_s;
+      if (to_group == g) {
+        if (edges[e].bytes != 0) {  // a local buffer (none for an ordering edge)
+          const int64_t bytes = buffer_bytes(edges[e].bytes);
+          produced += bytes;
+          freed_after[to] += bytes;
+        }
+      } else {
+        // The dense table's hit stays inline; a new link or a sparse table goes out of line.
+        int32_t link = dense_links ? dense_link[g * num_groups + to_group] : -1;
+        if (link < 0) link = link_between(g, to_group);
         // Ports: the sender's egress and the receiver's ingress of the link's kind (NVLink or
         // network) carry one transfer at a time, whatever the peer.
         const LinkKind kind = link_kind[link];
         const int port = kind == LinkKind::kIntraNode ? 0 : 1;
+        const double transfer_s =
+            link_spec[port]->latency_s + static_cast<double>(edges[e].bytes) / link_rate[port];
+        unloaded_s = unloaded_end_s + transfer_s;
         double& egress = egress_free_s[2 * g + port];
-        double& ingress = ingress_free_s[2 * stages[to].group + port];
+        double& ingress = ingress_free_s[2 * to_group + port];
         const double start_s = std::max(std::max(t, link_free_s[link]), std::max(egress, ingress));
-        arrival_s = start_s + edge_time_s[e];
+        arrival_s = start_s + transfer_s;
         link_free_s[link] = arrival_s;
         egress = arrival_s;
         ingress = arrival_s;
-        edge_arrival_s[e] = arrival_s;
+        // A send buffer here and a receive buffer on the reader's group.
+        const int64_t bytes = buffer_bytes(edges[e].bytes);
+        produced += bytes;
+        freed_after[to] += bytes;
+        buffers.sends.push_back({arrival_s, bytes, slot, buffers.slot_begin[g + 1] - 1,
+                                 buffers.slot_begin[to_group] + cursor[to_group], link, to});
         if (options.record_transfers) {
-          timeline.transfers.push_back(Transfer{e, s, to, g, stages[to].group, start_s, arrival_s,
-                                                edges[e].bytes, kind});
+          timeline.transfers.push_back(
+              Transfer{e, s, to, g, to_group, start_s, arrival_s, edges[e].bytes, kind});
         }
       }
+      if (unloaded_s > unloaded_begin_s[to]) unloaded_begin_s[to] = unloaded_s;
       if (arrival_s > ready_s[to]) ready_s[to] = arrival_s;
-      if (--pending[to] == 0) try_start(stages[to].group);
+      if (--pending[to] == 0) try_start(to_group);
     }
+    buffers.slots[slot].produced = produced;
     try_start(g);
     if (!running[g]) events.Clear(g);
   }
-  if (completed != n) return DeadlockError(graph, schedule, cursor, done);
+  if (completed != n) return DeadlockError(graph, schedule, cursor);
 
   // --- per group: busy time, tail, memory -------------------------------------------------
   const int64_t capacity_bytes =
@@ -723,8 +750,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   for (const graph::GradSync& sync : graph.grad_syncs()) {
     for (GroupId g : sync.groups) in_sync_set[g] = 1;
   }
-  PlaceBuffers(graph, edge_arrival_s.get(), edge_link, link_dst, options.buffer_element_bytes,
-               options.record_memory_curves, buffers);
+  PlaceTransfers(static_cast<int>(link_kind.size()), options.record_memory_curves, buffers);
   for (GroupId g = 0; g < num_groups; ++g) {
     GroupTimeline& gt = timeline.groups[g];
     const graph::DeviceGroup& group = groups[g];
@@ -736,48 +762,71 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     // free not yet).
     int64_t live = group.static_bytes, live_buffers = 0;
     gt.peak_bytes = live;
-    auto note = [&] {
-      gt.peak_bytes = std::max(gt.peak_bytes, live);
-      gt.peak_buffer_bytes = std::max(gt.peak_buffer_bytes, live_buffers);
-    };
-    const bool curves = options.record_memory_curves;
-    if (curves) {
+    const int32_t size = static_cast<int32_t>(order.size());
+    const SlotBytes* slots = buffers.slots.data() + slot0;
+    if (!options.record_memory_curves) {
+      // Peaks only: noting after every irecv step (not only non-empty ones) changes nothing,
+      // since frees never raise the live bytes.
+      int64_t peak = live, peak_buffers = 0;
+      double busy_s = 0;
+      for (int32_t j = 0;; ++j) {
+        live += slots[j].received;
+        live_buffers += slots[j].received;
+        peak = std::max(peak, live);
+        peak_buffers = std::max(peak_buffers, live_buffers);
+        if (j == size) break;
+        live -= slots[j].freed;
+        live_buffers -= slots[j].freed;
+        const graph::Stage& st = stages[order[j]];
+        busy_s += st.latency_s;
+        live += st.activation_alloc_bytes + slots[j].produced;
+        live_buffers += slots[j].produced;
+        peak = std::max(peak, live);
+        peak_buffers = std::max(peak_buffers, live_buffers);
+        live -= st.activation_free_bytes;
+      }
+      gt.peak_bytes = peak;
+      gt.peak_buffer_bytes = peak_buffers;
+      gt.busy_s = busy_s;
+    } else {
+      auto note = [&] {
+        gt.peak_bytes = std::max(gt.peak_bytes, live);
+        gt.peak_buffer_bytes = std::max(gt.peak_buffer_bytes, live_buffers);
+      };
       gt.memory.reserve(4 * order.size() + 2);
       gt.memory.push_back({0.0, live});
-    }
-    const int32_t size = static_cast<int32_t>(order.size());
-    for (int32_t j = 0; j <= size; ++j) {
-      // Slot j runs when compute j − 1 ends.
-      const double slot_s = j > 0 ? buffers.slot_timing[slot0 + j - 1].end_s : 0.0;
-      const SlotBytes& slot = buffers.slots[slot0 + j];
-      if (slot.received != 0) {
-        live += slot.received;
-        live_buffers += slot.received;
-        note();
-        if (curves) gt.memory.push_back({slot_s, live});
-      }
-      if (slot.freed != 0) {
-        live -= slot.freed;
-        live_buffers -= slot.freed;
-        if (curves) {  // after the last wait_send returns (before compute j starts)
+      for (int32_t j = 0; j <= size; ++j) {
+        // Slot j runs when compute j − 1 ends.
+        const double slot_s = j > 0 ? buffers.slot_timing[slot0 + j - 1].end_s : 0.0;
+        const SlotBytes& slot = slots[j];
+        if (slot.received != 0) {
+          live += slot.received;
+          live_buffers += slot.received;
+          note();
+          gt.memory.push_back({slot_s, live});
+        }
+        if (slot.freed != 0) {
+          live -= slot.freed;
+          live_buffers -= slot.freed;
+          // After the last wait_send returns (before compute j starts).
           double t = std::max(slot_s, buffers.send_free_s[slot0 + j]);
           if (j < size) t = std::min(t, buffers.slot_timing[slot0 + j].start_s);
           gt.memory.push_back({t, live});
         }
-      }
-      if (j == size) break;
-      const graph::Stage& st = stages[order[j]];
-      gt.busy_s += st.latency_s;
-      const int64_t produced = slot.produced;
-      live += st.activation_alloc_bytes + produced;
-      live_buffers += produced;
-      note();
-      if (curves && st.activation_alloc_bytes + produced != 0) {
-        gt.memory.push_back({buffers.slot_timing[slot0 + j].start_s, live});
-      }
-      if (st.activation_free_bytes != 0) {
-        live -= st.activation_free_bytes;
-        if (curves) gt.memory.push_back({buffers.slot_timing[slot0 + j].end_s, live});
+        if (j == size) break;
+        const graph::Stage& st = stages[order[j]];
+        gt.busy_s += st.latency_s;
+        const int64_t produced = slot.produced;
+        live += st.activation_alloc_bytes + produced;
+        live_buffers += produced;
+        note();
+        if (st.activation_alloc_bytes + produced != 0) {
+          gt.memory.push_back({buffers.slot_timing[slot0 + j].start_s, live});
+        }
+        if (st.activation_free_bytes != 0) {
+          live -= st.activation_free_bytes;
+          gt.memory.push_back({buffers.slot_timing[slot0 + j].end_s, live});
+        }
       }
     }
     if (!order.empty()) {
@@ -849,17 +898,12 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
           : 0.0;
 
   // --- critical path (unloaded transfers, no resource conflicts) ----------------------------
+  // The latest unloaded end of each group's stages plus its tail (rounding is monotone: the
+  // same maximum as over each stage's end plus the tail).
   {
-    // Written in topological order before any successor reads it: no zero fill.
-    auto finish_s = std::make_unique_for_overwrite<double[]>(n);
     double critical = 0;
-    for (StageId s : graph.topological_order()) {
-      double begin_s = 0;
-      for (EdgeId e : graph.in_edges(s)) {
-        begin_s = std::max(begin_s, finish_s[edges[e].from] + edge_time_s[e]);
-      }
-      finish_s[s] = begin_s + stages[s].latency_s;
-      critical = std::max(critical, finish_s[s] + tail_s[stages[s].group]);
+    for (GroupId g = 0; g < num_groups; ++g) {
+      critical = std::max(critical, unloaded_finish_s[g] + tail_s[g]);
     }
     for (GroupId g = 0; g < num_groups; ++g) critical = std::max(critical, tail_s[g]);
     timeline.critical_path_s = critical;
