@@ -176,15 +176,17 @@ ItemScan ScanItems(const LiveSelectionProblem& p) {
     const std::vector<LiveOption>& opts = p.items[i];
     uint64_t hash = opts.size();
     for (const LiveOption& x : opts) {
-      hash = (hash ^ std::bit_cast<uint64_t>(x.cost) ^ std::rotl(std::bit_cast<uint64_t>(x.weight), 32)) *
-             0x100000001b3ULL;  // FNV-1a style, a word per option
+      const uint64_t word =
+          std::bit_cast<uint64_t>(x.cost) ^ std::rotl(std::bit_cast<uint64_t>(x.weight), 32);
+      hash = (hash ^ word) * 0x100000001b3ULL;  // FNV-1a style, a word per option
     }
     uint64_t mixed = hash;  // the slot comes from the low bits: mix the high ones in
     mixed ^= mixed >> 33;
     mixed *= 0xff51afd7ed558ccdULL;
     mixed ^= mixed >> 33;
     size_t slot = mixed & mask;
-    while (first[slot] >= 0 && !(first_hash[slot] == hash && SameOptions(p.items[first[slot]], opts))) {
+    while (first[slot] >= 0 &&
+           !(first_hash[slot] == hash && SameOptions(p.items[first[slot]], opts))) {
       slot = (slot + 1) & mask;
     }
     if (first[slot] < 0) {
@@ -452,8 +454,9 @@ void GreedyUpgrades(const LiveSelectionProblem& problem, const ItemScan& scan,
 StatusOr<LiveSelection> SolveLiveSelection(const LiveSelectionProblem& problem,
                                            const LiveSelectionOptions& options) {
   // Validate's checks, with the options of each kind (ScanItems) checked once.
-  const bool has_options = std::none_of(problem.items.begin(), problem.items.end(),
-                                        [](const std::vector<LiveOption>& item) { return item.empty(); });
+  const bool has_options =
+      std::none_of(problem.items.begin(), problem.items.end(),
+                   [](const std::vector<LiveOption>& item) { return item.empty(); });
   const ItemScan scan = has_options ? ScanItems(problem) : ItemScan{};
   WEFT_RETURN_IF_ERROR(has_options && scan.valid_options ? ValidateCheckpoints(problem)
                                                          : problem.Validate());

@@ -260,8 +260,9 @@ TEST(LiveSelectionTest, LongLivesSolveLikeTheListForm) {
     double total = 0;
     for (int i = 0; i < n; ++i) {
       const int first = std::min(num_checkpoints - 1, static_cast<int>(u(rng) * num_checkpoints));
-      const int last = trial % 4 == 0 ? num_checkpoints - 1
-                                      : first + static_cast<int>(u(rng) * (num_checkpoints - first));
+      const int last = trial % 4 == 0
+                           ? num_checkpoints - 1
+                           : first + static_cast<int>(u(rng) * (num_checkpoints - first));
       q.live.push_back(i % 11 == 5 ? LiveInterval{first, first - 1} : LiveInterval{first, last});
       total += q.items[i][0].weight;
     }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,23 @@ TEST(ParallelFor, ReturnsTheLowestFailingIndexAfterRunningEverything) {
     EXPECT_EQ(s.message(), "item 7");
     EXPECT_EQ(ran.load(), 20);
   }
+}
+
+TEST(ParallelFor, AnExceptionBecomesTheItemsErrorOnEveryThread) {
+  for (int threads : {1, 2, 4}) {
+    std::atomic<int> ran{0};
+    const Status s = ParallelFor(9, threads, [&](int i) -> Status {
+      ran.fetch_add(1);
+      if (i == 2) throw std::runtime_error("boom");
+      if (i == 5) throw std::bad_alloc();
+      return OkStatus();
+    });
+    EXPECT_EQ(s.code(), StatusCode::kInternal) << threads;
+    EXPECT_EQ(s.message(), "item 2 threw: boom") << threads;
+    EXPECT_EQ(ran.load(), 9) << threads;
+  }
+  const Status oom = ParallelFor(1, 1, [](int) -> Status { throw std::bad_alloc(); });
+  EXPECT_EQ(oom.message(), "out of memory (std::bad_alloc) in item 0");
 }
 
 }  // namespace

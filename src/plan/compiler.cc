@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -216,11 +215,16 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
       ends[g].push_back(run_end);
     }
   }
-  // Per edge the end of its transfer (the last one listed wins); NaN = no transfer. (One
-  // sequential pass: looking transfers up per edge missed the cache on most of them.)
-  std::vector<double> transfer_end_s(graph.num_edges(), std::numeric_limits<double>::quiet_NaN());
+  // Per edge the end of its transfer (the last one listed wins), and whether it has one (a
+  // flag, not a NaN sentinel: any end_s a caller's timeline holds is taken as it is). One
+  // sequential pass: looking transfers up per edge missed the cache on most of them.
+  std::vector<double> transfer_end_s(graph.num_edges(), 0.0);
+  std::vector<uint8_t> has_transfer(graph.num_edges(), 0);
   for (const sim::Transfer& t : timeline.transfers) {
-    if (t.edge >= 0 && t.edge < graph.num_edges()) transfer_end_s[t.edge] = t.end_s;
+    if (t.edge >= 0 && t.edge < graph.num_edges()) {
+      transfer_end_s[t.edge] = t.end_s;
+      has_transfer[t.edge] = 1;
+    }
   }
 
   ExecutionPlan plan;
@@ -341,8 +345,8 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
     add_event(gv, pos[edge.to] + 1, kSlotFree, recv, -1, edge.to);
 
     const double t_post = timeline.stages[edge.from].end_s;
-    const double t_arrive = !std::isnan(transfer_end_s[e]) ? transfer_end_s[e]
-                                                           : timeline.stages[edge.to].start_s;
+    const double t_arrive =
+        has_transfer[e] ? transfer_end_s[e] : timeline.stages[edge.to].start_s;
     // wait_send: first later compute starting at/after the arrival, else the end of the list.
     const int n_u = static_cast<int>(schedule.order[gu].size());
     const int ws_slot = FirstSlot(starts[gu], pos[edge.from] + 1, n_u,

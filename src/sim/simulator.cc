@@ -176,7 +176,8 @@ struct SlotBytes {
 struct BufferSlots {
   std::vector<int32_t> slot_begin;        // per group: index of its slot 0
   // Filled by the event loop for every stage and every compute slot before anything reads
-  // them (a slot after a group's last compute has no timing): no zero fill.
+  // them (a slot after a group's last compute has no timing); zero-filled first all the same
+  // (MakeBufferSlots).
   struct Timing {
     double start_s, end_s;
   };
@@ -208,8 +209,10 @@ BufferSlots MakeBufferSlots(const sched::Schedule& schedule, int num_stages) {
     b.slot_begin[g + 1] = b.slot_begin[g] + static_cast<int32_t>(schedule.order[g].size()) + 1;
   }
   const int32_t num_slots = b.slot_begin[num_groups];
-  b.slot_of = std::make_unique_for_overwrite<int32_t[]>(num_stages);
-  b.slot_timing = std::make_unique_for_overwrite<BufferSlots::Timing[]>(num_slots);
+  // Zero-filled, not left for the event loop to fill: with validate_schedule off (DIP's search
+  // loops) an invalid order could leave a stage unstarted, and its reads must stay in bounds.
+  b.slot_of = std::make_unique<int32_t[]>(num_stages);
+  b.slot_timing = std::make_unique<BufferSlots::Timing[]>(num_slots);
   b.slots.resize(num_slots);
   return b;
 }
@@ -487,11 +490,25 @@ LinkKind LinkBetween(const graph::DeviceGroup& a,
   return OneNode(lo, hi - lo, cluster) ? LinkKind::kIntraNode : LinkKind::kInterNode;
 }
 
+namespace {
+
+// Bytes per second of a link at the cluster's network efficiency.
+double LinkRateBytesPerS(const spec::LinkSpec& spec, const spec::ClusterSpec& cluster) {
+  return spec.bandwidth_bytes_per_s * cluster.efficiency.network;
+}
+
+// One transfer over a link of `rate_bytes_per_s` (LinkRateBytesPerS, computed once per link
+// kind in the event loop): the one formula for every transfer time.
+double LinkTransferTimeS(int64_t bytes, const spec::LinkSpec& spec, double rate_bytes_per_s) {
+  return spec.latency_s + static_cast<double>(bytes) / rate_bytes_per_s;
+}
+
+}  // namespace
+
 double TransferTimeS(int64_t bytes, LinkKind link, const spec::ClusterSpec& cluster) {
   if (link == LinkKind::kSameGroup) return 0.0;
   const spec::LinkSpec& spec = link == LinkKind::kIntraNode ? cluster.intra_node : cluster.inter_node;
-  return spec.latency_s +
-         static_cast<double>(bytes) / (spec.bandwidth_bytes_per_s * cluster.efficiency.network);
+  return LinkTransferTimeS(bytes, spec, LinkRateBytesPerS(spec, cluster));
 }
 
 // Ring all-reduce of `bytes` over d members whose GPUs span [first_gpu, first_gpu + span):
@@ -574,9 +591,8 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   };
   // TransferTimeS per link kind, its denominator computed once (the same product).
   const spec::LinkSpec* link_spec[2] = {&cluster.intra_node, &cluster.inter_node};
-  const double link_rate[2] = {
-      cluster.intra_node.bandwidth_bytes_per_s * cluster.efficiency.network,
-      cluster.inter_node.bandwidth_bytes_per_s * cluster.efficiency.network};
+  const double link_rate[2] = {LinkRateBytesPerS(cluster.intra_node, cluster),
+                                LinkRateBytesPerS(cluster.inter_node, cluster)};
 
   Timeline timeline;
   timeline.stages.resize(n);
@@ -710,7 +726,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
         const LinkKind kind = link_kind[link];
         const int port = kind == LinkKind::kIntraNode ? 0 : 1;
         const double transfer_s =
-            link_spec[port]->latency_s + static_cast<double>(edges[e].bytes) / link_rate[port];
+            LinkTransferTimeS(edges[e].bytes, *link_spec[port], link_rate[port]);
         unloaded_s = unloaded_end_s + transfer_s;
         double& egress = egress_free_s[2 * g + port];
         double& ingress = ingress_free_s[2 * to_group + port];

@@ -69,7 +69,9 @@ std::optional<std::vector<std::pair<int32_t, int32_t>>> WantedKeys(const data::M
     const auto& inst = cw.instances[j];
     if (inst.segment_samples.size() != inst.segment_tokens.size()) return std::nullopt;
     if (by_item && inst.item < 0) return std::nullopt;
-    for (int32_t sample : inst.segment_samples) wanted.push_back({sample, by_item ? inst.item : -1});
+    for (int32_t sample : inst.segment_samples) {
+      wanted.push_back({sample, by_item ? inst.item : -1});
+    }
   }
   std::sort(wanted.begin(), wanted.end());
   wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
@@ -356,7 +358,9 @@ void PriceStage(const StagePricing& p, const cost::ChunkCost& c, cost::Recompute
 // how to price each stage. Priced and finalized once per recompute assignment (MakeGraph).
 struct GraphDraft {
   graph::StageGraph graph;             // not finalized; priced stages hold no costs yet
-  std::vector<cost::ChunkCost> costs;  // one per (module chunk class, sub-microbatch shape)
+  // One per (module chunk class, sub-microbatch shape): chunks with equal layer counts and
+  // first/last flags share one, so its layer range is the first such chunk's, not each stage's.
+  std::vector<cost::ChunkCost> costs;
   std::vector<StagePricing> pricing;   // one per priced stage (zero-time stages have none)
 };
 

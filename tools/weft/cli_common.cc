@@ -215,6 +215,13 @@ Status WriteFileAtomically(const std::string& path, const std::string& content) 
 StagedFiles::~StagedFiles() {
   std::error_code ignored;
   for (const Staged& f : staged_) std::filesystem::remove(f.temp, ignored);
+  // Directories made for files that were not committed, deepest first; one that holds anything
+  // else is left (remove fails on it).
+  if (!committed_) {
+    for (auto it = created_dirs_.rbegin(); it != created_dirs_.rend(); ++it) {
+      std::filesystem::remove(*it, ignored);
+    }
+  }
 }
 
 Status StagedFiles::Write(const std::string& path, std::string_view content) {
@@ -230,13 +237,24 @@ Status StagedFiles::Write(const std::string& path, std::string_view content) {
   if (fs::is_directory(target, ec)) {
     return InvalidArgumentError(name + ": is a directory; give a file path");
   }
-  if (target.has_parent_path() && !fs::exists(target.parent_path(), ec)) {
-    fs::create_directories(target.parent_path(), ec);
-    if (ec) return InvalidArgumentError(name + ": cannot create directory: " + ec.message());
-  }
   fs::path tmp = target;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (target.has_parent_path() && !fs::exists(target.parent_path(), ec)) {
+      // Each missing ancestor, outermost first, so that an uncommitted run removes them again.
+      std::vector<fs::path> missing;
+      for (fs::path dir = target.parent_path(); !dir.empty() && !fs::exists(dir, ec);
+           dir = dir.parent_path()) {
+        missing.push_back(dir);
+        if (dir == dir.parent_path()) break;
+      }
+      for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+        if (!fs::create_directory(*it, ec) && ec) {
+          return InvalidArgumentError(name + ": cannot create directory: " + ec.message());
+        }
+        created_dirs_.push_back(*it);
+      }
+    }
     tmp += ".tmp" + std::to_string(random_()) + "." + std::to_string(staged_.size());
     // Kept before it is written: a failure below still removes it.
     staged_.push_back({target, tmp});
@@ -266,6 +284,7 @@ Status StagedFiles::Commit() {
     }
     staged_.erase(staged_.begin());
   }
+  committed_ = true;
   return OkStatus();
 }
 

@@ -28,10 +28,12 @@ int ReportError(const Status& status);
 // half-written file. "-" writes to stdout.
 Status WriteFileAtomically(const std::string& path, const std::string& content);
 
-// Files that appear together or not at all: each Write puts its content in a temporary file
-// beside its path at once (so many large outputs need not wait in memory), Commit renames them
-// all; destruction removes what was not committed. "-" is stdout, printed by Commit. Write may
-// be called from several threads (distinct paths).
+// Files written as one unit: each Write puts its content in a temporary file beside its path at
+// once (so many large outputs need not wait in memory; missing directories are made), Commit
+// renames them all at the end; destruction without Commit removes the temporaries and the
+// directories Write made. A rename that fails inside Commit leaves the files renamed before it
+// in place. "-" is stdout, printed by Commit. Write may be called from several threads (distinct
+// paths).
 class StagedFiles {
  public:
   StagedFiles() = default;
@@ -48,6 +50,8 @@ class StagedFiles {
   std::mutex mu_;
   std::random_device random_;
   std::vector<Staged> staged_;
+  std::vector<std::filesystem::path> created_dirs_;  // by Write, outermost first
+  bool committed_ = false;
   std::string stdout_;
 };
 

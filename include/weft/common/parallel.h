@@ -10,7 +10,8 @@
 // Every item runs (also after a failure), so the result does not depend on timing: the error of
 // the lowest failing index, else OK. A thread that cannot be started (std::system_error: thread
 // limit, memory) is not an error — its share runs on the threads that did start, at worst on
-// the caller alone. Thread-safety: `fn` is called concurrently for different indices.
+// the caller alone. An exception thrown by `fn` becomes that item's error (InternalError naming
+// the item and the exception). Thread-safety: `fn` is called concurrently for different indices.
 #include <functional>
 
 #include "weft/common/status.h"

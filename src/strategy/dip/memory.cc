@@ -2,10 +2,12 @@
 #include "weft/strategy/dip/memory.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -113,9 +115,9 @@ StatusOr<std::vector<PairCandidate>> PricePair(const std::vector<graph::StageGra
       held += bytes[o];
       host += host_bytes[o];
     }
-    const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](const PairCandidate& x) {
-      return layers_word(x) == layers_word(c);
-    });
+    const bool seen =
+        std::any_of(candidates.begin(), candidates.end(),
+                    [&](const PairCandidate& x) { return layers_word(x) == layers_word(c); });
     if (seen) continue;
     c.forward_s = std::max(0.0, c.forward_s);
     c.backward_s = std::max(0.0, c.backward_s);
@@ -208,11 +210,11 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::Stage
     MemoryPair pair;
     pair.forward = f;
     pair.backward = b;
-    const auto [seen, fresh] =
+    const auto [it, inserted] =
         shape_of_inputs.try_emplace(inputs, static_cast<int>(first_pair_of_shape.size()));
-    const int shape = seen->second;
+    const int shape = it->second;
     m.shape_of_pair_.push_back(shape);
-    if (!fresh) {
+    if (!inserted) {
       pair.candidates = m.pairs_[first_pair_of_shape[shape]].candidates;
     } else {
       WEFT_ASSIGN_OR_RETURN(pair.candidates,
