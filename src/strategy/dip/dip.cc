@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <tuple>
 
@@ -586,16 +587,26 @@ class DipStrategy final : public Strategy {
   // dip, step 1: every replica's graph without recomputation, searched (MCTS + polish).
   // `drafts[r]` (when the graphs allow): replica r's graphs at the recompute levels of step 2
   // (RecomputeVariants), built from the same draft as its fast graph, and their rule answer.
+  // `step2_now(r, variants, rule)` is offered every replica with such graphs right after its
+  // search (variants[0]: the fast graph); when it returns true it has done step 2 and the
+  // draft is not kept.
+  using Step2Now = std::function<StatusOr<bool>(int replica,
+                                                std::span<const graph::StageGraph> variants,
+                                                RuleAttempt* rule)>;
   StatusOr<IterationPlan> PlanFastGraphs(const Job& job, const StaticPlan& plan,
                                          const spec::Batch& batch, const PlanBudget& budget,
                                          double share, int workers, std::vector<Score>& scores,
-                                         std::vector<ReplicaDraft>& drafts) const;
+                                         std::vector<ReplicaDraft>& drafts,
+                                         const Step2Now& step2_now) const;
   // dip, step 2: the best memory candidate of one replica (per-layer §5.3 options or a uniform
-  // level), searched unless `hurry`; nullopt when none could be made.
+  // level), searched unless `hurry`; nullopt when none could be made. `variants`: the replica's
+  // graphs at every level RecomputeVariants builds (none first), with `rule` their rule answer;
+  // built here (from `microbatches`) when empty.
   StatusOr<std::optional<MemoryCandidate>> ChooseReplicaMemory(
       const Job& job, const StaticPlan& plan, const spec::Batch& batch,
       const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry,
-      const std::shared_ptr<PairCandidateCache>& candidate_cache, ReplicaDraft draft) const;
+      const std::shared_ptr<PairCandidateCache>& candidate_cache,
+      std::span<const graph::StageGraph> variants, RuleAttempt* rule) const;
 
   DipVariant variant_;
   DipOptions options_;
@@ -733,38 +744,59 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   // after the per-rank §5.3 selection (greedy inside the search, CBC on the final schedule);
   // reorder on the uniform selective and full graphs; keep the fastest that fits.
   const auto start = std::chrono::steady_clock::now();
-  std::vector<Score> scores(dp);
-  std::vector<ReplicaDraft> drafts(dp);
-  WEFT_ASSIGN_OR_RETURN(IterationPlan out, PlanFastGraphs(job, plan, batch, replica_budget, share,
-                                                          workers, scores, drafts));
   const bool time_mode = budget.work_budget <= 0 && budget.time_budget_s > 0;
-  const int replicas = static_cast<int>(std::min(out.replicas.size(), scores.size()));
-  enum class Outcome { kKept, kSkipped, kHurried, kSearched };
-  std::vector<Outcome> outcome(replicas, Outcome::kKept);
-  std::vector<std::optional<MemoryCandidate>> chosen(replicas);
+  auto budget_spent = [&] {
+    return time_mode && std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                                .count() > budget.time_budget_s;
+  };
+  std::vector<Score> scores(dp);
+  enum class Outcome { kPending, kSkipped, kHurried, kSearched };
+  std::vector<Outcome> outcome(dp, Outcome::kPending);
+  std::vector<std::optional<MemoryCandidate>> chosen(dp);
   const auto candidate_cache = std::make_shared<PairCandidateCache>();
-  WEFT_RETURN_IF_ERROR(ParallelFor(replicas, workers, [&](int r) -> Status {
-    // Also when the fastest graph fits (a memory-capped schedule without recomputation can be
-    // slower than one with per-layer options or a uniform level) — unless the time budget is
-    // spent (many DP replicas): then only replicas that do not fit go on, without search or CBC
-    // (rule orders and the greedy selection only).
-    const double elapsed_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const bool hurry = time_mode && elapsed_s > budget.time_budget_s;
-    ReplicaDraft draft = std::move(drafts[r]);
+  // Step 2 of replica r. Also when the fastest graph fits (a memory-capped schedule without
+  // recomputation can be slower than one with per-layer options or a uniform level) — unless the
+  // time budget is spent (many DP replicas): then only replicas that do not fit go on, without
+  // search or CBC (rule orders and the greedy selection only).
+  auto step2 = [&](int r, bool hurry, const Microbatches& microbatches,
+                   std::span<const graph::StageGraph> variants, RuleAttempt* rule) -> Status {
     if (!scores[r].oom && hurry) {
       outcome[r] = Outcome::kSkipped;
       return OkStatus();
     }
     outcome[r] = hurry ? Outcome::kHurried : Outcome::kSearched;
-    if (!draft.variants.empty()) {  // the fast graph is the "none" variant
-      draft.variants.insert(draft.variants.begin(), out.replicas[r].graph);
-    }
-    WEFT_ASSIGN_OR_RETURN(chosen[r], ChooseReplicaMemory(job, plan, batch,
-                                                         out.replicas[r].microbatches,
-                                                         replica_budget, share, hurry,
-                                                         candidate_cache, std::move(draft)));
+    WEFT_ASSIGN_OR_RETURN(chosen[r],
+                          ChooseReplicaMemory(job, plan, batch, microbatches, replica_budget,
+                                              share, hurry, candidate_cache, variants, rule));
     return OkStatus();
+  };
+  // A replica searched after the budget is spent would be hurried in step 2 as well (the elapsed
+  // time only grows): it takes step 2 at once, so its recompute variants are not held until
+  // every replica's step 1 is done (at 128 replicas of VLM-XL, hundreds of MB of fresh pages).
+  std::vector<ReplicaDraft> drafts(dp);
+  WEFT_ASSIGN_OR_RETURN(
+      IterationPlan out,
+      PlanFastGraphs(job, plan, batch, replica_budget, share, workers, scores, drafts,
+                     [&](int r, std::span<const graph::StageGraph> variants,
+                         RuleAttempt* rule) -> StatusOr<bool> {
+                       if (!budget_spent()) return false;
+                       WEFT_RETURN_IF_ERROR(step2(r, true, {}, variants, rule));
+                       return true;
+                     }));
+  const int replicas = static_cast<int>(std::min(out.replicas.size(), scores.size()));
+  WEFT_RETURN_IF_ERROR(ParallelFor(replicas, workers, [&](int r) -> Status {
+    if (outcome[r] != Outcome::kPending) return OkStatus();
+    ReplicaDraft draft = std::move(drafts[r]);
+    ReplicaPlan& replica = out.replicas[r];
+    if (draft.variants.empty()) {
+      return step2(r, budget_spent(), replica.microbatches, {}, nullptr);
+    }
+    // The fast graph is the "none" variant: lent to the variants for the call.
+    draft.variants.insert(draft.variants.begin(), std::move(replica.graph));
+    const Status status = step2(r, budget_spent(), replica.microbatches, draft.variants,
+                                &draft.rule);
+    replica.graph = std::move(draft.variants.front());
+    return status;
   }));
   MemoryTally tally;
   for (int r = 0; r < replicas; ++r) {
@@ -799,7 +831,8 @@ StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const Static
                                                     const spec::Batch& batch,
                                                     const PlanBudget& budget, double share,
                                                     int workers, std::vector<Score>& scores,
-                                                    std::vector<ReplicaDraft>& drafts) const {
+                                                    std::vector<ReplicaDraft>& drafts,
+                                                    const Step2Now& step2_now) const {
   StaticPlan fast = plan;
   fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
   // The step-2 variants come from the same draft when they would be built with the same options
@@ -817,8 +850,11 @@ StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const Static
                                              nullptr, nullptr, keep ? &drafts[r].rule : nullptr));
         scores[r] = result.score;
         if (keep) {
-          drafts[r].variants.assign(std::make_move_iterator(variants.begin() + 1),
-                                    std::make_move_iterator(variants.end()));
+          WEFT_ASSIGN_OR_RETURN(const bool done, step2_now(r, variants, &drafts[r].rule));
+          if (!done) {
+            drafts[r].variants.assign(std::make_move_iterator(variants.begin() + 1),
+                                      std::make_move_iterator(variants.end()));
+          }
         }
         return std::move(result.schedule);
       },
@@ -859,13 +895,15 @@ std::vector<int> LayersPerStage(const graph::StageGraph& g, const Placement& pla
 StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
     const Job& job, const StaticPlan& plan, const spec::Batch& batch,
     const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry,
-    const std::shared_ptr<PairCandidateCache>& candidate_cache, ReplicaDraft draft) const {
-  std::vector<graph::StageGraph> variants = std::move(draft.variants);
+    const std::shared_ptr<PairCandidateCache>& candidate_cache,
+    std::span<const graph::StageGraph> variants, RuleAttempt* rule) const {
   // The rules' answer holds for variants of the fast graph's shape only.
-  RuleAttempt* rule_shape = variants.empty() ? nullptr : &draft.rule;
+  RuleAttempt* rule_shape = variants.empty() ? nullptr : rule;
+  std::vector<graph::StageGraph> built;
   if (variants.empty()) {
-    WEFT_ASSIGN_OR_RETURN(variants, RecomputeVariants(job, plan, batch, microbatches,
-                                                      options_.memory_offload));
+    WEFT_ASSIGN_OR_RETURN(built, RecomputeVariants(job, plan, batch, microbatches,
+                                                   options_.memory_offload));
+    variants = built;
   }
   WEFT_ASSIGN_OR_RETURN(
       MemoryOptimizer memory,

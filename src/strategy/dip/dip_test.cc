@@ -243,6 +243,47 @@ TEST(Dip, ReplicasPlannedOnSeveralThreadsGiveTheSamePlan) {
   }
 }
 
+TEST(Dip, ASpentTimeBudgetHurriesEveryReplicaAlikeOnAnyThreads) {
+  // Under a time budget spent before the first search ends, every replica takes step 2 right
+  // after its step 1 (hurried: rule orders and the greedy selection, no search): the plan does
+  // not depend on timing or on the threads, and every replica's compiled plan fits.
+  JobOptions o;
+  o.model = "vlm-s";
+  o.gpus = 32;
+  o.data = "laion";
+  auto setup = MakeJobSetup(o);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  const Job& job = (*setup)->job;
+  ASSERT_EQ(job.DataParallelSize(), 2);
+  auto strategy = MakeDipStrategy(DipVariant::kFull);
+  auto fixed = strategy->Prepare(job);
+  ASSERT_TRUE(fixed.ok());
+  auto batches = MakeIterationBatches(**setup, 0, 1);
+  ASSERT_TRUE(batches.ok());
+  PlanBudget one{.time_budget_s = 1e-9, .threads = 1};
+  PlanBudget two = one;
+  two.threads = 2;
+  auto a = strategy->PlanIteration(job, *fixed, batches->front(), one);
+  auto b = strategy->PlanIteration(job, *fixed, batches->front(), two);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
+  EXPECT_NE(a->notes.find("budget spent: 2 replica(s) that do not fit planned without search"),
+            std::string::npos)
+      << a->notes;
+  EXPECT_EQ(a->notes, b->notes);
+  ASSERT_EQ(a->replicas.size(), 2u);
+  ASSERT_EQ(b->replicas.size(), 2u);
+  for (size_t r = 0; r < a->replicas.size(); ++r) {
+    EXPECT_EQ(a->replicas[r].schedule.order, b->replicas[r].schedule.order) << "replica " << r;
+    ASSERT_EQ(a->replicas[r].graph.num_stages(), b->replicas[r].graph.num_stages());
+    for (int s = 0; s < a->replicas[r].graph.num_stages(); ++s) {
+      EXPECT_EQ(a->replicas[r].graph.stage(s).recompute, b->replicas[r].graph.stage(s).recompute);
+    }
+    auto t = sim::Simulate(a->replicas[r].graph, a->replicas[r].schedule, job.cluster);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_TRUE(t->oom.empty()) << "replica " << r;
+  }
+}
+
 class DipAblation : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DipAblation, StepsNeverSlowTheIterationDown) {

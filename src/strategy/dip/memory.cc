@@ -63,7 +63,7 @@ StatusOr<std::shared_ptr<const std::vector<std::vector<int>>>> BucketChoices(
 using PairInputs = std::array<uint64_t, 14>;
 
 // The candidates of the pair (f, b) over the first `num_options` variants (see memory.h).
-StatusOr<std::vector<PairCandidate>> PricePair(const std::vector<graph::StageGraph>& variants,
+StatusOr<std::vector<PairCandidate>> PricePair(std::span<const graph::StageGraph> variants,
                                                int f, int b, int num_options, int layers,
                                                double d2h_bytes_per_s, double h2d_bytes_per_s,
                                                int num_candidates, PairCandidateCache& cache) {
@@ -146,7 +146,7 @@ void PairCandidateCache::Insert(const Key& key, std::vector<std::vector<int>> ch
   map_.emplace(key, std::make_shared<const std::vector<std::vector<int>>>(std::move(choices)));
 }
 
-StatusOr<MemoryOptimizer> MemoryOptimizer::Create(const std::vector<graph::StageGraph>& variants,
+StatusOr<MemoryOptimizer> MemoryOptimizer::Create(std::span<const graph::StageGraph> variants,
                                                   const std::vector<int>& layers_per_stage,
                                                   const spec::ClusterSpec& cluster,
                                                   MemoryOptions options) {

@@ -69,7 +69,7 @@ TEST(MemoryOptimizer, CandidatesSpanFastestToLightestPerPair) {
       EXPECT_EQ(layers_total, 4);
     }
   }
-  EXPECT_FALSE(MemoryOptimizer::Create({v[0]}, layers, Cluster(1 << 20)).ok());
+  EXPECT_FALSE(MemoryOptimizer::Create(std::span(v).first(1), layers, Cluster(1 << 20)).ok());
 }
 
 TEST(MemoryOptimizer, SharedCandidateCacheGivesTheCandidatesOfAFreshOne) {

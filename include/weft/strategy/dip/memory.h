@@ -95,7 +95,7 @@ class MemoryOptimizer {
   // `variants[r]`: the same replica graph built with every module at Recompute r, in the order
   // none, selective, full, offload (offload may be omitted: 3 variants). `layers_per_stage[s]`:
   // the layer count of stage s's chunk. Stages without a same-group backward are left as they are.
-  static StatusOr<MemoryOptimizer> Create(const std::vector<graph::StageGraph>& variants,
+  static StatusOr<MemoryOptimizer> Create(std::span<const graph::StageGraph> variants,
                                           const std::vector<int>& layers_per_stage,
                                           const spec::ClusterSpec& cluster,
                                           MemoryOptions options = {});
