@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <string>
 
 #include <fmt/format.h>
@@ -114,27 +115,28 @@ int64_t MergedGridTokens(const ModuleSpec& vit, std::pair<int64_t, int64_t> grid
   return CeilDiv(grid.first, m) * CeilDiv(grid.second, m);
 }
 
-Status CheckSegment(int64_t tokens, const std::string& what) {
+// `label()` names the segment in the error (made only then: this runs per sample and item).
+template <typename Label>
+Status CheckSegment(int64_t tokens, const Label& label) {
   if (tokens > std::numeric_limits<int32_t>::max()) {
-    return InvalidArgumentError(what + " has " + std::to_string(tokens) +
+    return InvalidArgumentError(label() + " has " + std::to_string(tokens) +
                                 " tokens; must fit in int32");
   }
   return OkStatus();
 }
 
-// Per-item workload of an encoder-like module for one sample: appends one instance per
-// attention unit. `llm_view` = true gives the tokens handed on to the LLM (projector view).
-Status AppendEncoderInstances(const ModelSpec& model, const ModuleSpec& enc,
-                              const spec::Sample& sample, const WorkloadOptions& options,
-                              bool llm_view, std::vector<WorkloadInstance>& out) {
-  int32_t item = 0;  // numbered per sample; an item without tokens keeps its number
+// The attention units of an encoder-like module for one sample: `emit(tokens, item)` per unit
+// (in order; items numbered per sample, an item without tokens keeps its number). `llm_view` =
+// true gives the tokens handed on to the LLM (projector view).
+template <typename Emit>
+Status ForEachEncoderUnit(const ModelSpec& model, const ModuleSpec& enc,
+                          const spec::Sample& sample, const WorkloadOptions& options,
+                          bool llm_view, const Emit& emit) {
+  int32_t item = 0;
   auto push = [&](int64_t tokens, const char* what) -> Status {
-    WEFT_RETURN_IF_ERROR(CheckSegment(tokens, std::string(what) + " of sample " +
-                                                  std::to_string(sample.id)));
-    if (tokens > 0) {
-      out.push_back(WorkloadInstance{
-          .segment_tokens = {static_cast<int32_t>(tokens)}, .segment_samples = {}, .item = item});
-    }
+    WEFT_RETURN_IF_ERROR(CheckSegment(
+        tokens, [&] { return std::string(what) + " of sample " + std::to_string(sample.id); }));
+    if (tokens > 0) emit(static_cast<int32_t>(tokens), item);
     ++item;
     return OkStatus();
   };
@@ -187,10 +189,7 @@ Status AppendEncoderInstances(const ModelSpec& model, const ModuleSpec& enc,
           WEFT_RETURN_IF_ERROR(push(tokens, "an audio clip"));
         } else {
           WEFT_ASSIGN_OR_RETURN(auto windows, AudioEncoderWindowTokens(enc, clip, options));
-          for (int32_t w : windows) {
-            out.push_back(
-                WorkloadInstance{.segment_tokens = {w}, .segment_samples = {}, .item = item});
-          }
+          for (int32_t w : windows) emit(w, item);
           ++item;
         }
       }
@@ -212,8 +211,44 @@ Status AppendEncoderInstances(const ModelSpec& model, const ModuleSpec& enc,
       return OkStatus();
     }
     default:
-      return InternalError("AppendEncoderInstances called on module " + enc.name);
+      return InternalError("ForEachEncoderUnit called on module " + enc.name);
   }
+}
+
+// Per-item workload of an encoder-like module for one sample: appends one instance per
+// attention unit (ForEachEncoderUnit).
+Status AppendEncoderInstances(const ModelSpec& model, const ModuleSpec& enc,
+                              const spec::Sample& sample, const WorkloadOptions& options,
+                              bool llm_view, std::vector<WorkloadInstance>& out) {
+  return ForEachEncoderUnit(model, enc, sample, options, llm_view,
+                            [&](int32_t tokens, int32_t item) {
+                              out.push_back(WorkloadInstance{.segment_tokens = {tokens},
+                                                             .segment_samples = {},
+                                                             .item = item});
+                            });
+}
+
+// The vit / audio encoders that reach `llm_module` (their LLM-view tokens join a sample's text).
+std::vector<int> EncodersReaching(const ModelSpec& model, int llm_module) {
+  std::vector<int> encoders;
+  for (size_t e = 0; e < model.modules.size(); ++e) {
+    const auto& enc = model.modules[e];
+    if (enc.kind != ModuleKind::kVit && enc.kind != ModuleKind::kAudioEncoder) continue;
+    if (Reaches(model, static_cast<int>(e), llm_module)) encoders.push_back(static_cast<int>(e));
+  }
+  return encoders;
+}
+
+// SampleLlmTokens over the encoders of EncodersReaching.
+StatusOr<int64_t> LlmTokens(const ModelSpec& model, std::span<const int> encoders,
+                            const spec::Sample& sample, const WorkloadOptions& options) {
+  int64_t tokens = std::max(0, sample.text_tokens);
+  for (int e : encoders) {
+    WEFT_RETURN_IF_ERROR(ForEachEncoderUnit(model, model.modules[e], sample, options,
+                                            /*llm_view=*/true,
+                                            [&](int32_t unit, int32_t) { tokens += unit; }));
+  }
+  return tokens;
 }
 
 // Encoders feeding a projector: walk predecessors through projectors to the first non-projector.
@@ -388,17 +423,8 @@ StatusOr<int64_t> SampleLlmTokens(const spec::ModelSpec& model, int llm_module,
     return InvalidArgumentError("llm module index " + std::to_string(llm_module) +
                                 " out of range [0, " + std::to_string(model.modules.size()) + ")");
   }
-  int64_t tokens = std::max(0, sample.text_tokens);
-  for (size_t e = 0; e < model.modules.size(); ++e) {
-    const auto& enc = model.modules[e];
-    if (enc.kind != spec::ModuleKind::kVit && enc.kind != spec::ModuleKind::kAudioEncoder) continue;
-    if (!internal::Reaches(model, static_cast<int>(e), llm_module)) continue;
-    std::vector<WorkloadInstance> items;
-    WEFT_RETURN_IF_ERROR(internal::AppendEncoderInstances(model, enc, sample, options,
-                                                          /*llm_view=*/true, items));
-    for (const auto& item : items) tokens += item.segment_tokens[0];
-  }
-  return tokens;
+  return internal::LlmTokens(model, internal::EncodersReaching(model, llm_module), sample,
+                            options);
 }
 
 StatusOr<int64_t> SampleLlmTokens(const spec::ModelSpec& model, const spec::Sample& sample,
@@ -421,7 +447,7 @@ StatusOr<ModuleWorkload> DeriveModuleWorkload(const spec::ModelSpec& model, int 
   const bool packed = !batch.sequences.empty();
   const int num_sequences = packed ? static_cast<int>(batch.sequences.size()) : num_samples;
   // Samples of each selected sequence, validated.
-  std::vector<std::vector<int>> sequences;
+  std::vector<std::span<const int>> sequences;
   sequences.reserve(sequence_indices.size());
   for (size_t k = 0; k < sequence_indices.size(); ++k) {
     const int s = sequence_indices[k];
@@ -431,7 +457,7 @@ StatusOr<ModuleWorkload> DeriveModuleWorkload(const spec::ModelSpec& model, int 
                                   std::to_string(num_sequences) + ")");
     }
     if (!packed) {
-      sequences.push_back({s});
+      sequences.push_back(sequence_indices.subspan(k, 1));
       continue;
     }
     const auto& members = batch.sequences[s].sample_indices;
@@ -449,11 +475,15 @@ StatusOr<ModuleWorkload> DeriveModuleWorkload(const spec::ModelSpec& model, int 
   const auto& spec_module = model.modules[module];
   switch (spec_module.kind) {
     case spec::ModuleKind::kLlm: {
+      const std::vector<int> encoders = internal::EncodersReaching(model, module);
       for (const auto& members : sequences) {
         WorkloadInstance instance;
         for (int i : members) {
-          WEFT_ASSIGN_OR_RETURN(int64_t tokens, SampleLlmTokens(model, module, batch.samples[i], options));
-          WEFT_RETURN_IF_ERROR(internal::CheckSegment(tokens, "sample " + std::to_string(batch.samples[i].id)));
+          const spec::Sample& sample = batch.samples[i];
+          WEFT_ASSIGN_OR_RETURN(int64_t tokens,
+                                internal::LlmTokens(model, encoders, sample, options));
+          WEFT_RETURN_IF_ERROR(internal::CheckSegment(
+              tokens, [&] { return "sample " + std::to_string(sample.id); }));
           if (tokens > 0) {
             instance.segment_tokens.push_back(static_cast<int32_t>(tokens));
             instance.segment_samples.push_back(i);

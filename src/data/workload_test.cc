@@ -124,6 +124,20 @@ TEST(DeriveModuleWorkload, LlmInstancesArePackedSequencesWithSampleSegments) {
   EXPECT_DOUBLE_EQ(llm->SumSquaredTokens(), 269.0 * 269 + 388.0 * 388 + 49);
 }
 
+TEST(DeriveModuleWorkload, ASampleBeyondInt32LlmTokensIsAnErrorNamingIt) {
+  spec::Batch batch;
+  // 20 images of 2·10^9 patch tokens: 1.25·10^8 LLM tokens each, 2.5·10^9 with the text.
+  batch.samples = {ImageSample(7, 100, 20)};
+  for (auto& image : batch.samples[0].images) image.patch_tokens = 2'000'000'000;
+  const std::vector<int> seqs = {0};
+  auto llm = DeriveModuleWorkload(DipVlm(), 2, batch, seqs);
+  ASSERT_FALSE(llm.ok());
+  EXPECT_EQ(llm.status().message(), "sample 7 has 2500000100 tokens; must fit in int32");
+  auto vit = DeriveModuleWorkload(DipVlm(), 0, batch, seqs);  // each image fits on its own
+  ASSERT_TRUE(vit.ok()) << vit.status().ToString();
+  EXPECT_EQ(vit->NumInstances(), 20);
+}
+
 TEST(DeriveModuleWorkload, VitHasOneInstancePerImageAndProjectorSeesMergedTokens) {
   spec::Batch batch;
   batch.samples = {ImageSample(0, 100, 1), ImageSample(1, 50, 2)};
