@@ -206,9 +206,10 @@ StatusOr<PackResult> PackSamples(const spec::ModelSpec& model, std::span<const s
   }
   const std::span<const spec::Sample> inputs =
       max_clip_s > 0 ? std::span<const spec::Sample>(as_trained) : samples;
+  WEFT_ASSIGN_OR_RETURN(const LlmTokenCounter llm_tokens, LlmTokenCounter::Create(model, llm));
   for (const auto& given : inputs) {
     spec::Sample sample = given;
-    WEFT_ASSIGN_OR_RETURN(int64_t tokens, SampleLlmTokens(model, llm, sample, options.workload));
+    WEFT_ASSIGN_OR_RETURN(int64_t tokens, llm_tokens.Tokens(sample, options.workload));
     if (vit_frames && options.sample_frames_to_fit && tokens > options.context_tokens &&
         !sample.videos.empty()) {
       // The largest per-clip frame cap whose tokens fit with the text, else the largest whose
@@ -218,9 +219,8 @@ StatusOr<PackResult> PackSamples(const spec::ModelSpec& model, std::span<const s
         most = std::max(most, VitFramesForVideo(v, options.workload));
       }
       const auto tokens_at = [&](int64_t cap, bool with_text) -> StatusOr<int64_t> {
-        WEFT_ASSIGN_OR_RETURN(int64_t t, SampleLlmTokens(model, llm,
-                                                         WithFrameCap(sample, cap, options.workload),
-                                                         options.workload));
+        const spec::Sample capped = WithFrameCap(sample, cap, options.workload);
+        WEFT_ASSIGN_OR_RETURN(int64_t t, llm_tokens.Tokens(capped, options.workload));
         return with_text ? t : t - std::max(0, sample.text_tokens);
       };
       int64_t cap = 0;
@@ -239,7 +239,7 @@ StatusOr<PackResult> PackSamples(const spec::ModelSpec& model, std::span<const s
       if (cap > 0) {
         sample = WithFrameCap(sample, cap, options.workload);
         ++report.frame_sampled_samples;
-        WEFT_ASSIGN_OR_RETURN(tokens, SampleLlmTokens(model, llm, sample, options.workload));
+        WEFT_ASSIGN_OR_RETURN(tokens, llm_tokens.Tokens(sample, options.workload));
       }
     }
     internal::Item item{.index = 0, .tokens = tokens, .images = static_cast<int>(sample.images.size()),

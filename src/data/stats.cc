@@ -95,9 +95,10 @@ StatusOr<DataProfile> ComputeDataProfile(std::span<const spec::Sample> samples,
   DataProfile p = ComputeDataProfile(samples);
   const int llm = FirstLlmModule(model);
   if (llm >= 0) {
+    WEFT_ASSIGN_OR_RETURN(const LlmTokenCounter counter, LlmTokenCounter::Create(model, llm));
     std::vector<double> llm_tokens;
     for (const auto& s : samples) {
-      WEFT_ASSIGN_OR_RETURN(int64_t t, SampleLlmTokens(model, llm, s, options));
+      WEFT_ASSIGN_OR_RETURN(int64_t t, counter.Tokens(s, options));
       llm_tokens.push_back(static_cast<double>(t));
     }
     internal::AddIfAny(p, "llm_tokens_per_sample", std::move(llm_tokens));

@@ -239,17 +239,6 @@ std::vector<int> EncodersReaching(const ModelSpec& model, int llm_module) {
   return encoders;
 }
 
-// SampleLlmTokens over the encoders of EncodersReaching.
-StatusOr<int64_t> LlmTokens(const ModelSpec& model, std::span<const int> encoders,
-                            const spec::Sample& sample, const WorkloadOptions& options) {
-  int64_t tokens = std::max(0, sample.text_tokens);
-  for (int e : encoders) {
-    WEFT_RETURN_IF_ERROR(ForEachEncoderUnit(model, model.modules[e], sample, options,
-                                            /*llm_view=*/true,
-                                            [&](int32_t unit, int32_t) { tokens += unit; }));
-  }
-  return tokens;
-}
 
 // Encoders feeding a projector: walk predecessors through projectors to the first non-projector.
 std::vector<int> UpstreamEncoders(const ModelSpec& model, int projector) {
@@ -417,14 +406,29 @@ int FirstLlmModule(const spec::ModelSpec& model) {
   return -1;
 }
 
-StatusOr<int64_t> SampleLlmTokens(const spec::ModelSpec& model, int llm_module,
-                                  const spec::Sample& sample, const WorkloadOptions& options) {
+StatusOr<LlmTokenCounter> LlmTokenCounter::Create(const spec::ModelSpec& model, int llm_module) {
   if (llm_module < 0 || llm_module >= static_cast<int>(model.modules.size())) {
     return InvalidArgumentError("llm module index " + std::to_string(llm_module) +
                                 " out of range [0, " + std::to_string(model.modules.size()) + ")");
   }
-  return internal::LlmTokens(model, internal::EncodersReaching(model, llm_module), sample,
-                            options);
+  return LlmTokenCounter(model, internal::EncodersReaching(model, llm_module));
+}
+
+StatusOr<int64_t> LlmTokenCounter::Tokens(const spec::Sample& sample,
+                                          const WorkloadOptions& options) const {
+  int64_t tokens = std::max(0, sample.text_tokens);
+  for (int e : encoders_) {
+    WEFT_RETURN_IF_ERROR(internal::ForEachEncoderUnit(
+        *model_, model_->modules[e], sample, options, /*llm_view=*/true,
+        [&](int32_t unit, int32_t) { tokens += unit; }));
+  }
+  return tokens;
+}
+
+StatusOr<int64_t> SampleLlmTokens(const spec::ModelSpec& model, int llm_module,
+                                  const spec::Sample& sample, const WorkloadOptions& options) {
+  WEFT_ASSIGN_OR_RETURN(const LlmTokenCounter counter, LlmTokenCounter::Create(model, llm_module));
+  return counter.Tokens(sample, options);
 }
 
 StatusOr<int64_t> SampleLlmTokens(const spec::ModelSpec& model, const spec::Sample& sample,
@@ -475,13 +479,12 @@ StatusOr<ModuleWorkload> DeriveModuleWorkload(const spec::ModelSpec& model, int 
   const auto& spec_module = model.modules[module];
   switch (spec_module.kind) {
     case spec::ModuleKind::kLlm: {
-      const std::vector<int> encoders = internal::EncodersReaching(model, module);
+      WEFT_ASSIGN_OR_RETURN(const LlmTokenCounter counter, LlmTokenCounter::Create(model, module));
       for (const auto& members : sequences) {
         WorkloadInstance instance;
         for (int i : members) {
           const spec::Sample& sample = batch.samples[i];
-          WEFT_ASSIGN_OR_RETURN(int64_t tokens,
-                                internal::LlmTokens(model, encoders, sample, options));
+          WEFT_ASSIGN_OR_RETURN(int64_t tokens, counter.Tokens(sample, options));
           WEFT_RETURN_IF_ERROR(internal::CheckSegment(
               tokens, [&] { return "sample " + std::to_string(sample.id); }));
           if (tokens > 0) {

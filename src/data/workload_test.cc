@@ -110,6 +110,21 @@ TEST(SampleLlmTokens, IgnoresModalitiesWithoutAnEncoderReachingTheLlm) {
   EXPECT_EQ(*SampleLlmTokens(testing::VisionAudioLlm(), s), 10 + 169 + 250);
 }
 
+TEST(LlmTokenCounter, CountsAsSampleLlmTokensAndRefusesANonModule) {
+  const spec::ModelSpec model = testing::VisionAudioLlm();
+  const int llm = FirstLlmModule(model);
+  auto counter = LlmTokenCounter::Create(model, llm);
+  ASSERT_TRUE(counter.ok()) << counter.status().ToString();
+  spec::Sample with_audio = ImageSample(3, 10, 1);
+  with_audio.audios.push_back(spec::AudioMeta{.duration_s = 5});
+  for (const spec::Sample& s : {ImageSample(1, 100, 3), ImageSample(2, 0, 0), with_audio}) {
+    EXPECT_EQ(*counter->Tokens(s), *SampleLlmTokens(model, llm, s)) << "sample " << s.id;
+  }
+  EXPECT_EQ(*counter->Tokens(with_audio), 10 + 169 + 250);
+  EXPECT_FALSE(LlmTokenCounter::Create(model, -1).ok());
+  EXPECT_FALSE(LlmTokenCounter::Create(model, static_cast<int>(model.modules.size())).ok());
+}
+
 TEST(DeriveModuleWorkload, LlmInstancesArePackedSequencesWithSampleSegments) {
   spec::Batch batch;
   batch.samples = {ImageSample(0, 100, 1), ImageSample(1, 50, 2), ImageSample(2, 7, 0)};

@@ -16,6 +16,7 @@
 //    each with text tokens + the modality tokens of every encoder with a path to that LLM.
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "weft/common/status.h"
@@ -104,6 +105,21 @@ StatusOr<int64_t> SampleLlmTokens(const spec::ModelSpec& model, int llm_module,
 // Same, for the first kLlm module of the model (FailedPrecondition if there is none).
 StatusOr<int64_t> SampleLlmTokens(const spec::ModelSpec& model, const spec::Sample& sample,
                                   const WorkloadOptions& options = {});
+
+// SampleLlmTokens for many samples: the encoders that reach the LLM module are found once (each
+// SampleLlmTokens call walks the model's edges). Holds a reference to the model.
+class LlmTokenCounter {
+ public:
+  // Errors: InvalidArgument when `llm_module` is not a module index.
+  static StatusOr<LlmTokenCounter> Create(const spec::ModelSpec& model, int llm_module);
+  StatusOr<int64_t> Tokens(const spec::Sample& sample, const WorkloadOptions& options = {}) const;
+
+ private:
+  LlmTokenCounter(const spec::ModelSpec& model, std::vector<int> encoders)
+      : model_(&model), encoders_(std::move(encoders)) {}
+  const spec::ModelSpec* model_;
+  std::vector<int> encoders_;  // vit / audio encoders with a path to the LLM module
+};
 // Index of the first kLlm module, or -1.
 int FirstLlmModule(const spec::ModelSpec& model);
 
