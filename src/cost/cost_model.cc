@@ -62,13 +62,15 @@ CostModel::CostModel(spec::ClusterSpec cluster, CostOptions options, MeasuredOpT
 namespace internal {
 namespace {
 
-// Appends the bytes of a scalar (fixed width per field: the key needs no separators).
-template <typename T>
-void AppendBytes(std::string& key, const T& value) {
-  static_assert(std::is_trivially_copyable_v<T> && std::is_scalar_v<T>);
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));
-  key.append(bytes, sizeof(T));
+// The bytes of scalars one after the other (fixed width per field: the key needs no
+// separators), written into a string sized once.
+template <typename... T>
+std::string PackBytes(const T&... values) {
+  static_assert(((std::is_trivially_copyable_v<T> && std::is_scalar_v<T>) && ...));
+  std::string key((sizeof(T) + ... + 0), '\0');
+  char* out = key.data();
+  ((std::memcpy(out, &values, sizeof(T)), out += sizeof(T)), ...);
+  return key;
 }
 
 // Everything a layer's cost depends on, as a string (the cache key): the fields' bytes, one
@@ -77,10 +79,8 @@ void AppendBytes(std::string& key, const T& value) {
 std::string CacheKey(const spec::ModuleSpec& m, int layer, const TokenShape& s,
                      const spec::ModuleParallel& p, BackwardMode backward) {
   const int position = (layer == 0 ? 1 : 0) | (layer == m.num_layers - 1 ? 2 : 0);
-  std::string key;
-  key.reserve(256);
-  const auto add = [&](const auto&... values) { (AppendBytes(key, values), ...); };
-  add(m.kind, m.frozen, m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_attention_heads,
+  return PackBytes(
+      m.kind, m.frozen, m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_attention_heads,
       m.num_kv_groups, m.gated_mlp, m.causal_attention, m.qkv_bias, m.rms_norm, m.vocab_size,
       m.tied_embeddings, m.patch_size, m.image_size_px, m.in_channels, m.temporal_patch,
       m.text_condition_hidden, m.mel_bins, m.conv_downsample, m.max_source_positions,
@@ -88,7 +88,6 @@ std::string CacheKey(const spec::ModuleSpec& m, int layer, const TokenShape& s,
       p.tp, s.sum_squared_tokens, p.cp, p.sequence_parallel, p.dp,
       layer == 0 || layer == m.num_layers - 1 ? layer : -1, m.activation, m.spatial_merge,
       m.head_dim, m.linear_bias, m.qk_norm, m.learned_position_embeddings, m.shared_adaln);
-  return key;
 }
 
 }  // namespace
@@ -186,27 +185,35 @@ StatusOr<LayerCost> CostModel::ComputeLayer(const spec::ModuleSpec& module, int 
   return cost;
 }
 
-StatusOr<LayerCost> CostModel::ModuleLayer(const spec::ModuleSpec& module, int layer,
-                                           const TokenShape& shape,
-                                           const spec::ModuleParallel& parallel,
-                                           BackwardMode backward) const {
+StatusOr<std::shared_ptr<const LayerCost>> CostModel::CachedLayer(
+    const spec::ModuleSpec& module, int layer, const TokenShape& shape,
+    const spec::ModuleParallel& parallel, BackwardMode backward) const {
   const std::string key = internal::CacheKey(module, layer, shape, parallel, backward);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = cache_.find(key);
     if (it != cache_.end()) {
       ++hits_;
-      LayerCost hit = *it->second;
-      hit.layer = layer;
-      return hit;
+      return it->second;
     }
   }
   // Computed outside the lock: other threads keep looking up while this one works.
   WEFT_ASSIGN_OR_RETURN(LayerCost cost, ComputeLayer(module, layer, shape, parallel, backward));
+  auto computed = std::make_shared<const LayerCost>(std::move(cost));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    cache_.emplace(key, std::make_shared<const LayerCost>(cost));
+    cache_.emplace(key, computed);
   }
+  return computed;
+}
+
+StatusOr<LayerCost> CostModel::ModuleLayer(const spec::ModuleSpec& module, int layer,
+                                           const TokenShape& shape,
+                                           const spec::ModuleParallel& parallel,
+                                           BackwardMode backward) const {
+  WEFT_ASSIGN_OR_RETURN(auto cached, CachedLayer(module, layer, shape, parallel, backward));
+  LayerCost cost = *cached;
+  cost.layer = layer;  // equal layers in the middle of a module share one entry
   return cost;
 }
 
@@ -243,16 +250,17 @@ StatusOr<ChunkCost> CostModel::Chunk(const spec::ModelSpec& model, int module, i
   std::set<int> ends;  // the module's first and last layers carry extras
   if (first_layer == 0) ends.insert(0);
   if (last_layer == m.num_layers - 1) ends.insert(last_layer);
+  // The totals only: the cached entries are read in place (their op lists are not copied).
   for (int layer : ends) {
-    WEFT_ASSIGN_OR_RETURN(LayerCost cost, ModuleLayer(m, layer, shape, parallel, backward));
-    chunk.Accumulate(cost);
+    WEFT_ASSIGN_OR_RETURN(auto cost, CachedLayer(m, layer, shape, parallel, backward));
+    chunk.Accumulate(*cost);
     --middle_count;
   }
   if (middle_count > 0) {
     // Any layer that is neither the module's first nor its last (all identical).
     const int middle = first_layer == 0 ? 1 : first_layer;
-    WEFT_ASSIGN_OR_RETURN(LayerCost cost, ModuleLayer(m, middle, shape, parallel, backward));
-    chunk.Accumulate(cost, middle_count);
+    WEFT_ASSIGN_OR_RETURN(auto cost, CachedLayer(m, middle, shape, parallel, backward));
+    chunk.Accumulate(*cost, middle_count);
   }
   chunk.output_activation_bytes = OutputActivationBytes(m, shape, parallel);
   return chunk;

@@ -137,6 +137,12 @@ class CostModel {
   int64_t cache_size() const;
 
  private:
+  // ModuleLayer's entry in the cache (computed and added on a miss); its `layer` is the first
+  // layer that made it.
+  StatusOr<std::shared_ptr<const LayerCost>> CachedLayer(const spec::ModuleSpec& module,
+                                                         int layer, const TokenShape& shape,
+                                                         const spec::ModuleParallel& parallel,
+                                                         BackwardMode backward) const;
   StatusOr<LayerCost> ComputeLayer(const spec::ModuleSpec& module,
                                    int layer,
                                    const TokenShape& shape,
