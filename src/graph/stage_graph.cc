@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <set>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 namespace weft::graph {
@@ -117,11 +118,14 @@ void StageGraph::Reserve(int num_stages, int num_edges) {
 std::string StageGraph::StageName(StageId id) const {
   if (id < 0 || id >= num_stages()) return fmt::format("<invalid stage {}>", id);
   const Stage& s = stages_[id];
-  std::string module = (s.module >= 0 && s.module < static_cast<int>(module_names_.size()))
-                           ? module_names_[s.module]
-                           : fmt::format("m{}", s.module);
-  return fmt::format("g{} {} mb{}.{} c{} {}", s.group, PassShortName(s.pass), s.microbatch,
-                     s.sub_microbatch, s.chunk, module);
+  // Compiled formats: a plan names every compute (CompilePlan), a runtime-parsed format string
+  // cost more than the rest of the name.
+  if (s.module >= 0 && s.module < static_cast<int>(module_names_.size())) {
+    return fmt::format(FMT_COMPILE("g{} {} mb{}.{} c{} {}"), s.group, PassShortName(s.pass),
+                       s.microbatch, s.sub_microbatch, s.chunk, module_names_[s.module]);
+  }
+  return fmt::format(FMT_COMPILE("g{} {} mb{}.{} c{} m{}"), s.group, PassShortName(s.pass),
+                     s.microbatch, s.sub_microbatch, s.chunk, s.module);
 }
 
 StatusOr<StageGraph> StageGraph::WithStages(std::vector<Stage> stages) const {
