@@ -120,6 +120,7 @@ class LlmTokenCounter {
   const spec::ModelSpec* model_;
   std::vector<int> encoders_;  // vit / audio encoders with a path to the LLM module
 };
+
 // Index of the first kLlm module, or -1.
 int FirstLlmModule(const spec::ModelSpec& model);
 

@@ -772,7 +772,7 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   };
   // A replica searched after the budget is spent would be hurried in step 2 as well (the elapsed
   // time only grows): it takes step 2 at once, so its recompute variants are not held until
-  // every replica's step 1 is done (at 128 replicas of VLM-XL, hundreds of MB of fresh pages).
+  // every replica's step 1 is done.
   std::vector<ReplicaDraft> drafts(dp);
   WEFT_ASSIGN_OR_RETURN(
       IterationPlan out,
