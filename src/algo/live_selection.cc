@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -537,6 +538,7 @@ StatusOr<LiveSelection> SolveLiveSelection(const LiveSelectionProblem& problem,
   }
   out.lower_bound = all_cheapest ? out.total_cost : cheapest_sum;
   if (options.method == LiveSelectionMethod::kGreedy || all_cheapest) return out;
+  if (std::chrono::steady_clock::now() >= options.deadline) return out;
 
   // CBC: x[i][o] binary, one option per item, live weight per checkpoint <= budget. Weights are
   // scaled so the largest budget is ~1 (byte counts would hurt CBC's tolerances).
@@ -576,6 +578,12 @@ StatusOr<LiveSelection> SolveLiveSelection(const LiveSelectionProblem& problem,
   MilpOptions mo;
   mo.relative_gap = options.relative_gap;
   mo.time_limit_s = options.time_limit_s;
+  if (options.deadline != std::chrono::steady_clock::time_point::max()) {
+    const double left_s =
+        std::chrono::duration<double>(options.deadline - std::chrono::steady_clock::now()).count();
+    if (left_s <= 0) return out;  // (a limit of 0 would mean none)
+    mo.time_limit_s = mo.time_limit_s > 0 ? std::min(mo.time_limit_s, left_s) : left_s;
+  }
   mo.max_nodes = options.max_nodes;
   mo.warm_start = std::move(warm);
   mo.lightweight = options.lightweight_milp;

@@ -1,6 +1,7 @@
 #include "weft/algo/live_selection.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -323,6 +324,36 @@ TEST(LiveSelectionTest, GreedyFeasibleAndMilpNearOptimalOnRandomProblems) {
   ASSERT_GT(counted, 20);
   EXPECT_LT(milp_gap_sum / counted, 1e-6);
   EXPECT_LT(greedy_gap_sum / counted, 0.25);  // a heuristic: bounded, not optimal
+}
+
+TEST(LiveSelectionTest, ADeadlineInThePastKeepsTheGreedyAnswer) {
+  // Random problems where CBC improves on the greedy: with the deadline passed, CBC is not run
+  // and the answer is the greedy's, bound included; with a deadline ahead, CBC runs as without.
+  std::mt19937 rng(7);
+  int improved = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const LiveSelectionProblem p = RandomProblem(rng, 7);
+    auto greedy = SolveLiveSelection(p, {.method = LiveSelectionMethod::kGreedy});
+    auto milp = SolveLiveSelection(p, {.method = LiveSelectionMethod::kMilp, .relative_gap = 0});
+    ASSERT_TRUE(greedy.ok() && milp.ok());
+    if (milp->method != "milp") continue;
+    ++improved;
+    const auto now = std::chrono::steady_clock::now();
+    auto late = SolveLiveSelection(p, {.method = LiveSelectionMethod::kMilp,
+                                       .relative_gap = 0,
+                                       .deadline = now - std::chrono::seconds(1)});
+    ASSERT_TRUE(late.ok());
+    EXPECT_EQ(late->choice, greedy->choice) << "trial " << trial;
+    EXPECT_EQ(late->method, "greedy");
+    EXPECT_EQ(late->lower_bound, greedy->lower_bound);
+    auto ahead = SolveLiveSelection(p, {.method = LiveSelectionMethod::kMilp,
+                                        .relative_gap = 0,
+                                        .time_limit_s = 0,
+                                        .deadline = now + std::chrono::hours(1)});
+    ASSERT_TRUE(ahead.ok());
+    EXPECT_EQ(ahead->choice, milp->choice) << "trial " << trial;
+  }
+  EXPECT_GT(improved, 3);
 }
 
 TEST(LiveSelectionTest, GreedyMatchesTheFullScanRuleOnRandomProblems) {

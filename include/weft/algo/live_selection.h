@@ -6,6 +6,7 @@
 // Solved greedily (lightest options first, then the best time saved per byte while every
 // checkpoint still fits) and, optionally, with CBC warm-started by the greedy solution.
 // Thread-safety: pure functions (CBC solves are serialized inside algo::SolveMilp).
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@ struct LiveSelectionOptions {
   LiveSelectionMethod method = LiveSelectionMethod::kMilp;
   double relative_gap = 0.05;  // CBC stops within this gap of its bound
   double time_limit_s = 0.05;  // CBC wall-clock limit (the greedy answer stands if it expires)
+  // CBC is not started at or after this time, and its limit is cut to the time left (the greedy
+  // answer stands). CBC checks its limit only between branch-and-bound nodes: one solve can still
+  // run past it by its root's cost.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   int max_nodes = 2000;        // CBC node limit (deterministic)
   bool lightweight_milp = true;  // CBC without preprocessing / cuts / heuristics (MilpOptions)
 };

@@ -54,7 +54,8 @@ StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
 // Same, each replica graph built once per recompute assignment (BuildStageGraphVariants: the
 // workloads and chunk costs derived once): variants[0] with the static plan's recompute (the
 // graph `schedule` orders and the replica keeps), variants[v] with extra_recompute[v - 1].
-// `schedule` may move the extra variants out (not variants[0]).
+// `schedule` may move the extra variants out, and may replace variants[0] by the graph its
+// returned schedule orders (the replica keeps variants[0]).
 using ReplicaVariantsScheduleFn = std::function<StatusOr<sched::Schedule>(
     int replica, std::vector<graph::StageGraph>& variants)>;
 StatusOr<IterationPlan> PlanReplicaVariants(

@@ -399,14 +399,6 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
   return best;
 }
 
-// What step 1 of dip leaves for step 2 of a replica: its graphs at the recompute levels of
-// RecomputeVariants after none (selective, full[, offload]; empty: build them in step 2) and
-// the 1F1B rules' answer for their shape.
-struct ReplicaDraft {
-  std::vector<graph::StageGraph> variants;
-  RuleAttempt rule;
-};
-
 // A schedule with its graph (per-layer memory options chosen by `choice` when per_layer).
 struct MemoryCandidate {
   graph::StageGraph graph;
@@ -585,23 +577,25 @@ class DipStrategy final : public Strategy {
                                             const spec::Batch& batch, const PlanBudget& budget,
                                             double share, int workers) const;
   // dip, step 1: every replica's graph without recomputation, searched (MCTS + polish).
-  // `drafts[r]` (when the graphs allow): replica r's graphs at the recompute levels of step 2
-  // (RecomputeVariants), built from the same draft as its fast graph, and their rule answer.
-  // `step2_now(r, variants, rule)` is offered every replica with such graphs right after its
-  // search (variants[0]: the fast graph); when it returns true it has done step 2 and the
-  // draft is not kept.
-  using Step2Now = std::function<StatusOr<bool>(int replica,
-                                                std::span<const graph::StageGraph> variants,
-                                                RuleAttempt* rule)>;
+  // `rules[r]`: the 1F1B rules' answer for the shape of replica r's step-2 graphs (filled here
+  // when the fast graph has that shape). `step2_now(r, variants, schedule)` is offered every
+  // replica whose fast graph comes from the same draft as its step-2 graphs, right after its
+  // search: variants[0] is the fast graph, `schedule` its searched order, the other variants
+  // the levels of RecomputeVariants after none; it may replace variants[0] and `schedule` (the
+  // replica's plan). Then the variants are dropped: a replica whose step 2 waits builds them
+  // again (cheaper than holding them: 128 VLM-XL-16k replicas hold ~540 MB of graphs, and
+  // first touching that much memory costs more than the builds).
+  using Step2Now = std::function<Status(int replica, std::vector<graph::StageGraph>& variants,
+                                        sched::Schedule& schedule)>;
   StatusOr<IterationPlan> PlanFastGraphs(const Job& job, const StaticPlan& plan,
                                          const spec::Batch& batch, const PlanBudget& budget,
                                          double share, int workers, std::vector<Score>& scores,
-                                         std::vector<ReplicaDraft>& drafts,
+                                         std::vector<RuleAttempt>& rules,
                                          const Step2Now& step2_now) const;
   // dip, step 2: the best memory candidate of one replica (per-layer §5.3 options or a uniform
   // level), searched unless `hurry`; nullopt when none could be made. `variants`: the replica's
-  // graphs at every level RecomputeVariants builds (none first), with `rule` their rule answer;
-  // built here (from `microbatches`) when empty.
+  // graphs at every level RecomputeVariants builds (none first); built here (from
+  // `microbatches`) when empty. `rule` (optional): the rules' answer for their shape.
   StatusOr<std::optional<MemoryCandidate>> ChooseReplicaMemory(
       const Job& job, const StaticPlan& plan, const spec::Batch& batch,
       const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry,
@@ -752,63 +746,57 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   std::vector<Score> scores(dp);
   enum class Outcome { kPending, kSkipped, kHurried, kSearched };
   std::vector<Outcome> outcome(dp, Outcome::kPending);
+  // The memory candidate that replaced a replica's fast plan (its graph and schedule moved
+  // into the plan; the rest is tallied).
   std::vector<std::optional<MemoryCandidate>> chosen(dp);
   const auto candidate_cache = std::make_shared<PairCandidateCache>();
+  std::vector<RuleAttempt> rules(dp);
   // Step 2 of replica r. Also when the fastest graph fits (a memory-capped schedule without
   // recomputation can be slower than one with per-layer options or a uniform level) — unless the
   // time budget is spent (many DP replicas): then only replicas that do not fit go on, without
-  // search or CBC (rule orders and the greedy selection only).
+  // search or CBC (rule orders and the greedy selection only). The best candidate replaces
+  // `graph` and `schedule` (the fast plan) at once when it is better, so the fast graph is not
+  // held until every replica is done.
   auto step2 = [&](int r, bool hurry, const Microbatches& microbatches,
-                   std::span<const graph::StageGraph> variants, RuleAttempt* rule) -> Status {
+                   std::span<const graph::StageGraph> variants, graph::StageGraph& graph,
+                   sched::Schedule& schedule) -> Status {
     if (!scores[r].oom && hurry) {
       outcome[r] = Outcome::kSkipped;
       return OkStatus();
     }
     outcome[r] = hurry ? Outcome::kHurried : Outcome::kSearched;
-    WEFT_ASSIGN_OR_RETURN(chosen[r],
+    WEFT_ASSIGN_OR_RETURN(std::optional<MemoryCandidate> best,
                           ChooseReplicaMemory(job, plan, batch, microbatches, replica_budget,
-                                              share, hurry, candidate_cache, variants, rule));
+                                              share, hurry, candidate_cache, variants, &rules[r]));
+    if (best && best->score.Cost() < scores[r].Cost()) {
+      graph = std::move(best->graph);
+      schedule = std::move(best->schedule);
+      schedule.name = "dip";
+      chosen[r] = std::move(best);
+    }
     return OkStatus();
   };
   // A replica searched after the budget is spent would be hurried in step 2 as well (the elapsed
-  // time only grows): it takes step 2 at once, so its recompute variants are not held until
-  // every replica's step 1 is done.
-  std::vector<ReplicaDraft> drafts(dp);
+  // time only grows): it takes step 2 at once, on the variants built with its fast graph.
   WEFT_ASSIGN_OR_RETURN(
       IterationPlan out,
-      PlanFastGraphs(job, plan, batch, replica_budget, share, workers, scores, drafts,
-                     [&](int r, std::span<const graph::StageGraph> variants,
-                         RuleAttempt* rule) -> StatusOr<bool> {
-                       if (!budget_spent()) return false;
-                       WEFT_RETURN_IF_ERROR(step2(r, true, {}, variants, rule));
-                       return true;
+      PlanFastGraphs(job, plan, batch, replica_budget, share, workers, scores, rules,
+                     [&](int r, std::vector<graph::StageGraph>& variants,
+                         sched::Schedule& schedule) -> Status {
+                       if (!budget_spent()) return OkStatus();
+                       return step2(r, true, {}, variants, variants[0], schedule);
                      }));
   const int replicas = static_cast<int>(std::min(out.replicas.size(), scores.size()));
   WEFT_RETURN_IF_ERROR(ParallelFor(replicas, workers, [&](int r) -> Status {
     if (outcome[r] != Outcome::kPending) return OkStatus();
-    ReplicaDraft draft = std::move(drafts[r]);
     ReplicaPlan& replica = out.replicas[r];
-    if (draft.variants.empty()) {
-      return step2(r, budget_spent(), replica.microbatches, {}, nullptr);
-    }
-    // The fast graph is the "none" variant: lent to the variants for the call.
-    draft.variants.insert(draft.variants.begin(), std::move(replica.graph));
-    const Status status = step2(r, budget_spent(), replica.microbatches, draft.variants,
-                                &draft.rule);
-    replica.graph = std::move(draft.variants.front());
-    return status;
+    return step2(r, budget_spent(), replica.microbatches, {}, replica.graph, replica.schedule);
   }));
   MemoryTally tally;
   for (int r = 0; r < replicas; ++r) {
     tally.skipped_replicas += outcome[r] == Outcome::kSkipped;
     tally.hurried_replicas += outcome[r] == Outcome::kHurried;
-    std::optional<MemoryCandidate>& best = chosen[r];
-    if (best && best->score.Cost() < scores[r].Cost()) {
-      tally.Add(*best);
-      out.replicas[r].graph = std::move(best->graph);
-      out.replicas[r].schedule = std::move(best->schedule);
-      out.replicas[r].schedule.name = "dip";
-    }
+    if (chosen[r]) tally.Add(*chosen[r]);
   }
   tally.AppendNotes(out.notes);
   out.plan_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -831,7 +819,7 @@ StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const Static
                                                     const spec::Batch& batch,
                                                     const PlanBudget& budget, double share,
                                                     int workers, std::vector<Score>& scores,
-                                                    std::vector<ReplicaDraft>& drafts,
+                                                    std::vector<RuleAttempt>& rules,
                                                     const Step2Now& step2_now) const {
   StaticPlan fast = plan;
   fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
@@ -844,18 +832,13 @@ StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const Static
       share_draft ? MemoryLevels(job, options_.memory_offload)
                   : std::vector<std::vector<cost::Recompute>>{},
       [&](int r, std::vector<graph::StageGraph>& variants) -> StatusOr<sched::Schedule> {
-        const bool keep = variants.size() > 1 && r < static_cast<int>(drafts.size());
+        // With the variants the fast graph has the step-2 graphs' shape (one draft).
+        const bool shared = variants.size() > 1 && r < static_cast<int>(rules.size());
         WEFT_ASSIGN_OR_RETURN(auto result,
                               SearchSchedule(job, variants[0], true, budget, share / 3, options_,
-                                             nullptr, nullptr, keep ? &drafts[r].rule : nullptr));
+                                             nullptr, nullptr, shared ? &rules[r] : nullptr));
         scores[r] = result.score;
-        if (keep) {
-          WEFT_ASSIGN_OR_RETURN(const bool done, step2_now(r, variants, &drafts[r].rule));
-          if (!done) {
-            drafts[r].variants.assign(std::make_move_iterator(variants.begin() + 1),
-                                      std::make_move_iterator(variants.end()));
-          }
-        }
+        if (shared) WEFT_RETURN_IF_ERROR(step2_now(r, variants, result.schedule));
         return std::move(result.schedule);
       },
       workers);
@@ -897,20 +880,26 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
     const Microbatches& microbatches, const PlanBudget& budget, double share, bool hurry,
     const std::shared_ptr<PairCandidateCache>& candidate_cache,
     std::span<const graph::StageGraph> variants, RuleAttempt* rule) const {
-  // The rules' answer holds for variants of the fast graph's shape only.
-  RuleAttempt* rule_shape = variants.empty() ? nullptr : rule;
   std::vector<graph::StageGraph> built;
   if (variants.empty()) {
     WEFT_ASSIGN_OR_RETURN(built, RecomputeVariants(job, plan, batch, microbatches,
                                                    options_.memory_offload));
     variants = built;
   }
+  // A work budget is deterministic: CBC stops on its node limit only. Under a time budget CBC
+  // gets at most 0.02 s a rank, and none once the replica's share of the budget is spent (the
+  // searches take two thirds of it): CBC's root alone can take 0.1-0.5 s on a VLM-XL rank.
+  algo::LiveSelectionOptions selection{.time_limit_s = budget.work_budget > 0 ? 0.0 : 0.02};
+  if (budget.work_budget <= 0 && budget.time_budget_s > 0) {
+    selection.deadline = std::chrono::steady_clock::now() +
+                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(budget.time_budget_s * share));
+  }
   WEFT_ASSIGN_OR_RETURN(
       MemoryOptimizer memory,
       MemoryOptimizer::Create(variants, LayersPerStage(variants[0], plan.placement), job.cluster,
                               {.num_candidates = options_.memory_candidates,
-                               // A work budget is deterministic: CBC stops on its node limit only.
-                               .selection = {.time_limit_s = budget.work_budget > 0 ? 0.0 : 0.02},
+                               .selection = selection,
                                .candidate_cache = candidate_cache}));
   // Inside the search one selection per schedule (its P2P buffers count; the candidates below
   // are fitted). Across the candidates the reserves carry over.
@@ -947,12 +936,12 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
   };
   StartOrders full_start;  // variants[2] is searched twice: with the selection, then as it is
   WEFT_ASSIGN_OR_RETURN(auto searched, SearchSchedule(job, variants[2], !hurry, budget, share / 3,
-                                                      options_, evaluate, &full_start, rule_shape));
+                                                      options_, evaluate, &full_start, rule));
   WEFT_RETURN_IF_ERROR(consider(searched.schedule, nullptr, {}));
   for (int level : {1, 2}) {  // selective, full
     WEFT_ASSIGN_OR_RETURN(auto uniform,
                           SearchSchedule(job, variants[level], !hurry, budget, share / 6, options_,
-                                         nullptr, level == 2 ? &full_start : nullptr, rule_shape));
+                                         nullptr, level == 2 ? &full_start : nullptr, rule));
     WEFT_RETURN_IF_ERROR(consider(uniform.schedule, &variants[level], uniform.score));
   }
   if (best && best->per_layer && !hurry) {
