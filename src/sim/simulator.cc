@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <unordered_map>
 
@@ -286,8 +287,12 @@ struct OffloadCopies {
   // (One array, not per-stage copy times: most stages offload nothing.)
   std::vector<int32_t> item_of;
   std::vector<double> stream_free_s;  // per group
-  // Per group: (node, GPUs of the group in it) over all its DP replicas.
-  std::vector<std::vector<std::pair<int, int>>> nodes_of;
+  // Nodes that hold the same groups with the same GPU counts (e.g. the DP replicas of a
+  // pipeline, one node each) see the same copies: they form one class, whose copies are kept
+  // once. Per group: (class, GPUs of the group on each node of the class), over all its DP
+  // replicas; per node: its class.
+  std::vector<std::vector<std::pair<int, int>>> classes_of;
+  std::vector<int> class_of_node;
   struct Copy {
     double start_s, end_s;
     int gpus;
@@ -296,7 +301,7 @@ struct OffloadCopies {
     std::vector<Copy> list;  // copies that may still run (and some that ended)
     size_t prune_at = 16;    // drop the ended ones when the list grows past this
   };
-  std::vector<NodeCopies> node_copies;  // per node
+  std::vector<NodeCopies> node_copies;  // per node class
   double now_s = 0;  // the event loop's time; no later copy starts before it
 
   // The item whose backward is `s`, or nullptr.
@@ -320,7 +325,7 @@ struct OffloadCopies {
       link /= 2;
     }
     double rate = link;
-    for (const auto& [node, gpus] : nodes_of[g]) {
+    for (const auto& [node, gpus] : classes_of[g]) {
       const auto& list = node_copies[node].list;
       int copying = gpus;
       for (const Copy& c : list) {
@@ -329,7 +334,7 @@ struct OffloadCopies {
       rate = std::min(rate, cluster.SharedHostBandwidthBytesPerS(link, copying));
     }
     const double end_s = start_s + static_cast<double>(bytes) / rate;
-    for (const auto& [node, gpus] : nodes_of[g]) {
+    for (const auto& [node, gpus] : classes_of[g]) {
       NodeCopies& copies = node_copies[node];
       // Copies start at or after the event loop's time, which only grows: one that ended by
       // then overlaps no later copy. Pruned when the list doubled since the last pruning (the
@@ -362,7 +367,7 @@ struct OffloadCopies {
   // end without a backward); a node over its host memory is out of memory.
   void CheckHostMemory(const StageGraph& graph, const spec::ClusterSpec& cluster,
                        Timeline& timeline) const {
-    std::vector<std::vector<std::pair<double, int64_t>>> changes(node_copies.size());
+    std::vector<std::vector<std::pair<double, int64_t>>> changes(node_copies.size());  // per class
     for (const Item& item : items) {
       if (item.d2h_start_s < 0) continue;
       const graph::Stage& st = graph.stage(item.forward);
@@ -370,15 +375,18 @@ struct OffloadCopies {
                                ? item.h2d_end_s
                                : std::numeric_limits<double>::infinity();
       timeline.groups[st.group].offload_bytes += st.offload_bytes;
-      for (const auto& [node, gpus] : nodes_of[st.group]) {
-        changes[node].push_back({item.d2h_start_s, st.offload_bytes * gpus});
-        changes[node].push_back({end_s, -st.offload_bytes * gpus});
+      for (const auto& [k, gpus] : classes_of[st.group]) {
+        changes[k].push_back({item.d2h_start_s, st.offload_bytes * gpus});
+        changes[k].push_back({end_s, -st.offload_bytes * gpus});
       }
     }
     const int64_t capacity = cluster.HostMemoryBytesPerNode();
     timeline.host_capacity_bytes_per_node = capacity;
-    for (size_t node = 0; node < changes.size(); ++node) {
-      auto& c = changes[node];
+    // Per class: its peak (-1: no copies) and the first group with offloaded bytes on it.
+    std::vector<int64_t> peak_of(changes.size(), -1);
+    std::vector<GroupId> first_of(changes.size(), 0);
+    for (size_t k = 0; k < changes.size(); ++k) {
+      auto& c = changes[k];
       if (c.empty()) continue;
       // Frees before allocations at equal times (pair order; times are never NaN).
       std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
@@ -389,19 +397,20 @@ struct OffloadCopies {
         live += bytes;
         peak = std::max(peak, live);
       }
+      peak_of[k] = peak;
       timeline.host_peak_bytes_per_node = std::max(timeline.host_peak_bytes_per_node, peak);
-      if (peak > capacity) {
-        GroupId first = 0;
-        for (GroupId g = 0; g < graph.num_groups(); ++g) {
-          if (timeline.groups[g].offload_bytes == 0) continue;
-          bool here = false;
-          for (const auto& [n, gpus] : nodes_of[g]) here = here || n == static_cast<int>(node);
-          if (here) {
-            first = g;
-            break;
-          }
+      for (GroupId g = graph.num_groups() - 1; g >= 0; --g) {
+        if (timeline.groups[g].offload_bytes == 0) continue;
+        for (const auto& [n, gpus] : classes_of[g]) {
+          if (n == static_cast<int>(k)) first_of[k] = g;
         }
-        timeline.oom.push_back(OutOfMemory{first, peak, capacity, static_cast<int>(node)});
+      }
+    }
+    for (size_t node = 0; node < class_of_node.size(); ++node) {
+      const int k = class_of_node[node];
+      if (k >= 0 && peak_of[k] > capacity) {
+        timeline.oom.push_back(
+            OutOfMemory{first_of[k], peak_of[k], capacity, static_cast<int>(node)});
       }
     }
     for (const GroupTimeline& gt : timeline.groups) {
@@ -438,12 +447,13 @@ OffloadCopies MakeOffloadCopies(const StageGraph& graph, const spec::ClusterSpec
   if (!c.any) return c;
   c.stream_free_s.assign(graph.num_groups(), 0.0);
   int num_nodes = std::max(1, cluster.num_nodes);
-  c.nodes_of.resize(graph.num_groups());
+  // Per group: (node, GPUs of the group in it) over all its DP replicas.
+  std::vector<std::vector<std::pair<int, int>>> nodes_of(graph.num_groups());
   for (GroupId g = 0; g < graph.num_groups(); ++g) {
     const graph::DeviceGroup& group = graph.group(g);
     // Replica r holds GPUs [first_gpu + r·stride, + num_gpus): count them a node at a time,
     // in ascending node order.
-    auto& nodes = c.nodes_of[g];
+    auto& nodes = nodes_of[g];
     for (int r = 0; r < group.dp; ++r) {
       const int first = group.first_gpu + r * group.DpStrideGpus();
       const int end = first + group.num_gpus;
@@ -462,7 +472,30 @@ OffloadCopies MakeOffloadCopies(const StageGraph& graph, const spec::ClusterSpec
     }
     for (const auto& [node, gpus] : nodes) num_nodes = std::max(num_nodes, node + 1);
   }
-  c.node_copies.resize(num_nodes);
+  // Each node's (group, GPUs) list, in group order; equal lists share a class (numbered by
+  // their first node). A node no group uses has none (-1).
+  std::vector<std::vector<std::pair<int, int>>> held(num_nodes);
+  for (GroupId g = 0; g < graph.num_groups(); ++g) {
+    for (const auto& [node, gpus] : nodes_of[g]) held[node].push_back({g, gpus});
+  }
+  std::map<std::vector<std::pair<int, int>>, int> class_ids;
+  c.class_of_node.assign(num_nodes, -1);
+  for (int node = 0; node < num_nodes; ++node) {
+    if (held[node].empty()) continue;
+    const auto [it, added] = class_ids.emplace(std::move(held[node]), class_ids.size());
+    c.class_of_node[node] = it->second;
+  }
+  c.classes_of.resize(graph.num_groups());
+  for (GroupId g = 0; g < graph.num_groups(); ++g) {
+    for (const auto& [node, gpus] : nodes_of[g]) {
+      const int k = c.class_of_node[node];
+      auto& classes = c.classes_of[g];
+      if (std::none_of(classes.begin(), classes.end(), [&](const auto& e) { return e.first == k; })) {
+        classes.push_back({k, gpus});
+      }
+    }
+  }
+  c.node_copies.resize(class_ids.size());
   return c;
 }
 

@@ -341,6 +341,37 @@ TEST(Offload, ANodeOverItsHostMemoryIsOutOfMemory) {
   EXPECT_THAT(t->BriefReport(), HasSubstr("OUT OF HOST MEMORY: node 0"));
 }
 
+TEST(Offload, NodesHoldingTheSameGpusCopyAlikeAndEachReportsItsHostMemory) {
+  const auto cluster = OffloadCluster();  // 8 GPUs per node
+  sched::Schedule order;
+  order.order = {{0, 1, 2, 3}};
+  const int64_t bytes = 25'000'000'000;
+  auto one_node = Simulate(OffloadingGroup(8, bytes), order, cluster);
+  // 16 replicas: nodes 0 and 1 with 8 copying GPUs each; 12: node 0 with 8, node 1 with 4.
+  auto two_full = Simulate(OffloadingGroup(16, bytes), order, cluster);
+  auto full_and_half = Simulate(OffloadingGroup(12, bytes), order, cluster);
+  ASSERT_TRUE(one_node.ok() && two_full.ok() && full_and_half.ok());
+  // The slowest node sets the copy rate: 8 GPUs sharing it in every case.
+  EXPECT_EQ(two_full->iteration_time_s, one_node->iteration_time_s);
+  EXPECT_EQ(full_and_half->iteration_time_s, one_node->iteration_time_s);
+  EXPECT_EQ(two_full->host_peak_bytes_per_node, 8 * bytes);
+  EXPECT_EQ(full_and_half->host_peak_bytes_per_node, 8 * bytes);
+  // Host memory for 6 GPUs' copies: both full nodes are over it, and only the full one of the
+  // other pair; each names its node and peak.
+  spec::ClusterSpec small = cluster;
+  small.host_memory_bytes_per_node = 6 * bytes;
+  auto two_over = Simulate(OffloadingGroup(16, bytes), order, small);
+  auto one_over = Simulate(OffloadingGroup(12, bytes), order, small);
+  ASSERT_TRUE(two_over.ok() && one_over.ok());
+  ASSERT_EQ(two_over->oom.size(), 2u);
+  EXPECT_EQ(two_over->oom[0].host_node, 0);
+  EXPECT_EQ(two_over->oom[1].host_node, 1);
+  EXPECT_EQ(two_over->oom[1].peak_bytes, 8 * bytes);
+  ASSERT_EQ(one_over->oom.size(), 1u);
+  EXPECT_EQ(one_over->oom[0].host_node, 0);
+  EXPECT_EQ(one_over->oom[0].peak_bytes, 8 * bytes);
+}
+
 TEST(Simulate, ComputesMfuFromStageFlopsTimesReplicas) {
   StageGraph g;
   g.AddGroup({.num_gpus = 2, .dp = 2});
