@@ -197,8 +197,11 @@ StatusOr<std::shared_ptr<const LayerCost>> CostModel::CachedLayer(
       return it->second;
     }
   }
-  // Computed outside the lock: other threads keep looking up while this one works.
+  // Computed outside the lock: other threads keep looking up while this one works. Kept
+  // without its op list: Chunk reads the totals only, and the op lists of every shape an
+  // iteration prices would hold ~1 MB per VLM-XL pp16 replica.
   WEFT_ASSIGN_OR_RETURN(LayerCost cost, ComputeLayer(module, layer, shape, parallel, backward));
+  cost.ops = {};
   auto computed = std::make_shared<const LayerCost>(std::move(cost));
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -211,10 +214,8 @@ StatusOr<LayerCost> CostModel::ModuleLayer(const spec::ModuleSpec& module, int l
                                            const TokenShape& shape,
                                            const spec::ModuleParallel& parallel,
                                            BackwardMode backward) const {
-  WEFT_ASSIGN_OR_RETURN(auto cached, CachedLayer(module, layer, shape, parallel, backward));
-  LayerCost cost = *cached;
-  cost.layer = layer;  // equal layers in the middle of a module share one entry
-  return cost;
+  // Not from the cache, which keeps no op lists (a cold path: tables and tools).
+  return ComputeLayer(module, layer, shape, parallel, backward);
 }
 
 StatusOr<LayerCost> CostModel::Layer(const spec::ModelSpec& model, int module, int layer,

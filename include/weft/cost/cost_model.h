@@ -137,8 +137,8 @@ class CostModel {
   int64_t cache_size() const;
 
  private:
-  // ModuleLayer's entry in the cache (computed and added on a miss); its `layer` is the first
-  // layer that made it.
+  // The cache's entry of a layer (computed and added on a miss): its totals, without the op list;
+  // its `layer` is the first layer that made it.
   StatusOr<std::shared_ptr<const LayerCost>> CachedLayer(const spec::ModuleSpec& module,
                                                          int layer, const TokenShape& shape,
                                                          const spec::ModuleParallel& parallel,
