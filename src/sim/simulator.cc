@@ -1,6 +1,7 @@
 #include "weft/sim/simulator.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -472,17 +473,23 @@ OffloadCopies MakeOffloadCopies(const StageGraph& graph, const spec::ClusterSpec
     }
     for (const auto& [node, gpus] : nodes) num_nodes = std::max(num_nodes, node + 1);
   }
-  // Each node's (group, GPUs) list, in group order; equal lists share a class (numbered by
-  // their first node). A node no group uses has none (-1).
-  std::vector<std::vector<std::pair<int, int>>> held(num_nodes);
+  // Nodes whose (group, GPUs) lists, in group order, are equal share a class. The lists are
+  // numbered as they grow, group by group: (number of the list so far, group, GPUs) -> number of
+  // the longer list (0: the empty list). A node no group uses has no class (-1).
+  std::vector<int> list_of(num_nodes, 0);
+  std::map<std::array<int, 3>, int> longer;
   for (GroupId g = 0; g < graph.num_groups(); ++g) {
-    for (const auto& [node, gpus] : nodes_of[g]) held[node].push_back({g, gpus});
+    for (const auto& [node, gpus] : nodes_of[g]) {
+      const auto [it, added] =
+          longer.emplace(std::array<int, 3>{list_of[node], g, gpus}, longer.size() + 1);
+      list_of[node] = it->second;
+    }
   }
-  std::map<std::vector<std::pair<int, int>>, int> class_ids;
+  std::map<int, int> class_of_list;  // numbered in node order
   c.class_of_node.assign(num_nodes, -1);
   for (int node = 0; node < num_nodes; ++node) {
-    if (held[node].empty()) continue;
-    const auto [it, added] = class_ids.emplace(std::move(held[node]), class_ids.size());
+    if (list_of[node] == 0) continue;
+    const auto [it, added] = class_of_list.emplace(list_of[node], class_of_list.size());
     c.class_of_node[node] = it->second;
   }
   c.classes_of.resize(graph.num_groups());
@@ -495,7 +502,7 @@ OffloadCopies MakeOffloadCopies(const StageGraph& graph, const spec::ClusterSpec
       }
     }
   }
-  c.node_copies.resize(class_ids.size());
+  c.node_copies.resize(class_of_list.size());
   return c;
 }
 
