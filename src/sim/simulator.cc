@@ -481,7 +481,7 @@ OffloadCopies MakeOffloadCopies(const StageGraph& graph, const spec::ClusterSpec
   for (GroupId g = 0; g < graph.num_groups(); ++g) {
     for (const auto& [node, gpus] : nodes_of[g]) {
       const auto [it, added] =
-          longer.emplace(std::array<int, 3>{list_of[node], g, gpus}, longer.size() + 1);
+          longer.try_emplace(std::array<int, 3>{list_of[node], g, gpus}, longer.size() + 1);
       list_of[node] = it->second;
     }
   }
@@ -489,7 +489,7 @@ OffloadCopies MakeOffloadCopies(const StageGraph& graph, const spec::ClusterSpec
   c.class_of_node.assign(num_nodes, -1);
   for (int node = 0; node < num_nodes; ++node) {
     if (list_of[node] == 0) continue;
-    const auto [it, added] = class_of_list.emplace(list_of[node], class_of_list.size());
+    const auto [it, added] = class_of_list.try_emplace(list_of[node], class_of_list.size());
     c.class_of_node[node] = it->second;
   }
   c.classes_of.resize(graph.num_groups());
