@@ -497,7 +497,8 @@ OffloadCopies MakeOffloadCopies(const StageGraph& graph, const spec::ClusterSpec
     for (const auto& [node, gpus] : nodes_of[g]) {
       const int k = c.class_of_node[node];
       auto& classes = c.classes_of[g];
-      if (std::none_of(classes.begin(), classes.end(), [&](const auto& e) { return e.first == k; })) {
+      if (std::none_of(classes.begin(), classes.end(),
+                       [&](const auto& e) { return e.first == k; })) {
         classes.push_back({k, gpus});
       }
     }
