@@ -650,15 +650,23 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   // the same maxima and sums as a pass in topological order.
   // Per stage also the buffers of its inputs (freed in the slot after it). All set in the one
   // loop below (no fill before it).
-  auto pending = std::make_unique_for_overwrite<int32_t[]>(n);
-  auto ready_s = std::make_unique_for_overwrite<double[]>(n);
-  auto unloaded_begin_s = std::make_unique_for_overwrite<double[]>(n);
-  auto freed_after = std::make_unique_for_overwrite<int64_t[]>(n);
+  // Packed in one 32-byte record with the stage's group: an out-edge's target is one cache
+  // line, not five (the event loop visits targets in time order, i.e. scattered).
+  struct StageState {
+    double ready_s;
+    double unloaded_begin_s;
+    int64_t freed_after;
+    int32_t pending;
+    GroupId group;
+  };
+  static_assert(sizeof(StageState) == 32);
+  auto state = std::make_unique_for_overwrite<StageState[]>(n);
   for (int s = 0; s < n; ++s) {
-    pending[s] = static_cast<int32_t>(graph.in_edges(s).size());
-    ready_s[s] = 0.0;
-    unloaded_begin_s[s] = 0.0;
-    freed_after[s] = 0;
+    state[s] = StageState{.ready_s = 0.0,
+                          .unloaded_begin_s = 0.0,
+                          .freed_after = 0,
+                          .pending = static_cast<int32_t>(graph.in_edges(s).size()),
+                          .group = stages[s].group};
   }
   const BufferRounding buffer_bytes(options.buffer_element_bytes);
   if (num_groups > 1) buffers.sends.reserve(edges.size());
@@ -679,7 +687,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
   auto start = [&](GroupId g, StageId s) {
     const std::vector<StageId>& order = schedule.order[g];
     const int32_t position = cursor[g];
-    double start_s = std::max(group_free_s[g], ready_s[s]);
+    double start_s = std::max(group_free_s[g], state[s].ready_s);
     if (copies.any) {
       if (OffloadCopies::Item* item = copies.BackwardItem(s)) {
         // An offloaded backward waits for its prefetch (issued now at the latest).
@@ -699,7 +707,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     buffers.slot_of[s] = slot;
     buffers.slot_timing[slot] = {start_s, end_s};
     // Its inputs' buffers are freed in the slot after it (all of them have arrived).
-    buffers.slots[slot + 1].freed += freed_after[s];
+    buffers.slots[slot + 1].freed += state[s].freed_after;
     running[g] = 1;
     events.Set(g, end_s, s);
     // Prefetch the next stage's offloaded activations while this one runs.
@@ -720,7 +728,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     const int32_t position = cursor[g];
     if (position >= static_cast<int32_t>(order.size())) return;
     const StageId s = order[position];
-    if (pending[s] == 0) start(g, s);
+    if (state[s].pending == 0) start(g, s);
   };
 
   for (GroupId g = 0; g < num_groups; ++g) try_start(g);
@@ -743,20 +751,21 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
         }
       }
     }
-    const double unloaded_end_s = unloaded_begin_s[s] + stages[s].latency_s;
+    const double unloaded_end_s = state[s].unloaded_begin_s + stages[s].latency_s;
     if (unloaded_end_s > unloaded_finish_s[g]) unloaded_finish_s[g] = unloaded_end_s;
     const int32_t slot = buffers.slot_of[s];
     int64_t produced = 0;  // the compute's output buffers
     for (EdgeId e : graph.out_edges(s)) {
       const StageId to = edges[e].to;
-      const GroupId to_group = stages[to].group;
+      StageState& target = state[to];
+      const GroupId to_group = target.group;
       double arrival_s = t;
       double unloaded_s = unloaded_end_s;
       if (to_group == g) {
         if (edges[e].bytes != 0) {  // a local buffer (none for an ordering edge)
           const int64_t bytes = buffer_bytes(edges[e].bytes);
           produced += bytes;
-          freed_after[to] += bytes;
+          target.freed_after += bytes;
         }
       } else {
         // The dense table's hit stays inline; a new link or a sparse table goes out of line.
@@ -779,7 +788,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
         // A send buffer here and a receive buffer on the reader's group.
         const int64_t bytes = buffer_bytes(edges[e].bytes);
         produced += bytes;
-        freed_after[to] += bytes;
+        target.freed_after += bytes;
         buffers.sends.push_back({arrival_s, bytes, slot, buffers.slot_begin[g + 1] - 1,
                                  buffers.slot_begin[to_group] + cursor[to_group], link, to});
         if (options.record_transfers) {
@@ -787,9 +796,9 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
               Transfer{e, s, to, g, to_group, start_s, arrival_s, edges[e].bytes, kind});
         }
       }
-      if (unloaded_s > unloaded_begin_s[to]) unloaded_begin_s[to] = unloaded_s;
-      if (arrival_s > ready_s[to]) ready_s[to] = arrival_s;
-      if (--pending[to] == 0) try_start(to_group);
+      if (unloaded_s > target.unloaded_begin_s) target.unloaded_begin_s = unloaded_s;
+      if (arrival_s > target.ready_s) target.ready_s = arrival_s;
+      if (--target.pending == 0) try_start(to_group);
     }
     buffers.slots[slot].produced = produced;
     try_start(g);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <random>
@@ -129,6 +130,7 @@ StatusOr<sched::Schedule> RuleSchedule(const graph::StageGraph& g, bool* fell_ba
 struct SearchResult {
   sched::Schedule schedule;
   Score score;
+  double search_s = 0;  // wall time of the search proper (MCTS + polish); 0 without one
 };
 
 // Scores a schedule of the graph being searched (default: simulate it as it is).
@@ -396,6 +398,7 @@ StatusOr<SearchResult> SearchSchedule(const Job& job, const graph::StageGraph& g
     PolishOrder(best, evaluate, max_evaluations, deadline,
                 budget.seed != 0 ? budget.seed : job.seed);
   }
+  best.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return best;
 }
 
@@ -576,22 +579,26 @@ class DipStrategy final : public Strategy {
   StatusOr<IterationPlan> PlanUniformLevels(const Job& job, const StaticPlan& plan,
                                             const spec::Batch& batch, const PlanBudget& budget,
                                             double share, int workers) const;
-  // dip, step 1: every replica's graph without recomputation, searched (MCTS + polish).
-  // `rules[r]`: the 1F1B rules' answer for the shape of replica r's step-2 graphs (filled here
-  // when the fast graph has that shape). `step2_now(r, variants, schedule)` is offered every
-  // replica whose fast graph comes from the same draft as its step-2 graphs, right after its
-  // search: variants[0] is the fast graph, `schedule` its searched order, the other variants
-  // the levels of RecomputeVariants after none; it may replace variants[0] and `schedule` (the
-  // replica's plan). Then the variants are dropped: a replica whose step 2 waits builds them
-  // again (cheaper than holding them: 128 VLM-XL-16k replicas hold ~540 MB of graphs, and
-  // first touching that much memory costs more than the builds).
-  using Step2Now = std::function<Status(int replica, std::vector<graph::StageGraph>& variants,
-                                        sched::Schedule& schedule)>;
+  // dip, step 1: every replica's graph without recomputation, searched (MCTS + polish) unless
+  // `hurry()` says so when the replica starts. `rules[r]`: the 1F1B rules' answer for the shape
+  // of replica r's step-2 graphs (filled here when the fast graph has that shape).
+  // `after_search(r, hurried, step1_s, variants, schedule)` follows every replica's search
+  // (step1_s: the wall time of step 1 outside the search and the graph build). variants[0] is
+  // the fast graph, `schedule` its order; when the fast graph comes from the same draft as the
+  // step-2 graphs, the other variants are the levels of RecomputeVariants after none (else
+  // there are none). It may replace variants[0]
+  // and `schedule` (the replica's plan). Then the variants are dropped: a replica whose step 2
+  // waits builds them again (cheaper than holding them: 128 VLM-XL-16k replicas hold ~540 MB of
+  // graphs, and first touching that much memory costs more than the builds).
+  using AfterSearch = std::function<Status(int replica, bool hurried, double step1_s,
+                                           std::vector<graph::StageGraph>& variants,
+                                           sched::Schedule& schedule)>;
   StatusOr<IterationPlan> PlanFastGraphs(const Job& job, const StaticPlan& plan,
                                          const spec::Batch& batch, const PlanBudget& budget,
                                          double share, int workers, std::vector<Score>& scores,
                                          std::vector<RuleAttempt>& rules,
-                                         const Step2Now& step2_now) const;
+                                         const std::function<bool()>& hurry,
+                                         const AfterSearch& after_search) const;
   // dip, step 2: the best memory candidate of one replica (per-layer §5.3 options or a uniform
   // level), searched unless `hurry`; nullopt when none could be made. `variants`: the replica's
   // graphs at every level RecomputeVariants builds (none first); built here (from
@@ -743,6 +750,36 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
     return time_mode && std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
                                 .count() > budget.time_budget_s;
   };
+  // Under a time budget, the work every replica needs whatever the budget (its step 1 without
+  // search; when it does not fit, a hurried step 2) can overrun the budget alone: VLM-XL-16k,
+  // 128 replicas of ~40 ms on 2 threads. Once that is certain, searching only adds to the
+  // overrun, so every replica from then on is hurried, as after the budget is spent (and takes
+  // step 2 at once, on the variants built with its fast graph). Certain: the elapsed time plus
+  // a lower bound on the work left exceeds the budget. The bound counts, per replica, what the
+  // finished ones measured outside their searches (not their graph builds): a step 1, and for
+  // every replica not yet known to fit a hurried step 2 (until one is measured, twice a step 1:
+  // it evaluates the start orders of two graphs where step 1 evaluates one, and selects too).
+  struct Progress {
+    std::mutex mu;
+    int step1_done = 0, step2_done = 0;
+    int waiting = 0;  // step 1 done, does not fit, step 2 not yet done
+    double step1_s = 0, step2_s = 0;  // outside searches; step 2: hurried ones
+  } progress;
+  auto overrun_certain = [&] {
+    if (!time_mode) return false;
+    std::lock_guard<std::mutex> lock(progress.mu);
+    if (progress.step1_done == 0) return false;
+    const double step1_s = progress.step1_s / progress.step1_done;
+    const double step2_s =
+        progress.step2_done > 0 ? progress.step2_s / progress.step2_done : 2 * step1_s;
+    const double left_s =
+        ((dp - progress.step1_done) * (step1_s + step2_s) + progress.waiting * step2_s) /
+        workers;
+    const double elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return elapsed_s + left_s > budget.time_budget_s;
+  };
+  auto hurry = [&] { return budget_spent() || overrun_certain(); };
   std::vector<Score> scores(dp);
   enum class Outcome { kPending, kSkipped, kHurried, kSearched };
   std::vector<Outcome> outcome(dp, Outcome::kPending);
@@ -764,6 +801,7 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
       outcome[r] = Outcome::kSkipped;
       return OkStatus();
     }
+    const auto step2_start = std::chrono::steady_clock::now();
     outcome[r] = hurry ? Outcome::kHurried : Outcome::kSearched;
     WEFT_ASSIGN_OR_RETURN(std::optional<MemoryCandidate> best,
                           ChooseReplicaMemory(job, plan, batch, microbatches, replica_budget,
@@ -774,23 +812,38 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
       schedule.name = "dip";
       chosen[r] = std::move(best);
     }
+    std::lock_guard<std::mutex> lock(progress.mu);
+    if (scores[r].oom) --progress.waiting;
+    if (hurry) {
+      ++progress.step2_done;
+      progress.step2_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - step2_start).count();
+    }
     return OkStatus();
   };
-  // A replica searched after the budget is spent would be hurried in step 2 as well (the elapsed
-  // time only grows): it takes step 2 at once, on the variants built with its fast graph.
+  // A replica hurried in step 1 is hurried in step 2 as well, and so is one whose step 1 ends
+  // after the budget is spent (the elapsed time only grows): it takes step 2 at once, on the
+  // variants built with its fast graph.
   WEFT_ASSIGN_OR_RETURN(
       IterationPlan out,
-      PlanFastGraphs(job, plan, batch, replica_budget, share, workers, scores, rules,
-                     [&](int r, std::vector<graph::StageGraph>& variants,
+      PlanFastGraphs(job, plan, batch, replica_budget, share, workers, scores, rules, hurry,
+                     [&](int r, bool hurried, double step1_s,
+                         std::vector<graph::StageGraph>& variants,
                          sched::Schedule& schedule) -> Status {
-                       if (!budget_spent()) return OkStatus();
+                       {
+                         std::lock_guard<std::mutex> lock(progress.mu);
+                         ++progress.step1_done;
+                         progress.step1_s += step1_s;
+                         if (scores[r].oom) ++progress.waiting;
+                       }
+                       if (variants.size() < 2 || !(hurried || hurry())) return OkStatus();
                        return step2(r, true, {}, variants, variants[0], schedule);
                      }));
   const int replicas = static_cast<int>(std::min(out.replicas.size(), scores.size()));
   WEFT_RETURN_IF_ERROR(ParallelFor(replicas, workers, [&](int r) -> Status {
     if (outcome[r] != Outcome::kPending) return OkStatus();
     ReplicaPlan& replica = out.replicas[r];
-    return step2(r, budget_spent(), replica.microbatches, {}, replica.graph, replica.schedule);
+    return step2(r, hurry(), replica.microbatches, {}, replica.graph, replica.schedule);
   }));
   MemoryTally tally;
   for (int r = 0; r < replicas; ++r) {
@@ -820,7 +873,8 @@ StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const Static
                                                     const PlanBudget& budget, double share,
                                                     int workers, std::vector<Score>& scores,
                                                     std::vector<RuleAttempt>& rules,
-                                                    const Step2Now& step2_now) const {
+                                                    const std::function<bool()>& hurry,
+                                                    const AfterSearch& after_search) const {
   StaticPlan fast = plan;
   fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
   // The step-2 variants come from the same draft when they would be built with the same options
@@ -832,13 +886,20 @@ StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const Static
       share_draft ? MemoryLevels(job, options_.memory_offload)
                   : std::vector<std::vector<cost::Recompute>>{},
       [&](int r, std::vector<graph::StageGraph>& variants) -> StatusOr<sched::Schedule> {
+        const auto step1_start = std::chrono::steady_clock::now();
         // With the variants the fast graph has the step-2 graphs' shape (one draft).
         const bool shared = variants.size() > 1 && r < static_cast<int>(rules.size());
+        const bool hurried = hurry();
         WEFT_ASSIGN_OR_RETURN(auto result,
-                              SearchSchedule(job, variants[0], true, budget, share / 3, options_,
-                                             nullptr, nullptr, shared ? &rules[r] : nullptr));
+                              SearchSchedule(job, variants[0], !hurried, budget, share / 3,
+                                             options_, nullptr, nullptr,
+                                             shared ? &rules[r] : nullptr));
         scores[r] = result.score;
-        if (shared) WEFT_RETURN_IF_ERROR(step2_now(r, variants, result.schedule));
+        const double step1_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - step1_start)
+                .count() -
+            result.search_s;
+        WEFT_RETURN_IF_ERROR(after_search(r, hurried, step1_s, variants, result.schedule));
         return std::move(result.schedule);
       },
       workers);

@@ -305,7 +305,24 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
   std::vector<int> allowed_begin;  // per local item: where they start in `allowed` (-1: all)
   std::vector<int64_t> delta;      // live offloaded bytes per checkpoint, differences
   algo::LiveSelectionProblem problem;
+  const bool memoize = method == algo::LiveSelectionMethod::kGreedy;
   for (size_t g = 0; g < schedule.order.size(); ++g) {
+    const int64_t reserve_g = g < reserve_bytes.size() ? reserve_bytes[g] : 0;
+    if (memoize) {
+      std::lock_guard<std::mutex> lock(rank_memo_->mu);
+      const auto& memo = rank_memo_->selections;
+      const auto hit = std::find_if(memo.begin(), memo.end(), [&](const RankSelection& m) {
+        return m.group == static_cast<int>(g) && m.reserve_bytes == reserve_g &&
+               m.order == schedule.order[g];
+      });
+      if (hit != memo.end()) {
+        for (const auto& [p, c] : hit->choice) choice[p] = c;
+        out.feasible = out.feasible && hit->feasible;
+        out.extra_s += hit->extra_s;
+        out.lower_bound_extra_s += hit->lower_bound_extra_s;
+        continue;
+      }
+    }
     // One selection with the candidates holding at most `host_limit` offloaded bytes; false if
     // the rank's live offloaded bytes then exceed its host share at some stage start.
     algo::LiveSelection sel;
@@ -322,7 +339,7 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
       problem.live.clear();
       size_t num_items = 0;
       // Stashed bytes of stages outside pairs, plus the caller's reserve.
-      int64_t other_bytes = g < reserve_bytes.size() ? reserve_bytes[g] : 0;
+      int64_t other_bytes = reserve_g;
       // Interval form: an item is live from its forward's checkpoint to the last checkpoint
       // before its backward (the list form would name the live items in increasing order).
       for (int s : schedule.order[g]) {
@@ -397,6 +414,18 @@ StatusOr<MemoryChoice> MemoryOptimizer::Optimize(const sched::Schedule& schedule
     out.extra_s += sel.total_cost - fastest_s;
     out.lower_bound_extra_s += sel.lower_bound - fastest_s;
     if (sel.method == "milp") ++out.milp_ranks;
+    if (memoize) {
+      RankSelection made{.group = static_cast<int>(g),
+                         .reserve_bytes = reserve_g,
+                         .order = schedule.order[g],
+                         .feasible = sel.feasible,
+                         .extra_s = sel.total_cost - fastest_s,
+                         .lower_bound_extra_s = sel.lower_bound - fastest_s};
+      made.choice.reserve(global.size());
+      for (size_t i = 0; i < global.size(); ++i) made.choice.emplace_back(global[i], candidate(i));
+      std::lock_guard<std::mutex> lock(rank_memo_->mu);
+      rank_memo_->selections.push_back(std::move(made));
+    }
   }
   for (size_t p = 0; p < pairs_.size(); ++p) {
     for (int o = 0; o < 4; ++o) out.layers_by_option[o] += pairs_[p].candidates[choice[p]].layers[o];

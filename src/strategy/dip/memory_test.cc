@@ -148,6 +148,56 @@ TEST(MemoryOptimizer, FitsTheCapAtEveryStageStartAndBeatsUniformFullRecompute) {
   EXPECT_LE(milp->extra_s, greedy->extra_s + 1e-9);
 }
 
+TEST(MemoryOptimizer, ARepeatedRankSelectionGivesWhatAFreshOptimizerGives) {
+  // One optimizer serves a sequence of schedules (its greedy rank selections are remembered by
+  // rank, reserve and order); each answer must equal a fresh optimizer's. The second schedule
+  // shares rank 0's order with the first and differs on rank 1; reserves change the problem.
+  const int mbs = 6;
+  std::vector<graph::StageGraph> v = {Variant(mbs, 0, 400), Variant(mbs, 0.2, 200),
+                                      Variant(mbs, 1.0, 40)};
+  const std::vector<int> layers(v[0].num_stages(), 4);
+  const auto cluster = Cluster(700);
+  auto one_f_one_b = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, v[0]);
+  auto gpipe = sched::MakeSchedule(sched::ScheduleKind::kGPipe, v[0]);
+  ASSERT_TRUE(one_f_one_b.ok() && gpipe.ok());
+  sched::Schedule mixed = *one_f_one_b;
+  mixed.order[1] = gpipe->order[1];
+  ASSERT_NE(mixed.order[1], one_f_one_b->order[1]);
+  const std::vector<int64_t> none, some = {0, 100}, more = {200, 100};
+  struct Call {
+    const sched::Schedule* schedule;
+    const std::vector<int64_t>* reserve;
+  };
+  const std::vector<Call> calls = {{&*one_f_one_b, &none}, {&mixed, &none},
+                                   {&*one_f_one_b, &none}, {&mixed, &some},
+                                   {&*one_f_one_b, &more}, {&*gpipe, &some}};
+  auto shared = MemoryOptimizer::Create(v, layers, cluster);
+  ASSERT_TRUE(shared.ok());
+  for (const Call& call : calls) {
+    auto fresh = MemoryOptimizer::Create(v, layers, cluster);
+    ASSERT_TRUE(fresh.ok());
+    auto want = fresh->Optimize(*call.schedule, algo::LiveSelectionMethod::kGreedy, *call.reserve);
+    auto got = shared->Optimize(*call.schedule, algo::LiveSelectionMethod::kGreedy, *call.reserve);
+    ASSERT_TRUE(want.ok() && got.ok());
+    EXPECT_EQ(got->feasible, want->feasible);
+    EXPECT_EQ(got->extra_s, want->extra_s);
+    EXPECT_EQ(got->lower_bound_extra_s, want->lower_bound_extra_s);
+    EXPECT_EQ(got->layers_by_option, want->layers_by_option);
+    ASSERT_EQ(got->graph.num_stages(), want->graph.num_stages());
+    for (int s = 0; s < got->graph.num_stages(); ++s) {
+      EXPECT_EQ(got->graph.stage(s).recompute_layers, want->graph.stage(s).recompute_layers);
+      EXPECT_EQ(got->graph.stage(s).activation_alloc_bytes,
+                want->graph.stage(s).activation_alloc_bytes);
+      EXPECT_EQ(got->graph.stage(s).latency_s, want->graph.stage(s).latency_s);
+    }
+  }
+  // The reserves bind: the answers are not all one.
+  auto roomy = shared->Optimize(*one_f_one_b, algo::LiveSelectionMethod::kGreedy, none);
+  auto tight = shared->Optimize(*one_f_one_b, algo::LiveSelectionMethod::kGreedy, more);
+  ASSERT_TRUE(roomy.ok() && tight.ok());
+  EXPECT_GT(tight->extra_s, roomy->extra_s);
+}
+
 // `g` with every forward and backward offloading `bytes` per GPU (Stage::offload_bytes), no
 // activations held on the GPU: the offload variant as the graph builder prices it.
 graph::StageGraph WithOffload(const graph::StageGraph& g, int64_t bytes) {

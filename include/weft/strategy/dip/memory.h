@@ -135,6 +135,23 @@ class MemoryOptimizer {
   std::vector<int64_t> cap_bytes_;  // per group: capacity − static bytes
   int64_t host_bytes_per_gpu_ = 0;  // host memory share of one GPU for offloaded bytes
   MemoryOptions options_;
+  // The greedy selections of single ranks made so far, by (rank, reserve, the rank's order): a
+  // selection is deterministic in these, and a replica's candidate schedules often give a rank
+  // the same order (VLM-XL-16k: a fifth of the ranks' selections repeat one). Guarded: Optimize
+  // may run on several search threads; copies of the optimizer share it.
+  struct RankSelection {
+    int group = 0;
+    int64_t reserve_bytes = 0;
+    std::vector<graph::StageId> order;
+    std::vector<std::pair<int, int>> choice;  // (pair, candidate) of the rank's pairs
+    bool feasible = true;
+    double extra_s = 0, lower_bound_extra_s = 0;
+  };
+  struct RankMemo {
+    std::mutex mu;
+    std::vector<RankSelection> selections;
+  };
+  std::shared_ptr<RankMemo> rank_memo_ = std::make_shared<RankMemo>();
 };
 
 }  // namespace weft::strategy::dip
