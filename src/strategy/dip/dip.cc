@@ -11,8 +11,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <span>
@@ -586,10 +586,10 @@ class DipStrategy final : public Strategy {
   // (step1_s: the wall time of step 1 outside the search and the graph build). variants[0] is
   // the fast graph, `schedule` its order; when the fast graph comes from the same draft as the
   // step-2 graphs, the other variants are the levels of RecomputeVariants after none (else
-  // there are none). It may replace variants[0]
-  // and `schedule` (the replica's plan). Then the variants are dropped: a replica whose step 2
-  // waits builds them again (cheaper than holding them: 128 VLM-XL-16k replicas hold ~540 MB of
-  // graphs, and first touching that much memory costs more than the builds).
+  // there are none). It may replace variants[0] and `schedule` (the replica's plan). Then the
+  // variants are dropped: a replica whose step 2 waits builds them again (cheaper than holding
+  // them: 128 VLM-XL-16k replicas hold ~540 MB of graphs, and first touching that much memory
+  // costs more than the builds).
   using AfterSearch = std::function<Status(int replica, bool hurried, double step1_s,
                                            std::vector<graph::StageGraph>& variants,
                                            sched::Schedule& schedule)>;
