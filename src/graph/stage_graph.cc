@@ -1,6 +1,7 @@
 #include "weft/graph/stage_graph.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -90,29 +91,48 @@ StageId StageGraph::AddStage(const Stage& stage) {
   return static_cast<StageId>(stages_.size() - 1);
 }
 
+std::shared_ptr<StageGraph::Topology> StageGraph::EmptyTopology() {
+  // Held here for good: its use count never drops to 1, so every graph copies it before a change.
+  static const std::shared_ptr<Topology> empty = std::make_shared<Topology>();
+  return empty;
+}
+
+StageGraph::Topology& StageGraph::MutableTopology() {
+  if (topology_.use_count() > 1) {
+    topology_ = std::make_shared<Topology>(*topology_);
+  } else {
+    // The last other owner released it (a release decrement) after its last read: see those
+    // reads happen before the writes that follow.
+    std::atomic_thread_fence(std::memory_order_acquire);
+  }
+  return *topology_;
+}
+
 void StageGraph::AddEdge(StageId from, StageId to, int64_t bytes) {
   finalized_ = false;
-  edges_.push_back(Edge{from, to, bytes});
+  MutableTopology().edges.push_back(Edge{from, to, bytes});
 }
 
 void StageGraph::AddEdge(const Edge& edge) {
   finalized_ = false;
-  edges_.push_back(edge);
+  MutableTopology().edges.push_back(edge);
 }
 
 SampleSetId StageGraph::AddSampleSet(std::vector<int32_t> samples) {
   std::sort(samples.begin(), samples.end());
   samples.erase(std::unique(samples.begin(), samples.end()), samples.end());
-  if (!sample_sets_.empty() && sample_sets_.back() == samples) {
-    return static_cast<SampleSetId>(sample_sets_.size() - 1);
+  const auto& sets = topology_->sample_sets;
+  if (!sets.empty() && sets.back() == samples) {
+    return static_cast<SampleSetId>(sets.size() - 1);
   }
-  sample_sets_.push_back(std::move(samples));
-  return static_cast<SampleSetId>(sample_sets_.size() - 1);
+  auto& mutable_sets = MutableTopology().sample_sets;
+  mutable_sets.push_back(std::move(samples));
+  return static_cast<SampleSetId>(mutable_sets.size() - 1);
 }
 
 void StageGraph::Reserve(int num_stages, int num_edges) {
   stages_.reserve(num_stages);
-  edges_.reserve(num_edges);
+  MutableTopology().edges.reserve(num_edges);
 }
 
 std::string StageGraph::StageName(StageId id) const {
@@ -136,10 +156,9 @@ StatusOr<StageGraph> StageGraph::WithStages(std::vector<Stage> stages) const {
   StageGraph out;
   out.groups_ = groups_;
   out.stages_ = std::move(stages);
-  out.edges_ = edges_;
   out.module_names_ = module_names_;
-  out.sample_sets_ = sample_sets_;
   out.grad_syncs_ = grad_syncs_;
+  out.topology_ = topology_;  // shared: nothing copied
   if (!finalized_) {
     WEFT_RETURN_IF_ERROR(out.Finalize());
     return out;
@@ -147,11 +166,6 @@ StatusOr<StageGraph> StageGraph::WithStages(std::vector<Stage> stages) const {
   // Groups, gradient syncs and edges passed Finalize here, and the adjacency and topological
   // order depend on the edges alone: what Finalize would find is the new stages' first error.
   WEFT_RETURN_IF_ERROR(out.CheckStages());
-  out.out_begin_ = out_begin_;
-  out.in_begin_ = in_begin_;
-  out.out_ids_ = out_ids_;
-  out.in_ids_ = in_ids_;
-  out.topo_ = topo_;
   out.finalized_ = true;
   return out;
 }
@@ -239,8 +253,9 @@ Status StageGraph::Finalize() {
     }
   }
   WEFT_RETURN_IF_ERROR(CheckStages());
+  const std::vector<Edge>& edges = topology_->edges;
   for (int e = 0; e < num_edges(); ++e) {
-    const Edge& edge = edges_[e];
+    const Edge& edge = edges[e];
     if (edge.from < 0 || edge.from >= n || edge.to < 0 || edge.to >= n) {
       return InvalidArgumentError(fmt::format("edges[{}] = {} -> {}; stage ids must be in [0, {})",
                                               e, edge.from, edge.to, n));
@@ -259,40 +274,41 @@ Status StageGraph::Finalize() {
     }
   }
   // CSR by counting sort (stable: insertion order inside each stage).
-  out_begin_.assign(n + 1, 0);
-  in_begin_.assign(n + 1, 0);
-  for (const Edge& edge : edges_) {
-    ++out_begin_[edge.from + 1];
-    ++in_begin_[edge.to + 1];
+  Topology& t = MutableTopology();
+  t.out_begin.assign(n + 1, 0);
+  t.in_begin.assign(n + 1, 0);
+  for (const Edge& edge : t.edges) {
+    ++t.out_begin[edge.from + 1];
+    ++t.in_begin[edge.to + 1];
   }
   for (int i = 0; i < n; ++i) {
-    out_begin_[i + 1] += out_begin_[i];
-    in_begin_[i + 1] += in_begin_[i];
+    t.out_begin[i + 1] += t.out_begin[i];
+    t.in_begin[i + 1] += t.in_begin[i];
   }
-  out_ids_.resize(edges_.size());
-  in_ids_.resize(edges_.size());
+  t.out_ids.resize(t.edges.size());
+  t.in_ids.resize(t.edges.size());
   {
-    std::vector<int32_t> out_fill(out_begin_.begin(), out_begin_.end() - 1);
-    std::vector<int32_t> in_fill(in_begin_.begin(), in_begin_.end() - 1);
+    std::vector<int32_t> out_fill(t.out_begin.begin(), t.out_begin.end() - 1);
+    std::vector<int32_t> in_fill(t.in_begin.begin(), t.in_begin.end() - 1);
     for (int e = 0; e < num_edges(); ++e) {
-      out_ids_[out_fill[edges_[e].from]++] = e;
-      in_ids_[in_fill[edges_[e].to]++] = e;
+      t.out_ids[out_fill[t.edges[e].from]++] = e;
+      t.in_ids[in_fill[t.edges[e].to]++] = e;
     }
   }
   // Kahn's algorithm, smallest id first (deterministic).
   std::vector<int32_t> indegree(n);
-  for (int i = 0; i < n; ++i) indegree[i] = in_begin_[i + 1] - in_begin_[i];
+  for (int i = 0; i < n; ++i) indegree[i] = t.in_begin[i + 1] - t.in_begin[i];
   ReadyIds ready(n);
   for (int i = 0; i < n; ++i) {
     if (indegree[i] == 0) ready.Insert(i);
   }
-  topo_.resize(n);
+  t.topo.resize(n);
   int sorted = 0;
   while (!ready.empty()) {
     const StageId s = ready.PopMin();
-    topo_[sorted++] = s;
+    t.topo[sorted++] = s;
     for (EdgeId e : out_edges(s)) {
-      if (--indegree[edges_[e].to] == 0) ready.Insert(edges_[e].to);
+      if (--indegree[t.edges[e].to] == 0) ready.Insert(t.edges[e].to);
     }
   }
   if (sorted != n) {
@@ -306,13 +322,13 @@ Status StageGraph::Finalize() {
     // Walk back along unprocessed predecessors: after n steps we are on a cycle.
     for (int step = 0; step < n; ++step) {
       for (EdgeId e : in_edges(on_cycle)) {
-        if (indegree[edges_[e].from] > 0) {
-          on_cycle = edges_[e].from;
+        if (indegree[t.edges[e].from] > 0) {
+          on_cycle = t.edges[e].from;
           break;
         }
       }
     }
-    topo_.clear();
+    t.topo.clear();
     return InvalidArgumentError(fmt::format(
         "stage graph has a dependency cycle through stage {} ({}); edges must form a DAG",
         on_cycle, StageName(on_cycle)));

@@ -34,6 +34,42 @@ TEST(StageGraph, FinalizeBuildsAdjacencyAndTopologicalOrder) {
   EXPECT_EQ(g.edge(2).bytes, 30);
 }
 
+// Copies and re-priced graphs share one topology (no edge is copied) until one of them
+// changes: the change is its own, the others keep what they had.
+TEST(StageGraph, CopiesShareTheTopologyUntilOneChanges) {
+  StageGraph g;
+  g.AddGroup({.label = "a"});
+  const SampleSetId set = g.AddSampleSet({2});
+  const StageId s0 = g.AddStage({.group = 0, .samples = set});
+  const StageId s1 = g.AddStage({.group = 0});
+  g.AddEdge(s0, s1, 10);
+  ASSERT_TRUE(g.Finalize().ok());
+  auto repriced = g.WithStages({g.stages().begin(), g.stages().end()});
+  ASSERT_TRUE(repriced.ok()) << repriced.status().ToString();
+  EXPECT_EQ(repriced->edges().data(), g.edges().data());
+  StageGraph copy = g;
+  EXPECT_EQ(copy.edges().data(), g.edges().data());
+  const StageId s2 = copy.AddStage({.group = 0});
+  copy.AddEdge(s1, s2, 20);
+  EXPECT_EQ(copy.AddSampleSet({5, 4}), 1);
+  ASSERT_TRUE(copy.Finalize().ok());
+  EXPECT_EQ(copy.num_edges(), 2);
+  EXPECT_THAT(copy.out_edges(s1), ElementsAre(1));
+  EXPECT_THAT(copy.topological_order(), ElementsAre(s0, s1, s2));
+  EXPECT_THAT(copy.sample_set(1), ElementsAre(4, 5));
+  for (const StageGraph* other : {&g, &*repriced}) {
+    EXPECT_EQ(other->num_edges(), 1);
+    EXPECT_EQ(other->num_sample_sets(), 1);
+    EXPECT_THAT(other->out_edges(s1), ElementsAre());
+    EXPECT_THAT(other->topological_order(), ElementsAre(s0, s1));
+  }
+  // An empty graph's first edge is its own too.
+  StageGraph a, b;
+  a.AddEdge(0, 1);
+  EXPECT_EQ(a.num_edges(), 1);
+  EXPECT_EQ(b.num_edges(), 0);
+}
+
 TEST(StageGraph, WithStagesKeepsEverythingButTheStages) {
   StageGraph g;
   g.AddGroup({.label = "a"});

@@ -12,6 +12,7 @@
 // Building (Add*, Finalize) is single-threaded. The graph owns its stages, edges and groups.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -144,50 +145,62 @@ class StageGraph {
   bool finalized() const { return finalized_; }
 
   int num_stages() const { return static_cast<int>(stages_.size()); }
-  int num_edges() const { return static_cast<int>(edges_.size()); }
+  int num_edges() const { return static_cast<int>(topology_->edges.size()); }
   int num_groups() const { return static_cast<int>(groups_.size()); }
   const Stage& stage(StageId id) const { return stages_[id]; }
   const DeviceGroup& group(GroupId id) const { return groups_[id]; }
-  const Edge& edge(EdgeId id) const { return edges_[id]; }
+  const Edge& edge(EdgeId id) const { return topology_->edges[id]; }
   std::span<const Stage> stages() const { return stages_; }
   std::span<const DeviceGroup> groups() const { return groups_; }
-  std::span<const Edge> edges() const { return edges_; }
+  std::span<const Edge> edges() const { return topology_->edges; }
   const std::vector<std::string>& module_names() const { return module_names_; }
   const std::vector<GradSync>& grad_syncs() const { return grad_syncs_; }
-  int num_sample_sets() const { return static_cast<int>(sample_sets_.size()); }
+  int num_sample_sets() const { return static_cast<int>(topology_->sample_sets.size()); }
   // Empty for -1 or an id out of range.
   std::span<const int32_t> sample_set(SampleSetId id) const {
     if (id < 0 || id >= num_sample_sets()) return {};
-    return sample_sets_[id];
+    return topology_->sample_sets[id];
   }
 
   // After Finalize(): edge ids leaving / entering a stage (in insertion order), and a
   // topological order of all stages (deterministic: Kahn's algorithm, smallest id first).
   std::span<const EdgeId> out_edges(StageId id) const {
-    return {out_ids_.data() + out_begin_[id], out_ids_.data() + out_begin_[id + 1]};
+    const Topology& t = *topology_;
+    return {t.out_ids.data() + t.out_begin[id], t.out_ids.data() + t.out_begin[id + 1]};
   }
   std::span<const EdgeId> in_edges(StageId id) const {
-    return {in_ids_.data() + in_begin_[id], in_ids_.data() + in_begin_[id + 1]};
+    const Topology& t = *topology_;
+    return {t.in_ids.data() + t.in_begin[id], t.in_ids.data() + t.in_begin[id + 1]};
   }
-  std::span<const StageId> topological_order() const { return topo_; }
+  std::span<const StageId> topological_order() const { return topology_->topo; }
 
   // "g2 F mb3.1 c1 vit" — group, pass, microbatch.sub, chunk, module name (or m<index>).
   std::string StageName(StageId id) const;
 
  private:
+  // The edges, sample sets, adjacency and topological order: what graphs re-priced from one
+  // another (WithStages) or copied have in common. Shared between them (copying a graph copies
+  // no edges) and copied on the first change to one (MutableTopology).
+  struct Topology {
+    std::vector<Edge> edges;
+    std::vector<std::vector<int32_t>> sample_sets;
+    std::vector<int32_t> out_begin, in_begin;  // CSR offsets, size num_stages + 1
+    std::vector<EdgeId> out_ids, in_ids;
+    std::vector<StageId> topo;
+  };
+  // This graph's own topology, copied first when another graph shares it.
+  Topology& MutableTopology();
   // Finalize's checks of every stage (ids, latencies, bytes, sample sets), in stage order.
   Status CheckStages() const;
 
   std::vector<DeviceGroup> groups_;
   std::vector<Stage> stages_;
-  std::vector<Edge> edges_;
   std::vector<std::string> module_names_;
-  std::vector<std::vector<int32_t>> sample_sets_;
   std::vector<GradSync> grad_syncs_;
   bool finalized_ = false;
-  std::vector<int32_t> out_begin_, in_begin_;  // CSR offsets, size num_stages + 1
-  std::vector<EdgeId> out_ids_, in_ids_;
-  std::vector<StageId> topo_;
+  // Never null (an empty graph shares one empty topology).
+  std::shared_ptr<Topology> topology_ = EmptyTopology();
+  static std::shared_ptr<Topology> EmptyTopology();
 };
 
 }  // namespace weft::graph
