@@ -43,10 +43,24 @@ class Search {
       Worker(0);
     } else {
       std::vector<std::thread> workers;
+      workers.reserve(options_.threads);
       std::string failure;  // a thread the system could not start (limit on threads or memory)
+      // An exception must not leave a worker (std::terminate, no message): the first one stops
+      // the search and becomes its error. E.g. std::bad_alloc under an address-space limit
+      // that the started threads' stacks nearly fill.
+      std::string thrown;
+      const auto run = [this, &thrown](int t) {
+        try {
+          Worker(t);
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (thrown.empty()) thrown = fmt::format("search thread {} threw: {}", t + 1, e.what());
+          stopped_ = true;
+        }
+      };
       for (int t = 0; t < options_.threads; ++t) {
         try {
-          workers.emplace_back([this, t] { Worker(t); });
+          workers.emplace_back(run, t);
         } catch (const std::system_error& e) {
           failure = fmt::format("cannot start search thread {} of {}: {}", t + 1,
                                 options_.threads, e.what());
@@ -59,6 +73,7 @@ class Search {
       if (!failure.empty()) {
         return ResourceExhaustedError(failure + "; use fewer threads");
       }
+      if (!thrown.empty()) return ResourceExhaustedError(thrown + "; use fewer threads");
     }
     result_.tree_nodes = static_cast<int64_t>(nodes_.size());
     result_.elapsed_s = Elapsed();

@@ -1,6 +1,8 @@
 #include "weft/algo/mcts.h"
 
 #include <algorithm>
+#include <atomic>
+#include <new>
 #include <numeric>
 #include <random>
 
@@ -168,6 +170,26 @@ TEST(MctsSearch, IncumbentGuidedRolloutsAreSeededAndFindTheOptimum) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->best_assignment.size(), 9u);
   EXPECT_DOUBLE_EQ(jobs.Cost(r->best_assignment), r->best_cost);
+}
+
+// A worker thread whose evaluation throws (std::bad_alloc under a memory limit) stops the
+// search with an error naming it; std::terminate would end the process without a message.
+TEST(MctsSearch, AnExceptionInAWorkerThreadBecomesAnError) {
+  std::atomic<int> evaluations{0};
+  MctsProblem throwing{
+      .legal_actions =
+          [](std::span<const int> partial, std::vector<int>& actions) {
+            actions = partial.size() < 4 ? std::vector<int>{0, 1} : std::vector<int>{};
+          },
+      .cost =
+          [&](std::span<const int>) -> double {
+            if (++evaluations == 3) throw std::bad_alloc();
+            return 1.0;
+          },
+  };
+  auto r = MctsSearch(throwing, {.max_iterations = 200, .threads = 2});
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("threw: std::bad_alloc"));
 }
 
 TEST(MctsSearch, ReportsInfeasibleProblemsAndBadOptions) {
