@@ -27,16 +27,15 @@ class SlotTable {
   // Builds the table; each group's microbatch ids are mapped to dense indices in increasing order.
   SlotTable(const StageGraph& graph, bool separate_weight_slots) {
     const int n = graph.num_stages();
-    std::vector<int32_t> topo_pos(n);
-    const auto topo = graph.topological_order();
-    for (int i = 0; i < n; ++i) topo_pos[topo[i]] = i;
     // Per group: the microbatch ids it runs, dense in increasing id order — a rule's "i-th
     // microbatch" is the i-th one that passes the group (a group of one DP replica in an
     // unfolded graph runs every R-th microbatch of the iteration).
     std::vector<std::vector<int>> mb_ids(graph.num_groups());
     num_chunks_ = 1;
     for (const graph::Stage& s : graph.stages()) {
-      mb_ids[s.group].push_back(s.microbatch);
+      // A run of one microbatch's stages adds it once (sorted and made unique below).
+      std::vector<int>& ids = mb_ids[s.group];
+      if (ids.empty() || ids.back() != s.microbatch) ids.push_back(s.microbatch);
       num_chunks_ = std::max(num_chunks_, s.chunk + 1);
     }
     num_microbatches_ = 0;
@@ -49,9 +48,13 @@ class SlotTable {
       const auto& ids = mb_ids[g];
       return static_cast<int>(std::lower_bound(ids.begin(), ids.end(), id) - ids.begin());
     };
-    // Sort key per stage: (group, slot, W-after-B, topological position).
+    // Stages in order of (group, slot, W-after-B, topological position): a counting sort by
+    // bucket (group, slot, W-after-B), filled in topological order.
     const int slots_per_group = num_microbatches_ * num_chunks_ * kNumKinds;
-    std::vector<int64_t> key(n);
+    const int num_groups = graph.num_groups();
+    const int64_t num_buckets = int64_t{num_groups} * slots_per_group * 2;
+    std::vector<int64_t> bucket(n);
+    std::vector<int32_t> next(num_buckets + 1, 0);  // counts, then each bucket's next position
     for (int s = 0; s < n; ++s) {
       const graph::Stage& st = graph.stage(s);
       int kind = st.pass == Pass::kForward ? kFwd : kBwd;
@@ -62,20 +65,15 @@ class SlotTable {
       }
       if (st.pass == Pass::kBackwardInput) has_input_stages_ = true;
       const int64_t slot = Slot(mb_index(st.group, st.microbatch), st.chunk, kind);
-      key[s] = ((int64_t{st.group} * slots_per_group + slot) * 2 + (weight ? 1 : 0)) * n +
-               topo_pos[s];
+      bucket[s] = (int64_t{st.group} * slots_per_group + slot) * 2 + (weight ? 1 : 0);
+      ++next[bucket[s] + 1];
     }
+    for (int64_t b = 0; b < num_buckets; ++b) next[b + 1] += next[b];
+    // Slot ranges per group: a slot is its two buckets.
+    begin_.resize(int64_t{num_groups} * slots_per_group + 1);
+    for (size_t i = 0; i < begin_.size(); ++i) begin_[i] = next[2 * i];
     sorted_.resize(n);
-    for (int s = 0; s < n; ++s) sorted_[s] = s;
-    std::sort(sorted_.begin(), sorted_.end(), [&](StageId a, StageId b) { return key[a] < key[b]; });
-    // Slot ranges per group.
-    const int num_groups = graph.num_groups();
-    begin_.assign(int64_t{num_groups} * slots_per_group + 1, 0);
-    for (int s = 0; s < n; ++s) {
-      const int64_t group_slot = key[s] / n / 2;
-      ++begin_[group_slot + 1];
-    }
-    for (size_t i = 1; i < begin_.size(); ++i) begin_[i] += begin_[i - 1];
+    for (StageId s : graph.topological_order()) sorted_[next[bucket[s]]++] = s;
     slots_per_group_ = slots_per_group;
   }
 
