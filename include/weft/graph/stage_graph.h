@@ -9,7 +9,9 @@
 // of one replica of the group (all its TP×CP GPUs together).
 //
 // Thread-safety: a finalized StageGraph is immutable and safe to read from many threads.
-// Building (Add*, Finalize) is single-threaded. The graph owns its stages, edges and groups.
+// Building (Add*, Finalize) is single-threaded. The graph owns its stages and groups; its edges,
+// sample sets and adjacency are shared with its copies and re-priced graphs (WithStages) until
+// one of them changes, so copies may be changed on different threads.
 #include <array>
 #include <cstdint>
 #include <memory>

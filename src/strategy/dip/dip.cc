@@ -1005,8 +1005,7 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
   // search scored after the selection. Scoring them again as they are, and fitting the better
   // one with the reserve grown since, adds a candidate that seldom wins (VLM-XL-16k: 1 replica
   // of 128, by 0.013%) for a tenth of a hurried replica's work: skipped.
-  const std::vector<int> uniform_levels = hurry ? std::vector<int>{1} : std::vector<int>{1, 2};
-  for (int level : uniform_levels) {  // selective[, full]
+  for (int level = 1; level <= (hurry ? 1 : 2); ++level) {  // selective[, full]
     WEFT_ASSIGN_OR_RETURN(auto uniform,
                           SearchSchedule(job, variants[level], !hurry, budget, share / 6, options_,
                                          nullptr, level == 2 ? &full_start : nullptr, rule));
