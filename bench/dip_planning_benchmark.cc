@@ -22,8 +22,8 @@
 
 #include "weft/common/allocator.h"
 #include "weft/strategy/compare.h"
-#include "weft/strategy/graph_builder.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/graph_builder.h"
+#include "weft/planning/planner.h"
 
 namespace weft::strategy {
 namespace {
@@ -37,7 +37,7 @@ std::unique_ptr<Planner> MakeVlmXl(int pipeline_size) {
   job.gpus = 1024;
   job.pipeline_size = pipeline_size;
   job.data = "laion";
-  auto planner = Planner::Create(job, "dip");
+  auto planner = strategy::MakePlanner(job, "dip");
   if (!planner.ok()) {
     std::fprintf(stderr, "%s\n", planner.status().ToString().c_str());
     std::abort();

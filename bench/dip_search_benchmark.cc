@@ -30,7 +30,7 @@ constexpr const char* kVariantNames[] = {"mcts", "random", "dfs", "mcts-1thread"
 void BM_SegmentOrderSearch(benchmark::State& state) {
   const auto variant = static_cast<Variant>(state.range(0));
   const auto seed = static_cast<uint64_t>(state.range(1));
-  weft::strategy::JobOptions job;
+  weft::planning::JobOptions job;
   job.model = "vlm-l";
   job.data = "mixed";
   auto instance = weft::bench::dip::MakeSearchInstance(job);

@@ -24,7 +24,7 @@
 #include "weft/graph/stage_graph.h"
 #include "weft/sched/generators.h"
 #include "weft/sim/simulator.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 namespace weft {
 namespace {
@@ -247,8 +247,8 @@ struct PlannedGraph {
 
 const PlannedGraph& HeteroDpGraph() {
   static const PlannedGraph planned = [] {
-    auto planner = strategy::Planner::Create(
-        strategy::JobOptions{.model = "vlm-xl",
+    auto planner = strategy::MakePlanner(
+        planning::JobOptions{.model = "vlm-xl",
                              .gpus = 16384,
                              .pipeline_size = 16,
                              .placement = std::string(WEFT_SOURCE_DIR) +
@@ -257,7 +257,7 @@ const PlannedGraph& HeteroDpGraph() {
     Check(planner.status());
     auto batches = (*planner)->Batches(0, 1);
     Check(batches.status());
-    auto plan = (*planner)->strategy().PlanIteration((*planner)->job(),
+    auto plan = (*planner)->strategy().PlanBatch((*planner)->job(),
                                                      (*planner)->static_plan(), batches->front());
     Check(plan.status());
     return PlannedGraph{std::move(plan->replicas[0].graph), std::move(plan->replicas[0].schedule),

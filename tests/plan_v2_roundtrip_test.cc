@@ -12,13 +12,13 @@
 #include "weft/sched/generators.h"
 #include "weft/sim/simulator.h"
 #include "weft/strategy/compare.h"
-#include "weft/strategy/graph_builder.h"
+#include "weft/planning/graph_builder.h"
 
 namespace weft {
 namespace {
 
 TEST(PlanV2, CompiledPlanOfASubMicrobatchGraphRoundTripsThroughJson) {
-  auto setup = strategy::MakeJobSetup(
+  auto setup = planning::MakeJobSetup(
       {.model = "tiny-valm", .cluster = "", .data = "mixed", .num_microbatches = 2});
   ASSERT_TRUE(setup.ok()) << setup.status().ToString();
   auto rule = strategy::MakeStrategy("megatron-1f1b");
@@ -35,11 +35,11 @@ TEST(PlanV2, CompiledPlanOfASubMicrobatchGraphRoundTripsThroughJson) {
     for (int k = 0; k <= i; ++k) sample.images.push_back({.width_px = 56, .height_px = 56});
     batch.samples.push_back(sample);
   }
-  strategy::GraphBuildOptions options;
+  planning::GraphBuildOptions options;
   options.sub_microbatch_size.assign(model.modules.size(), 0);
   options.sub_microbatch_size[*model.FindModule("vision")] = 2;
   options.sub_microbatch_size[*model.FindModule("llm")] = 1;
-  auto graph = strategy::BuildStageGraph(model, fixed->placement, batch, {{0, 1}, {2, 3}},
+  auto graph = planning::BuildStageGraph(model, fixed->placement, batch, {{0, 1}, {2, 3}},
                                          *(*setup)->job.cost_model, (*setup)->job.workload,
                                          options);
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "weft/plan/torch_export.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 namespace weft {
 namespace {
@@ -14,7 +14,7 @@ struct Exports {
 };
 
 Exports ExportBoth(std::string_view model, std::string_view strategy) {
-  auto planner = strategy::Planner::Create({.model = std::string(model)}, strategy);
+  auto planner = strategy::MakePlanner({.model = std::string(model)}, strategy);
   EXPECT_TRUE(planner.ok()) << planner.status().ToString();
   auto batches = (*planner)->Batches(0, 1);
   EXPECT_TRUE(batches.ok());

@@ -14,24 +14,24 @@
 
 #include "weft/report/svg.h"
 #include "weft/strategy/common.h"
-#include "weft/strategy/graph_builder.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/graph_builder.h"
+#include "weft/planning/planner.h"
 
 namespace weft::bench::dip {
 
 // The experiments drive the strategy module's public API (they used to live inside it).
 using strategy::CompareOptions;
 using strategy::CompareRun;
-using strategy::JobOptions;
-using strategy::JobSetup;
-using strategy::MakeIterationBatches;
-using strategy::MakeJobSetup;
-using strategy::MemoryPolicy;
-using strategy::PlanBudget;
-using strategy::PlannedIteration;
-using strategy::Planner;
+using planning::JobOptions;
+using planning::JobSetup;
+using planning::MakeIterationBatches;
+using planning::MakeJobSetup;
+using planning::MemoryPolicy;
+using planning::PlanBudget;
+using planning::PlannedIteration;
+using planning::Planner;
 using strategy::RunComparison;
-using strategy::StaticPlan;
+using planning::StaticPlan;
 using strategy::dip::DipOptions;
 using strategy::dip::DipVariant;
 using strategy::dip::MakeDipStrategy;
@@ -114,7 +114,7 @@ StatusOr<std::unique_ptr<SearchInstance>> MakeSearchInstance(const JobOptions& j
   // planner builds it (its fallback plan: the rule order is discarded, the search reorders).
   WEFT_ASSIGN_OR_RETURN(
       inst->planner,
-      Planner::Create(job_options, "dip", {.memory_policy = MemoryPolicy::kFixed}));
+      strategy::MakePlanner(job_options, "dip", {.memory_policy = MemoryPolicy::kFixed}));
   WEFT_ASSIGN_OR_RETURN(auto batches, inst->planner->Batches(batch_index, 1));
   WEFT_ASSIGN_OR_RETURN(PlannedIteration planned, inst->planner->Fallback(batches[0]));
   inst->graph = std::move(planned.plan.replicas.at(0).graph);

@@ -29,7 +29,7 @@
 #include "weft/report/comparison.h"
 #include "weft/strategy/compare.h"
 #include "weft/strategy/dip/dip.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 namespace weft::bench::dip {
 
@@ -38,12 +38,12 @@ namespace weft::bench::dip {
 // The §5.1 search space of one batch graph: the job, DP replica 0's stage graph of batch
 // `batch_index` under the `dip` static plan (no recomputation), and the problem over it.
 struct SearchInstance {
-  std::unique_ptr<strategy::Planner> planner;
+  std::unique_ptr<planning::Planner> planner;
   graph::StageGraph graph;
   // Callbacks point into planner->job() and graph (heap-stable).
   strategy::dip::SegmentOrderSearch search;
 };
-StatusOr<std::unique_ptr<SearchInstance>> MakeSearchInstance(const strategy::JobOptions& job,
+StatusOr<std::unique_ptr<SearchInstance>> MakeSearchInstance(const planning::JobOptions& job,
                                                              int batch_index = 0);
 
 enum class Searcher {

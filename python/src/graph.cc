@@ -19,7 +19,7 @@
 #include "weft/spec/cluster.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 #include "weft/strategy/strategy.h"
 
 namespace weft::python {
@@ -123,19 +123,19 @@ struct PlanGraphOutput {
   int pipeline_size = 0, dp = 0, num_replicas = 0;
 };
 
-Status RunPlanGraph(const std::string& strategy_name, const strategy::JobOptions& job_options,
-                    int64_t iteration, const strategy::PlanBudget& budget, int replica,
+Status RunPlanGraph(const std::string& strategy_name, const planning::JobOptions& job_options,
+                    int64_t iteration, const planning::PlanBudget& budget, int replica,
                     PlanGraphOutput& out) {
   // No recomputation, stated explicitly (memory policy kFixed: an unset static-plan recompute
   // becomes kNone): strategies that would pick a level per replica (the DIP variants) then all
   // order the same graph.
-  strategy::PlannerOptions options{.budget = budget,
-                                   .memory_policy = strategy::MemoryPolicy::kFixed};
+  planning::PlannerOptions options{.budget = budget,
+                                   .memory_policy = planning::MemoryPolicy::kFixed};
   options.sim.record_transfers = false;
   WEFT_ASSIGN_OR_RETURN(auto planner,
-                        strategy::Planner::Create(job_options, strategy_name, options));
-  const strategy::JobSetup* setup = &planner->setup();
-  const strategy::StaticPlan& fixed = planner->static_plan();
+                        strategy::MakePlanner(job_options, strategy_name, options));
+  const planning::JobSetup* setup = &planner->setup();
+  const planning::StaticPlan& fixed = planner->static_plan();
   WEFT_ASSIGN_OR_RETURN(auto batches, planner->Batches(iteration, 1));
   WEFT_ASSIGN_OR_RETURN(auto planned, planner->Plan(batches.at(0)));
   auto& plan = planned.plan;
@@ -198,7 +198,7 @@ void RegisterGraph(py::module_& m) {
          int64_t work_budget, int threads, int replica) {
         auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
                                   sequences_per_batch, seed, pipeline_size);
-        strategy::PlanBudget budget;
+        planning::PlanBudget budget;
         budget.time_budget_s = budget_s;
         budget.work_budget = work_budget;
         budget.threads = threads;

@@ -8,11 +8,11 @@
 
 namespace weft::python {
 
-strategy::JobOptions MakeJobOptions(const std::string& model, const std::string& cluster,
+planning::JobOptions MakeJobOptions(const std::string& model, const std::string& cluster,
                                     int gpus, const std::string& data, int num_microbatches,
                                     int sequences_per_batch, uint64_t seed,
                                     int pipeline_size, const std::string& placement) {
-  strategy::JobOptions o;
+  planning::JobOptions o;
   o.placement = placement;
   o.pipeline_size = pipeline_size;
   o.model = model;
@@ -25,8 +25,8 @@ strategy::JobOptions MakeJobOptions(const std::string& model, const std::string&
   return o;
 }
 
-Status CompileReplica0(const strategy::Planner& planner, int64_t iteration,
-                       const strategy::PlannedIteration& planned, CompiledReplica& out) {
+Status CompileReplica0(const planning::Planner& planner, int64_t iteration,
+                       const planning::PlannedIteration& planned, CompiledReplica& out) {
   if (planned.plan.replicas.empty()) return InvalidArgumentError("the plan has no replicas");
   out.microbatches = planned.plan.replicas[0].microbatches;
   out.replica_microbatches = {out.microbatches};
@@ -39,8 +39,8 @@ Status CompileReplica0(const strategy::Planner& planner, int64_t iteration,
   return OkStatus();
 }
 
-Status CompileWorldPlan(const strategy::Planner& planner, int64_t iteration,
-                        const strategy::PlannedIteration& planned, CompiledReplica& out) {
+Status CompileWorldPlan(const planning::Planner& planner, int64_t iteration,
+                        const planning::PlannedIteration& planned, CompiledReplica& out) {
   const int replicas = static_cast<int>(planned.plan.replicas.size());
   if (replicas == 0) return InvalidArgumentError("the plan has no replicas");
   plan::ValidationReport report;
@@ -67,7 +67,7 @@ Status CompileWorldPlan(const strategy::Planner& planner, int64_t iteration,
   return OkStatus();
 }
 
-void FillSummary(py::dict& d, const strategy::PlannedIteration& p) {
+void FillSummary(py::dict& d, const planning::PlannedIteration& p) {
   const auto& e = p.evaluation;
   d["iteration_time_s"] = e.iteration_time_s;
   d["lower_bound_s"] = e.lower_bound_s;
@@ -84,11 +84,11 @@ void FillSummary(py::dict& d, const strategy::PlannedIteration& p) {
   d["notes"] = p.plan.notes;
 }
 
-py::dict PlannedIterationDict(const strategy::Planner& planner, int64_t iteration,
-                              const strategy::PlannedIteration& planned, const spec::Batch& batch,
+py::dict PlannedIterationDict(const planning::Planner& planner, int64_t iteration,
+                              const planning::PlannedIteration& planned, const spec::Batch& batch,
                               const CompiledReplica& compiled) {
-  const strategy::JobSetup& setup = planner.setup();
-  const strategy::StaticPlan& fixed = planner.static_plan();
+  const planning::JobSetup& setup = planner.setup();
+  const planning::StaticPlan& fixed = planner.static_plan();
   const std::string strategy_name(planner.strategy().Name());
   py::dict d;
   d["strategy"] = strategy_name;
@@ -97,7 +97,7 @@ py::dict PlannedIterationDict(const strategy::Planner& planner, int64_t iteratio
   d["data"] = setup.data_name;
   d["iteration"] = iteration;
   d["description"] = fixed.description;
-  d["memory_policy"] = std::string(strategy::MemoryPolicyName(planner.memory_policy()));
+  d["memory_policy"] = std::string(planning::MemoryPolicyName(planner.memory_policy()));
   FillSummary(d, planned);
   d["plan_json"] = compiled.plan_json;
   d["validation"] = compiled.validation;
@@ -117,7 +117,7 @@ py::dict PlannedIterationDict(const strategy::Planner& planner, int64_t iteratio
   d["batch"] = BatchToDict(batch);
   py::list modules, chunks;
   for (const auto& mod : setup.job.model.modules) modules.append(mod.name);
-  auto chunk_dict = [&](const strategy::Chunk& ch) {
+  auto chunk_dict = [&](const planning::Chunk& ch) {
     py::dict c;
     c["module"] = ch.module;
     c["module_name"] = setup.job.model.modules.at(ch.module).name;

@@ -8,12 +8,12 @@
 #include "bindings.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 namespace weft::python {
 
 // Job options from the keyword arguments every planning binding takes.
-strategy::JobOptions MakeJobOptions(const std::string& model, const std::string& cluster,
+planning::JobOptions MakeJobOptions(const std::string& model, const std::string& cluster,
                                     int gpus, const std::string& data, int num_microbatches,
                                     int sequences_per_batch, uint64_t seed,
                                     int pipeline_size = 0, const std::string& placement = "");
@@ -36,21 +36,21 @@ struct CompiledReplica {
 
 // Compiles and validates replica 0 of `planned` (call without the GIL). The microbatches are
 // the plan's own data assignment (ReplicaPlan::microbatches).
-Status CompileReplica0(const strategy::Planner& planner, int64_t iteration,
-                       const strategy::PlannedIteration& planned, CompiledReplica& out);
+Status CompileReplica0(const planning::Planner& planner, int64_t iteration,
+                       const planning::PlannedIteration& planned, CompiledReplica& out);
 
 // Compiles and validates the world plan of `planned` (every rank of every replica; call without
 // the GIL).
-Status CompileWorldPlan(const strategy::Planner& planner, int64_t iteration,
-                        const strategy::PlannedIteration& planned, CompiledReplica& out);
+Status CompileWorldPlan(const planning::Planner& planner, int64_t iteration,
+                        const planning::PlannedIteration& planned, CompiledReplica& out);
 
 // The simulated summary of an iteration (iteration_time_s, mfu, ...).
-void FillSummary(py::dict& d, const strategy::PlannedIteration& p);
+void FillSummary(py::dict& d, const planning::PlannedIteration& p);
 
 // The dict weft.plan returns: summary, plan_json, placement chunks, batch, microbatches, and per
 // rank of plan_json its replica, group and chunks (`ranks`).
-py::dict PlannedIterationDict(const strategy::Planner& planner, int64_t iteration,
-                              const strategy::PlannedIteration& planned, const spec::Batch& batch,
+py::dict PlannedIterationDict(const planning::Planner& planner, int64_t iteration,
+                              const planning::PlannedIteration& planned, const spec::Batch& batch,
                               const CompiledReplica& compiled);
 
 }  // namespace weft::python

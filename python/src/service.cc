@@ -24,13 +24,13 @@ namespace {
 // One PlannerService with the Planner it plans through.
 class PyPlannerService {
  public:
-  static Status Create(const std::string& strategy_name, const strategy::JobOptions& job,
+  static Status Create(const std::string& strategy_name, const planning::JobOptions& job,
                        const service::PlannerServiceOptions& options, bool world,
                        std::unique_ptr<PyPlannerService>& out) {
     auto self = std::unique_ptr<PyPlannerService>(new PyPlannerService());
     self->world_ = world;
     WEFT_RETURN_IF_ERROR(options.Validate());
-    WEFT_ASSIGN_OR_RETURN(self->planner_, strategy::Planner::Create(job, strategy_name));
+    WEFT_ASSIGN_OR_RETURN(self->planner_, strategy::MakePlanner(job, strategy_name));
     self->service_ = std::make_unique<service::PlannerService>(*self->planner_, options);
     WEFT_RETURN_IF_ERROR(self->service_->status());  // planning threads could not start
     out = std::move(self);
@@ -88,7 +88,7 @@ class PyPlannerService {
 
  private:
   PyPlannerService() = default;
-  std::unique_ptr<strategy::Planner> planner_;
+  std::unique_ptr<planning::Planner> planner_;
   std::unique_ptr<service::PlannerService> service_;
   bool world_ = false;  // get() compiles the world plan (weft.plan(world=True))
 };

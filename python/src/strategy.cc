@@ -7,7 +7,7 @@
 #include "plan_dict.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 #include "weft/strategy/strategy.h"
 
 namespace weft::python {
@@ -16,18 +16,18 @@ namespace {
 
 // Everything computed without the GIL.
 struct PlanOutput {
-  std::unique_ptr<strategy::Planner> planner;
+  std::unique_ptr<planning::Planner> planner;
   spec::Batch batch;
-  strategy::PlannedIteration planned;
+  planning::PlannedIteration planned;
   CompiledReplica compiled;
   std::string data_warning;  // given vs used, when data was not all used as given
 };
 
-Status RunPlan(const std::string& strategy_name, const strategy::JobOptions& job,
-               int64_t iteration, const strategy::PlanBudget& budget, bool world,
+Status RunPlan(const std::string& strategy_name, const planning::JobOptions& job,
+               int64_t iteration, const planning::PlanBudget& budget, bool world,
                PlanOutput& out) {
   WEFT_ASSIGN_OR_RETURN(out.planner,
-                        strategy::Planner::Create(job, strategy_name, {.budget = budget}));
+                        strategy::MakePlanner(job, strategy_name, {.budget = budget}));
   WEFT_ASSIGN_OR_RETURN(auto batches, out.planner->Batches(iteration, 1, &out.data_warning));
   out.batch = batches.at(0);
   WEFT_ASSIGN_OR_RETURN(out.planned, out.planner->Plan(out.batch));
@@ -47,7 +47,7 @@ void RegisterStrategy(py::module_& m) {
          int64_t work_budget, int threads, bool world, const std::string& placement) {
         auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
                                   sequences_per_batch, seed, pipeline_size, placement);
-        strategy::PlanBudget budget;
+        planning::PlanBudget budget;
         budget.time_budget_s = budget_s;
         budget.work_budget = work_budget;
         budget.threads = threads;
@@ -88,14 +88,14 @@ void RegisterStrategy(py::module_& m) {
           throw py::value_error("iterations = " + std::to_string(iterations) + "; must be > 0");
         }
         auto job = MakeJobOptions(model, cluster, gpus, data, 0, 0, seed);
-        std::vector<strategy::PlannedIteration> results;
+        std::vector<planning::PlannedIteration> results;
         std::string data_warning;
         Status status = [&]() -> Status {
           py::gil_scoped_release release;
-          strategy::PlannerOptions options;
+          planning::PlannerOptions options;
           options.budget.time_budget_s = budget_s;
           WEFT_ASSIGN_OR_RETURN(auto planner,
-                                strategy::Planner::Create(job, strategy_name, options));
+                                strategy::MakePlanner(job, strategy_name, options));
           WEFT_ASSIGN_OR_RETURN(auto batches,
                                 planner->Batches(first_iteration, iterations, &data_warning));
           for (const auto& batch : batches) {

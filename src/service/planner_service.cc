@@ -104,7 +104,7 @@ SearchBudget SearchBudgetRule(const PlannerServiceOptions& options,
   return b;
 }
 
-PlannerService::PlannerService(const strategy::Planner& planner, PlannerServiceOptions options)
+PlannerService::PlannerService(const planning::Planner& planner, PlannerServiceOptions options)
     : planner_(planner), options_(options) {
   int n = options_.threads;
   if (n <= 0) n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
@@ -211,7 +211,7 @@ void PlannerService::WorkerLoop() {
       entry->fallback = std::move(fallback);
     }
     done_cv_.notify_all();
-    strategy::PlanBudget budget = planner_.options().budget;
+    planning::PlanBudget budget = planner_.options().budget;
     budget.time_budget_s = entry->budget.time_budget_s;
     budget.work_budget = entry->budget.work_budget;
     budget.threads = options_.search_threads;

@@ -21,20 +21,20 @@ using std::chrono::steady_clock;
 // the wait ends early on PlanBudget::interrupt.
 // With `interrupted`, it instead waits (at most 60 s) for PlanBudget::interrupt and records that
 // it saw it.
-class SlowStrategy final : public strategy::Strategy {
+class SlowStrategy final : public planning::Strategy {
  public:
-  SlowStrategy(std::unique_ptr<strategy::Strategy> inner, milliseconds delay, bool fail = false,
+  SlowStrategy(std::unique_ptr<planning::Strategy> inner, milliseconds delay, bool fail = false,
                std::atomic<bool>* interrupted = nullptr)
       : inner_(std::move(inner)), delay_(delay), fail_(fail), interrupted_(interrupted) {}
   std::string_view Name() const override { return "slow"; }
   std::string_view Description() const override { return "test"; }
-  StatusOr<strategy::StaticPlan> Prepare(const strategy::Job& job) const override {
+  StatusOr<planning::StaticPlan> Prepare(const planning::Job& job) const override {
     return inner_->Prepare(job);
   }
-  StatusOr<strategy::IterationPlan> PlanIteration(const strategy::Job& job,
-                                                  const strategy::StaticPlan& plan,
-                                                  const spec::Batch& batch,
-                                                  const strategy::PlanBudget& budget) const override {
+  StatusOr<planning::IterationPlan> PlanIteration(
+      const planning::Job& job, const planning::StaticPlan& plan,
+      const planning::IterationInput& input) const override {
+    const planning::PlanBudget& budget = input.budget;
     ++calls_;
     {
       std::lock_guard<std::mutex> lock(budgets_mutex_);
@@ -57,7 +57,7 @@ class SlowStrategy final : public strategy::Strategy {
       std::this_thread::sleep_for(milliseconds(1));
     }
     if (fail_) return InternalError("search exploded");
-    return inner_->PlanIteration(job, plan, batch, budget);
+    return inner_->PlanIteration(job, plan, input);
   }
   mutable std::atomic<int> calls_{0};
   // (time_budget_s, work_budget) of every PlanIteration call.
@@ -67,7 +67,7 @@ class SlowStrategy final : public strategy::Strategy {
   }
 
  private:
-  std::unique_ptr<strategy::Strategy> inner_;
+  std::unique_ptr<planning::Strategy> inner_;
   milliseconds delay_;
   bool fail_;
   std::atomic<bool>* interrupted_;
@@ -76,22 +76,22 @@ class SlowStrategy final : public strategy::Strategy {
 };
 
 struct Fixture {
-  std::shared_ptr<const strategy::JobSetup> setup;
+  std::shared_ptr<const planning::JobSetup> setup;
   std::vector<spec::Batch> batches;
   Fixture() {
-    strategy::JobOptions o;
+    planning::JobOptions o;
     o.model = "vlm-s";
     o.data = "mixed";
     o.num_microbatches = 4;
-    setup = std::move(*strategy::MakeJobSetup(o));
-    batches = std::move(*strategy::MakeIterationBatches(*setup, 0, 3));
+    setup = std::move(*planning::MakeJobSetup(o));
+    batches = std::move(*planning::MakeIterationBatches(*setup, 0, 3));
   }
   // A planner over `inner` wrapped in a SlowStrategy.
-  std::unique_ptr<strategy::Planner> Planner(std::string_view inner, milliseconds delay,
+  std::unique_ptr<planning::Planner> Planner(std::string_view inner, milliseconds delay,
                                              bool fail = false) {
     auto s = std::make_unique<SlowStrategy>(std::move(*strategy::MakeStrategy(inner)), delay,
                                             fail);
-    auto p = strategy::Planner::Create(setup, std::move(s));
+    auto p = planning::Planner::Create(setup, std::move(s));
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     return std::move(*p);
   }
@@ -142,14 +142,14 @@ TEST(PlannerService, ServesTheFallbackWhenTheSearchMissesTheDeadline) {
 // PlanIteration's plan unchecked): on a job that does not fit without recomputation, the
 // searched plan comes back with the recompute level that fits, like Planner::Plan's.
 TEST(PlannerService, ServedPlansFollowThePlannersMemoryPolicy) {
-  strategy::JobOptions o;
+  planning::JobOptions o;
   o.model = "vlm-m";
   o.data = "mixed";
   o.gpus = 32;
-  auto setup = strategy::MakeJobSetup(o);
+  auto setup = planning::MakeJobSetup(o);
   ASSERT_TRUE(setup.ok()) << setup.status().ToString();
-  std::shared_ptr<const strategy::JobSetup> shared(std::move(*setup));
-  auto planner = strategy::Planner::Create(shared, *strategy::MakeStrategy("gpipe"));
+  std::shared_ptr<const planning::JobSetup> shared(std::move(*setup));
+  auto planner = planning::Planner::Create(shared, *strategy::MakeStrategy("gpipe"));
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
   auto batches = (*planner)->Batches(0, 1);
   ASSERT_TRUE(batches.ok());
@@ -181,7 +181,7 @@ TEST(PlannerService, ServesTheFallbackWhenTheSearchFails) {
 TEST(PlannerService, DestructorInterruptsRunningSearches) {
   Fixture f;
   std::atomic<bool> interrupted{false};
-  auto planner = strategy::Planner::Create(
+  auto planner = planning::Planner::Create(
       f.setup, std::make_unique<SlowStrategy>(std::move(*strategy::MakeStrategy("gpipe")),
                                               milliseconds(0), false, &interrupted));
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
@@ -352,23 +352,23 @@ TEST(PlannerService, PlansSearchedAheadAreServedAtAPassedDeadline) {
 // iteration times, not on how many threads plan. (On the job the runtime trains, tiny-vlm on 4
 // ranks: dip's per-rank memory selection, whose MILP has a wall-time limit, does not bind there.)
 TEST(PlannerService, WorkBudgetPlansAreDeterministic) {
-  auto setup = strategy::MakeJobSetup(
+  auto setup = planning::MakeJobSetup(
       {.model = "tiny-vlm", .gpus = 4, .pipeline_size = 4, .data = "coco-llava"});
   ASSERT_TRUE(setup.ok()) << setup.status().ToString();
-  std::shared_ptr<const strategy::JobSetup> shared(std::move(*setup));
-  auto made = strategy::MakeIterationBatches(*shared, 0, 3);
+  std::shared_ptr<const planning::JobSetup> shared(std::move(*setup));
+  auto made = planning::MakeIterationBatches(*shared, 0, 3);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   const std::vector<spec::Batch>& batches = *made;
-  auto planner = strategy::Planner::Create(shared, *strategy::MakeStrategy("dip"));
+  auto planner = planning::Planner::Create(shared, *strategy::MakeStrategy("dip"));
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
-  std::vector<std::vector<strategy::PlannedIteration>> runs;
+  std::vector<std::vector<planning::PlannedIteration>> runs;
   for (int threads : {1, 2}) {
     PlannerService service(**planner, {.threads = threads, .work_budget = 2, .lookahead = 2});
     if (threads == 2) {
       for (double t : {0.001, 0.002}) ASSERT_TRUE(service.ReportIterationTime(0, t).ok());
     }
     for (const auto& b : batches) ASSERT_TRUE(service.Submit(b).ok());
-    std::vector<strategy::PlannedIteration> plans;
+    std::vector<planning::PlannedIteration> plans;
     for (const auto& b : batches) {
       auto served = service.Get(b.iteration, steady_clock::now() + std::chrono::seconds(120));
       ASSERT_TRUE(served.ok()) << served.status().ToString();
@@ -394,7 +394,7 @@ TEST(PlannerService, WorkBudgetPlansAreDeterministic) {
 TEST(PlannerService, FallbackReasonsNameTheSearchState) {
   Fixture f;
   std::atomic<bool> interrupted{false};
-  auto planner = strategy::Planner::Create(
+  auto planner = planning::Planner::Create(
       f.setup, std::make_unique<SlowStrategy>(std::move(*strategy::MakeStrategy("gpipe")),
                                               milliseconds(0), false, &interrupted));
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();

@@ -1,4 +1,4 @@
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@ namespace {
 
 std::unique_ptr<Planner> MakePlanner(JobOptions o, std::string_view strategy,
                                      PlannerOptions options = {}) {
-  auto p = Planner::Create(o, strategy, options);
+  auto p = strategy::MakePlanner(o, strategy, options);
   EXPECT_TRUE(p.ok()) << p.status().ToString();
   return p.ok() ? std::move(*p) : nullptr;
 }
@@ -29,16 +29,16 @@ TEST(Planner, MemoryPolicyIsDecidedOnceFromStrategyAndStaticPlan) {
   ASSERT_NE(fixed, nullptr);
   EXPECT_EQ(fixed->memory_policy(), MemoryPolicy::kFixed);
   EXPECT_EQ(fixed->static_plan().recompute.size(), fixed->job().model.modules.size());
-  EXPECT_FALSE(Planner::Create({.model = "tiny-vlm"}, "dip",
+  EXPECT_FALSE(strategy::MakePlanner({.model = "tiny-vlm"}, "dip",
                                {.memory_policy = MemoryPolicy::kStrategy})
                    .ok());
 }
 
 TEST(Planner, UnknownStrategyOrModelFailsWithTheName) {
-  auto s = Planner::Create({.model = "tiny-vlm"}, "no-such-strategy");
+  auto s = strategy::MakePlanner({.model = "tiny-vlm"}, "no-such-strategy");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("no-such-strategy"), std::string::npos);
-  auto m = Planner::Create({.model = "no-such-model"}, "gpipe");
+  auto m = strategy::MakePlanner({.model = "no-such-model"}, "gpipe");
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("no-such-model"), std::string::npos);
 }

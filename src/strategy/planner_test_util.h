@@ -3,7 +3,7 @@
 // policy every front end applies).
 #include <memory>
 
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 namespace weft::strategy {
 

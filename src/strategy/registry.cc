@@ -4,6 +4,7 @@
 #include "weft/strategy/cornstarch/cornstarch.h"
 #include "weft/strategy/dip/dip.h"
 #include "weft/strategy/fsdp/fsdp.h"
+#include "weft/strategy/lpt_assign/lpt_assign.h"
 #include "weft/strategy/megatron_mimo/megatron_mimo.h"
 
 namespace weft::strategy::internal {
@@ -33,8 +34,30 @@ const std::vector<RegistryEntry>& Registry() {
       {"dip-interleave", [] { return dip::MakeDipStrategy(dip::DipVariant::kInterleave); }},
       {"dip-reorder", [] { return dip::MakeDipStrategy(dip::DipVariant::kReorder); }},
       {"dip", [] { return dip::MakeDipStrategy(dip::DipVariant::kFull); }},
+      {"megatron-1f1b-lpt", [] { return lpt_assign::MakeLptAssignStrategy(); }},
   };
   return kRegistry;
 }
 
 }  // namespace weft::strategy::internal
+
+namespace weft::strategy {
+
+std::vector<std::string> StrategyNames() {
+  std::vector<std::string> names;
+  for (const auto& entry : internal::Registry()) names.emplace_back(entry.name);
+  return names;
+}
+
+StatusOr<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name) {
+  for (const auto& entry : internal::Registry()) {
+    if (entry.name == name) return entry.make();
+  }
+  std::string known;
+  for (const auto& entry : internal::Registry()) {
+    known += (known.empty() ? "" : ", ") + std::string(entry.name);
+  }
+  return NotFoundError("unknown strategy '" + std::string(name) + "'; known: " + known);
+}
+
+}  // namespace weft::strategy

@@ -13,7 +13,7 @@
 #include "weft/strategy/baselines.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
-#include "weft/strategy/graph_builder.h"
+#include "weft/planning/graph_builder.h"
 #include "weft/strategy/module_sets.h"
 
 namespace weft::strategy {
@@ -217,7 +217,7 @@ TEST(BuildStageGraph, FanInFeedsTheLlmFromEveryEncoder) {
     sample.audios.push_back({.duration_s = 1.0});
     batch.samples.push_back(sample);
   }
-  auto plan = (*strategy)->PlanIteration(setup->job, *fixed, batch);
+  auto plan = (*strategy)->PlanBatch(setup->job, *fixed, batch);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const auto& g = plan->replicas[0].graph;
   // Some LLM forward stage has predecessors from two different encoder-side modules.
@@ -302,7 +302,7 @@ TEST(Strategies, FrozenEncodersWithoutTrainableUpstreamHaveNoBackward) {
   ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
   auto batches = MakeIterationBatches(*setup, 0, 1);
   ASSERT_TRUE(batches.ok());
-  auto plan = (*strategy)->PlanIteration(setup->job, *fixed, batches->front());
+  auto plan = (*strategy)->PlanBatch(setup->job, *fixed, batches->front());
   ASSERT_TRUE(plan.ok());
   const auto& model = setup->job.model;
   for (const auto& stage : plan->replicas[0].graph.stages()) {

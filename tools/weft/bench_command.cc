@@ -63,13 +63,13 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
       ->check(InputFileCheck(kMaxDataFileBytes));
   auto budget_s = std::make_shared<double>(-1);
   CLI::Option* budget_opt = AddNumberOption(
-      cmd, "--budget-s", *budget_s, 0.0, strategy::PlanBudget::kMaxTimeBudgetS,
+      cmd, "--budget-s", *budget_s, 0.0, planning::PlanBudget::kMaxTimeBudgetS,
       "search budget per run (search, scalability) or planning budget per iteration (others), "
       "seconds (default: the experiment's)");
   AddNumberOption(cmd, "--iterations", options->iterations, 0, kMaxIterations,
                   "iterations of fresh batches", "0 = the experiment's");
   cmd->add_option("--seeds", *seeds, "comma-separated search seeds (default 1,2,3)");
-  AddNumberOption(cmd, "--threads", options->threads, 1, strategy::PlanBudget::kMaxThreads,
+  AddNumberOption(cmd, "--threads", options->threads, 1, planning::PlanBudget::kMaxThreads,
                   "search / planning threads")
       ->capture_default_str();
   cmd->add_option("--sweep", *sweep,
@@ -85,7 +85,7 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
       exit_code = ReportError(seed_list.status());
       return;
     }
-    auto sweep_list = ParseList<int>("--sweep", *sweep, strategy::JobOptions::kMaxMicrobatches);
+    auto sweep_list = ParseList<int>("--sweep", *sweep, planning::JobOptions::kMaxMicrobatches);
     if (!sweep_list.ok()) {
       exit_code = ReportError(sweep_list.status());
       return;

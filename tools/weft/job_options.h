@@ -14,8 +14,8 @@ namespace weft::cli {
 // Seeds: any unsigned 64-bit integer; a negative one is refused (it would wrap to 2^64 - 1).
 inline constexpr uint64_t kMaxSeed = ~uint64_t{0};
 
-inline void AddJobOptions(CLI::App* cmd, strategy::JobOptions& job) {
-  using strategy::JobOptions;
+inline void AddJobOptions(CLI::App* cmd, planning::JobOptions& job) {
+  using planning::JobOptions;
   cmd->add_option("--model", job.model, "model preset name or YAML/JSON file")
       ->capture_default_str()
       ->check(InputFileCheck(kMaxSpecFileBytes));
@@ -64,16 +64,16 @@ struct BudgetFlags {
 
 inline void AddBudgetOptions(CLI::App* cmd, BudgetFlags& b) {
   AddNumberOption(cmd, "--budget-work", b.budget_work, int64_t{1},
-                  strategy::PlanBudget::kMaxWorkBudget,
+                  planning::PlanBudget::kMaxWorkBudget,
                   "deterministic planning budget per iteration of search strategies, in work "
                   "units (MCTS iterations, shared by the DP replicas: each replica's search gets "
                   "budget / DP, at least 1; same inputs, same plans)")
       ->capture_default_str();
   AddNumberOption(cmd, "--budget-ms", b.budget_ms, 0.0,
-                  strategy::PlanBudget::kMaxTimeBudgetS * 1000,
+                  planning::PlanBudget::kMaxTimeBudgetS * 1000,
                   "wall-clock planning budget per iteration instead (plans then vary run to run)",
                   "0 = use --budget-work");
-  AddNumberOption(cmd, "--threads", b.threads, 1, strategy::PlanBudget::kMaxThreads,
+  AddNumberOption(cmd, "--threads", b.threads, 1, planning::PlanBudget::kMaxThreads,
                   "planning threads of search strategies (dip: DP replicas planned in parallel; "
                   "under --budget-work the plan does not depend on it); plan: replica plans "
                   "also compile in parallel")
@@ -81,26 +81,26 @@ inline void AddBudgetOptions(CLI::App* cmd, BudgetFlags& b) {
 }
 
 // The PlanBudget of the flags, or InvalidArgument naming the flag.
-inline StatusOr<strategy::PlanBudget> MakePlanBudget(const BudgetFlags& b) {
+inline StatusOr<planning::PlanBudget> MakePlanBudget(const BudgetFlags& b) {
   // The flags' ranges are checked at parse time; callers that fill BudgetFlags directly get
   // the same rules here.
   if (std::string e = CheckRealText(NumberForMessage(b.budget_ms), 0,
-                                    strategy::PlanBudget::kMaxTimeBudgetS * 1000,
+                                    planning::PlanBudget::kMaxTimeBudgetS * 1000,
                                     "0 = use --budget-work");
       !e.empty()) {
     return InvalidArgumentError("--budget-ms: " + e);
   }
   if (std::string e = CheckIntegerText(std::to_string(b.budget_work), 1,
-                                       strategy::PlanBudget::kMaxWorkBudget, "");
+                                       planning::PlanBudget::kMaxWorkBudget, "");
       !e.empty()) {
     return InvalidArgumentError("--budget-work: " + e);
   }
   if (std::string e = CheckIntegerText(std::to_string(b.threads), 1,
-                                       strategy::PlanBudget::kMaxThreads, "");
+                                       planning::PlanBudget::kMaxThreads, "");
       !e.empty()) {
     return InvalidArgumentError("--threads: " + e);
   }
-  strategy::PlanBudget p;
+  planning::PlanBudget p;
   p.threads = b.threads;
   if (b.budget_ms > 0) {
     p.time_budget_s = b.budget_ms / 1000.0;

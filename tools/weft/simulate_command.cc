@@ -10,10 +10,10 @@
 #include "weft/report/svg.h"
 #include "weft/report/trace.h"
 #include "weft/service/planner_service.h"
-#include "weft/strategy/manual/mimo_config.h"
+#include "weft/planning/mimo_config.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 #include <fmt/format.h>
 
@@ -21,7 +21,7 @@ namespace weft::cli {
 namespace {
 
 struct RunOptions {
-  strategy::JobOptions job;
+  planning::JobOptions job;
   std::string strategy = "";  // "" = manual with --placement, else megatron-1f1b
   int iterations = 1;
   int first_iteration = 0;
@@ -34,16 +34,16 @@ struct RunOptions {
 
 // What every run needs: the planner (job, strategy, static plan, memory policy) and the batches.
 struct Prepared {
-  std::unique_ptr<strategy::Planner> planner;
+  std::unique_ptr<planning::Planner> planner;
   std::vector<spec::Batch> batches;
   std::string mimo_config;  // YAML for --emit-mimo-config, written after the plans
 };
 
-// The MIMO parallelism config of the planner's placement (manual::MimoConfigOfPlacement, read
+// The MIMO parallelism config of the planner's placement (planning::MimoConfigOfPlacement, read
 // back and compared), or why the strategy's placement has none.
-StatusOr<std::string> MimoConfigText(const strategy::Planner& planner) {
+StatusOr<std::string> MimoConfigText(const planning::Planner& planner) {
   const auto& job = planner.job();
-  auto config = strategy::manual::MimoConfigOfPlacement(planner.static_plan().placement, job.model,
+  auto config = planning::MimoConfigOfPlacement(planner.static_plan().placement, job.model,
                                                         job.cluster, *job.cost_model);
   if (!config.ok()) {
     return InvalidArgumentError("--emit-mimo-config: strategy '" +
@@ -57,7 +57,7 @@ StatusOr<std::string> MimoConfigText(const strategy::Planner& planner) {
       std::to_string(job.cluster.TotalGpus()) + " GPUs; read back with --placement FILE.\n"
       "Layers split evenly over each module's pipeline stages; Megatron MIMO runs multimodule\n"
       "1F1B (the strategy's own schedule and microbatch count are not part of the config).";
-  return strategy::manual::MimoConfigToYaml(*config, header);
+  return planning::MimoConfigToYaml(*config, header);
 }
 
 StatusOr<Prepared> PrepareRun(const RunOptions& o) {
@@ -66,19 +66,19 @@ StatusOr<Prepared> PrepareRun(const RunOptions& o) {
                                 "; must be > 0");
   }
   Prepared p;
-  strategy::PlannerOptions options;
+  planning::PlannerOptions options;
   WEFT_ASSIGN_OR_RETURN(options.budget, MakePlanBudget(o.budget));
   // --placement alone runs the user's placement.
   const std::string name =
       !o.strategy.empty() ? o.strategy : !o.job.placement.empty() ? "manual" : "megatron-1f1b";
-  WEFT_ASSIGN_OR_RETURN(p.planner, strategy::Planner::Create(o.job, name, options));
+  WEFT_ASSIGN_OR_RETURN(p.planner, strategy::MakePlanner(o.job, name, options));
   const auto& planner = *p.planner;
   if (!o.emit_mimo_config.empty()) {  // before any output: a refusal is one line
     WEFT_ASSIGN_OR_RETURN(p.mimo_config, MimoConfigText(planner));
   }
   std::cout << "strategy " << planner.strategy().Name() << ": "
             << planner.static_plan().description << "\n";
-  std::cout << "memory policy: " << strategy::MemoryPolicyName(planner.memory_policy()) << "\n";
+  std::cout << "memory policy: " << planning::MemoryPolicyName(planner.memory_policy()) << "\n";
   const spec::GpuSpec& gpu = planner.job().cluster.gpu;
   std::cout << "memory: " << fmt::format("{:.2f}", gpu.memory_capacity_bytes / 1073741824.0)
             << " GiB per GPU, " << fmt::format("{:.2f}", gpu.reserved_memory_bytes / 1073741824.0)
@@ -120,7 +120,7 @@ Status RunIterations(const RunOptions& o, Fn each) {
 template <typename Fn>
 Status RunIterationsWithService(const RunOptions& o, Fn each) {
   WEFT_ASSIGN_OR_RETURN(Prepared prepared, PrepareRun(o));
-  WEFT_ASSIGN_OR_RETURN(strategy::PlanBudget budget, MakePlanBudget(o.budget));
+  WEFT_ASSIGN_OR_RETURN(planning::PlanBudget budget, MakePlanBudget(o.budget));
   // A work budget waits for every search (deterministic plans); a wall-clock one serves the
   // fallback after 2x the budget + 1 s.
   service::PlannerService planner(
@@ -135,7 +135,7 @@ Status RunIterationsWithService(const RunOptions& o, Fn each) {
             : std::chrono::steady_clock::now() +
                   std::chrono::milliseconds(static_cast<int64_t>(2 * o.budget.budget_ms + 1000));
     WEFT_ASSIGN_OR_RETURN(auto served, planner.Get(batch.iteration, deadline));
-    strategy::PlannedIteration planned = std::move(served.planned);
+    planning::PlannedIteration planned = std::move(served.planned);
     planned.plan.plan_time_s = served.search_time_s;
     if (served.fallback) {
       planned.plan.notes += std::string(planned.plan.notes.empty() ? "" : "; ") + served.reason;
@@ -146,7 +146,7 @@ Status RunIterationsWithService(const RunOptions& o, Fn each) {
 }
 
 // The replica whose timeline a trace shows: --replica, else the slowest one.
-StatusOr<int> ShownReplica(const RunOptions& o, const strategy::PlannedIteration& p) {
+StatusOr<int> ShownReplica(const RunOptions& o, const planning::PlannedIteration& p) {
   const int n = static_cast<int>(p.plan.replicas.size());
   if (o.replica < 0) return p.evaluation.slowest_replica;
   if (o.replica >= n) {
@@ -170,7 +170,7 @@ void AddRunOptions(CLI::App* cmd, RunOptions& o) {
                   "index of the first batch")
       ->capture_default_str();
   AddBudgetOptions(cmd, o.budget);
-  AddNumberOption(cmd, "--replica", o.replica, -1, strategy::JobOptions::kMaxGpus - 1,
+  AddNumberOption(cmd, "--replica", o.replica, -1, planning::JobOptions::kMaxGpus - 1,
                   "DP replica to show (simulate: trace/SVG) or to write (plan)",
                   "-1 = simulate: the slowest, plan: every replica");
 }
@@ -197,8 +197,8 @@ void RegisterSimulateCommand(CLI::App& app, int& exit_code) {
       }
     }
     std::string trace_text, svg_text;  // of the last iteration, written once all succeeded
-    Status s = RunIterations(*o, [&](int64_t it, const strategy::Planner&,
-                                     strategy::PlannedIteration& p) -> Status {
+    Status s = RunIterations(*o, [&](int64_t it, const planning::Planner&,
+                                     planning::PlannedIteration& p) -> Status {
       const auto& e = p.evaluation;
       const int n = static_cast<int>(p.plan.replicas.size());
       WEFT_ASSIGN_OR_RETURN(const int shown, ShownReplica(*o, p));
@@ -267,8 +267,8 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
         return;
       }
     }
-    auto write_plan = [&](int64_t it, const strategy::Planner& planner,
-                          strategy::PlannedIteration& p) -> Status {
+    auto write_plan = [&](int64_t it, const planning::Planner& planner,
+                          planning::PlannedIteration& p) -> Status {
       const auto& e = p.evaluation;
       const int n = static_cast<int>(p.plan.replicas.size());
       if (o->replica >= n) {
@@ -328,7 +328,7 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
       std::cout << "iteration " << it << ": simulated " << e.iteration_time_s << " s";
       if (n > 1) std::cout << " (slowest of " << n << " DP replicas: " << e.slowest_replica << ")";
       std::cout << "; planned in " << p.plan.plan_time_s * 1e3 << " ms (budget "
-                << strategy::DescribeBudget(planner.options().budget) << ")" << (p.plan.notes.empty() ? "" : "; " + p.plan.notes) << "\n";
+                << planning::DescribeBudget(planner.options().budget) << ")" << (p.plan.notes.empty() ? "" : "; " + p.plan.notes) << "\n";
       const size_t show = lines.size() <= 8 ? lines.size() : 4;
       for (size_t i = 0; i < show; ++i) std::cout << "  " << lines[i] << "\n";
       if (show < lines.size()) {

@@ -14,7 +14,7 @@
 // SearchBudgetRule (below), fixed when a planning thread starts it, so that in steady state its
 // plan is ready before the iteration needs it:
 //
-//   auto planner = strategy::Planner::Create(job_options, "dip");
+//   auto planner = planning::Planner::Create(job_options, "dip");
 //   PlannerService service(**planner, {.threads = 1, .budget_s = 0.5, .lookahead = 2});
 //   for (int64_t i = 0; i <= 2; ++i) service.Submit(batches[i]);
 //   for (int64_t i = 0;; ++i) {
@@ -48,7 +48,7 @@
 #include <vector>
 
 #include "weft/common/status.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 namespace weft::service {
 
@@ -97,7 +97,7 @@ SearchBudget SearchBudgetRule(const PlannerServiceOptions& options,
                               std::span<const double> overruns_s);
 
 struct ServedPlan {
-  strategy::PlannedIteration planned;  // the plan and its evaluation
+  planning::PlannedIteration planned;  // the plan and its evaluation
   bool fallback = false;  // true when the search was not done by the deadline, or failed
   // Why the searched plan or the fallback was served, e.g. "searched: ready 41 ms before it was
   // needed (search 80 ms; time budget 96 ms = min(lookahead 2, threads 1) x median ...)" or
@@ -116,7 +116,7 @@ struct ServedPlan {
 
 class PlannerService {
  public:
-  explicit PlannerService(const strategy::Planner& planner, PlannerServiceOptions options = {});
+  explicit PlannerService(const planning::Planner& planner, PlannerServiceOptions options = {});
   ~PlannerService();
   PlannerService(const PlannerService&) = delete;
   PlannerService& operator=(const PlannerService&) = delete;
@@ -147,8 +147,8 @@ class PlannerService {
   using Clock = std::chrono::steady_clock;
   struct Entry {
     spec::Batch batch;
-    std::optional<StatusOr<strategy::PlannedIteration>> fallback;
-    std::optional<StatusOr<strategy::PlannedIteration>> searched;
+    std::optional<StatusOr<planning::PlannedIteration>> fallback;
+    std::optional<StatusOr<planning::PlannedIteration>> searched;
     SearchBudget budget;
     Clock::time_point search_start, search_done;
     double search_time_s = 0;
@@ -158,7 +158,7 @@ class PlannerService {
   void WorkerLoop();
   SearchBudget NextBudgetLocked() const;
 
-  const strategy::Planner& planner_;
+  const planning::Planner& planner_;
   PlannerServiceOptions options_;
   mutable std::mutex mutex_;
   std::condition_variable work_cv_, done_cv_;

@@ -1,174 +1,63 @@
 #pragma once
-// The Strategy interface every system implements (strategy/<system>/), the Job it plans for,
-// and the Placement / IterationPlan types it produces.
+// The systems (strategy/<system>/) and their registry. A system implements the planning floor's
+// `planning::Strategy` interface (planning/strategy.h); the floor's types are visible here by
+// their short names, so a system's code reads `Job`, `StaticPlan`, `PlanReplicas`.
 //
 //   auto strategy = strategy::MakeStrategy("megatron-1f1b");
-//   auto fixed = (*strategy)->Prepare(job);                    // once per job
-//   auto plan = (*strategy)->PlanIteration(job, *fixed, batch); // per global batch
-//
-// Thread-safety: strategies are immutable after construction; Prepare and PlanIteration are
-// const and may run concurrently for different batches (the CostModel is thread-safe).
-#include <atomic>
-#include <cstdint>
+//   auto planner = strategy::MakePlanner({.model = "vlm-s"}, "dip");  // strategy/compare.h
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "weft/common/status.h"
-#include "weft/cost/cost_model.h"
-#include "weft/data/workload.h"
-#include "weft/graph/stage_graph.h"
-#include "weft/sched/schedule.h"
-#include "weft/spec/cluster.h"
-#include "weft/spec/model.h"
-#include "weft/spec/parallel.h"
-#include "weft/spec/workload.h"
+#include "weft/planning/graph_builder.h"
+#include "weft/planning/iteration.h"
+#include "weft/planning/job_setup.h"
+#include "weft/planning/strategy.h"
 
 namespace weft::strategy {
 
-// What is planned: model, cluster (already sized to the GPUs used), parallel sizes, data knobs.
-// Owned by the caller; strategies keep no pointer to it beyond a call.
-struct Job {
-  spec::ModelSpec model;
-  spec::ClusterSpec cluster;
-  // tp/dp/cp per module and the pipeline size: the LLM backbone's `pp` is the number of pipeline
-  // ranks P every chain strategy uses; num_microbatches per DP replica.
-  spec::ParallelConfig parallel;
-  data::WorkloadOptions workload;
-  // Batches a static strategy may look at before training (nnscaler's representative batch).
-  std::vector<spec::Batch> profile_batches;
-  const cost::CostModel* cost_model = nullptr;  // required; must outlive the calls
-  uint64_t seed = 1;
-  // GPUs of the cluster that no module uses count in MFU and per-GPU figures (they are paid
-  // for); false = only the GPUs the placement uses.
-  bool charge_idle_gpus = true;
-
-  // P: pipeline ranks (the first kLlm module's pp, else the largest pp).
-  int PipelineSize() const;
-  // DP replicas of the pipeline (the first kLlm module's dp).
-  int DataParallelSize() const;
-  Status Validate() const;
-};
-
-// Consecutive layers of one module on one device group.
-struct Chunk {
-  int module = 0;
-  int first_layer = 0;
-  int num_layers = 0;
-  graph::GroupId group = 0;
-  int chunk = 0;  // slot index on the group in data-flow order (graph::Stage::chunk)
-  int replica = 0;  // the module's data-parallel replica (unfolded placements; else 0)
-};
-
-// Where the model lives: device groups (pipeline ranks) and chunks. For each module its chunks
-// are listed in layer order. A module marked `replicated` has one full copy per group, each
-// feeding the consumer's chunk on the same group (Cornstarch's encoders-replicated baseline).
-//
-// Folded (the default): groups carry the data-parallel degree (DeviceGroup::dp) and every module
-// shares the backbone's DP; one stage graph per DP replica. Unfolded (`unfolded`): every
-// module's replicas are explicit (Chunk::replica, groups of dp 1, parallel[m].dp replicas each),
-// modules may have different DP and sit on groups of their own; the whole iteration is one stage
-// graph, the gradient sync of module m runs over `grad_syncs` (the groups holding the same
-// layers in each replica).
-struct Placement {
-  std::vector<graph::DeviceGroup> groups;
-  std::vector<Chunk> chunks;
-  std::vector<spec::ModuleParallel> parallel;  // indexed by module
-  std::vector<bool> replicated;                // indexed by module (empty = none)
-  bool unfolded = false;
-  std::vector<graph::GradSync> grad_syncs;     // unfolded: filled by FillGroupStateBytes
-
-  std::vector<int> ChunksOf(int module) const;   // replica 0's, indices into `chunks`, layer order
-  std::vector<int> ChunksOf(int module, int replica) const;
-  int NumReplicas(int module) const;             // 1 + the largest Chunk::replica of the module
-  int NumGpus() const;                           // Σ over groups of num_gpus · dp
-  bool IsReplicated(int module) const {
-    return module < static_cast<int>(replicated.size()) && replicated[module];
-  }
-  // "g0: vision[0,32) | g1: vision[32,63) llm[0,4) | ..." for reports.
-  std::string Describe(const spec::ModelSpec& model) const;
-  Status Validate(const spec::ModelSpec& model) const;
-};
-
-// Choices fixed once per job.
-struct StaticPlan {
-  Placement placement;
-  std::string description;  // one line: partition and schedule rule
-  // Per module: sub-microbatch size in instances (0 = whole microbatch), recompute strategy.
-  std::vector<int> sub_microbatch_size;
-  std::vector<cost::Recompute> recompute;
-  bool split_backward = false;  // B and W as separate stages (zero-bubble)
-  bool keep_empty_stages = false;  // see GraphBuildOptions::keep_empty_stages
-  int num_microbatches = 0;  // per anchor (LLM) replica; 0 = the job's (a user placement sets it)
-};
-
-// The microbatches of one DP replica: indices into batch.sequences (or batch.samples when the
-// batch is not packed), one list per microbatch.
-using Microbatches = std::vector<std::vector<int>>;
-
-// One DP replica's data assignment, stage graph and schedule. `microbatches` is the replica's
-// share of the batch as planned; the graph's stages and edges name the samples they hold
-// (graph::Stage::samples, graph::Edge::samples). Compile, the service fallback and the runtime
-// read these; nothing re-splits the batch.
-struct ReplicaPlan {
-  Microbatches microbatches;
-  graph::StageGraph graph;
-  sched::Schedule schedule;
-  double samples = 0;  // samples and LLM tokens this replica trains on
-  double tokens = 0;
-};
-
-struct IterationPlan {
-  std::vector<ReplicaPlan> replicas;  // one per DP replica with its own data
-  double model_flops = 0;             // all replicas, per iteration
-  double plan_time_s = 0;             // wall time spent planning this iteration
-  std::string notes;                  // given vs used (e.g. microbatches reduced)
-};
-
-// Limits for per-iteration search (rule-based strategies ignore them).
-struct PlanBudget {
-  double time_budget_s = 1.0;
-  int64_t work_budget = 0;   // deterministic work units (0 = unlimited)
-  // Planning threads (dip: DP replicas in parallel; each search on one thread under a work
-  // budget, so the plan does not depend on the count).
-  int threads = 1;
-  uint64_t seed = 0;         // search seed; 0 = the job's seed
-  // Set by the caller (e.g. PlannerService's destructor) to stop a search early; the strategy
-  // returns its best plan so far. May be null.
-  const std::atomic<bool>* interrupt = nullptr;
-
-  static constexpr double kMaxTimeBudgetS = 3600;     // one hour per iteration
-  static constexpr int64_t kMaxWorkBudget = 100'000;  // dip: ~6 to 22 min per iteration
-  static constexpr int kMaxThreads = 256;             // algo::MctsOptions::kMaxThreads
-  // time_budget_s finite, >= 0 and (without a work budget) <= kMaxTimeBudgetS, work_budget in [0, kMaxWorkBudget],
-  // threads in [1, kMaxThreads]; else InvalidArgument naming the field, value and range.
-  Status Validate() const;
-};
-
-// "work 100 units (deterministic)" or "wall clock 1000 ms", for headers and JSON.
-std::string DescribeBudget(const PlanBudget& budget);
-
-class Strategy {
- public:
-  virtual ~Strategy() = default;
-  virtual std::string_view Name() const = 0;
-  virtual std::string_view Description() const = 0;
-  // Once per job, before training.
-  virtual StatusOr<StaticPlan> Prepare(const Job& job) const = 0;
-  // Per iteration: stage graphs and schedules for one global batch.
-  virtual StatusOr<IterationPlan> PlanIteration(const Job& job,
-                                                const StaticPlan& plan,
-                                                const spec::Batch& batch,
-                                                const PlanBudget& budget = {}) const = 0;
-  // True when PlanIteration chooses recomputation / offload itself (per stage or per layer); then
-  // PlanAndEvaluate does not retry it with uniform recompute levels.
-  virtual bool ManagesMemory() const { return false; }
-  // True when PlanIteration is a fixed rule without search (milliseconds) whose layout the job's
-  // own pipeline cannot express (fsdp): the planner's deadline fallback then runs PlanIteration
-  // instead of re-planning the job's placement with 1F1B.
-  virtual bool IsOwnFallback() const { return false; }
-};
+using planning::BatchSplit;
+using planning::BuildStageGraph;
+using planning::BuildStageGraphVariants;
+using planning::ChainUnits;
+using planning::AnchorReplicas;
+using planning::Assignment;
+using planning::Chunk;
+using planning::ChunksFromPartition;
+using planning::DefaultAssignment;
+using planning::DefaultAssignmentFor;
+using planning::DescribeBudget;
+using planning::EvaluateIteration;
+using planning::FillGroupStateBytes;
+using planning::GraphBuildOptions;
+using planning::IterationEvaluation;
+using planning::IterationInput;
+using planning::IterationPlan;
+using planning::Job;
+using planning::JobOptions;
+using planning::JobSetup;
+using planning::LayerUnit;
+using planning::MakeIterationBatches;
+using planning::MakeJobSetup;
+using planning::MakePipelineGroups;
+using planning::Microbatches;
+using planning::NumSequences;
+using planning::Placement;
+using planning::PlanBudget;
+using planning::PlanState;
+using planning::PlannedIteration;
+using planning::PlanReplicas;
+using planning::PlanReplicaVariants;
+using planning::ReplicaPlan;
+using planning::ReplicaScheduleFn;
+using planning::ReplicaVariantsScheduleFn;
+using planning::ScheduleFn;
+using planning::SplitBatch;
+using planning::StaticPlan;
+using planning::Strategy;
+using planning::StrategyTraits;
 
 // Names of all strategies, in the order `weft compare` lists them.
 std::vector<std::string> StrategyNames();

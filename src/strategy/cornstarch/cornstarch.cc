@@ -105,7 +105,7 @@ Candidate MakeCandidate(const Job& job, const Decomposition& d,
   auto place = [&](const Branch& b, const algo::ContiguousPartition& part) {
     const spec::ModuleParallel& p = parallel[b.head];
     const int width = p.tp * p.cp;
-    manual::ModulePlacement& mp = c.spec.modules[b.head];
+    planning::ModulePlacement& mp = c.spec.modules[b.head];
     mp.tp = p.tp;
     mp.cp = p.cp;
     mp.dp = dp;
@@ -114,7 +114,7 @@ Candidate MakeCandidate(const Job& job, const Decomposition& d,
     mp.first_gpu = cursor;
     cursor += static_cast<int>(part.part_sizes.size()) * dp * width;
     for (int h : b.hosted) {
-      manual::ModulePlacement& hp = c.spec.modules[h];
+      planning::ModulePlacement& hp = c.spec.modules[h];
       hp.on = job.model.modules[b.head].name;
       hp.tp = p.tp;
       hp.cp = p.cp;
@@ -155,13 +155,15 @@ Candidate MakeCandidate(const Job& job, const Decomposition& d,
 // Simulates a candidate on `batch` (1F1B; first uniform recompute level that fits).
 Status Simulate(const Job& job, const spec::Batch& batch, Candidate& c) {
   WEFT_ASSIGN_OR_RETURN(Placement placement,
-                        manual::BuildPlacement(c.spec, job.model, job.cluster, *job.cost_model));
+                        planning::BuildPlacement(c.spec, job.model, job.cluster, *job.cost_model));
   StaticPlan plan = MakeStaticPlan(std::move(placement), "cornstarch candidate", job.model);
   for (cost::Recompute level :
        {cost::Recompute::kNone, cost::Recompute::kSelective, cost::Recompute::kFull}) {
     plan.recompute.assign(job.model.modules.size(), level);
+    WEFT_ASSIGN_OR_RETURN(Assignment assignment, planning::DefaultAssignmentFor(job, plan, batch));
     WEFT_ASSIGN_OR_RETURN(IterationPlan it,
-                          PlanReplicas(job, plan, batch, [](const graph::StageGraph& g) {
+                          PlanReplicas(job, plan, {.batch = batch, .assignment = assignment},
+                                       [](const graph::StageGraph& g) {
                             return sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
                           }));
     WEFT_ASSIGN_OR_RETURN(IterationEvaluation e, EvaluateIteration(job, it));
@@ -345,7 +347,7 @@ class CornstarchStrategy final : public Strategy {
     WEFT_ASSIGN_OR_RETURN(Algorithm1Result r, RunAlgorithm1(job, weighting_));
     const Candidate& w = r.candidates[r.winner];
     WEFT_ASSIGN_OR_RETURN(Placement placement,
-                          manual::BuildPlacement(w.spec, job.model, job.cluster,
+                          planning::BuildPlacement(w.spec, job.model, job.cluster,
                                                  *job.cost_model));
     std::vector<std::string> tried;
     for (const Candidate& c : r.candidates) {
@@ -370,9 +372,8 @@ class CornstarchStrategy final : public Strategy {
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
-                                        const spec::Batch& batch,
-                                        const PlanBudget&) const override {
-    return PlanReplicas(job, plan, batch, [](const graph::StageGraph& g) {
+                                        const IterationInput& input) const override {
+    return PlanReplicas(job, plan, input, [](const graph::StageGraph& g) {
       return sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
     });
   }

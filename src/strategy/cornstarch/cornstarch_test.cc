@@ -8,7 +8,7 @@
 
 #include "weft/algo/partition.h"
 #include "weft/plan/validator.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 namespace weft::strategy::cornstarch {
 namespace {
@@ -123,7 +123,7 @@ TEST(CornstarchStrategy, PlansCompileAndValidate) {
         o.gpus = 6;
         o.pipeline_size = 3;
       }
-      auto planner = Planner::Create(o, name);
+      auto planner = strategy::MakePlanner(o, name);
       ASSERT_TRUE(planner.ok()) << name << " " << model << ": " << planner.status().ToString();
       EXPECT_THAT((*planner)->static_plan().description, HasSubstr("Algorithm 1 candidates"));
       auto batches = (*planner)->Batches(0, 1);

@@ -12,8 +12,9 @@
 namespace weft::strategy {
 namespace {
 
-StatusOr<IterationPlan> OneFOneB(const Job& job, const StaticPlan& plan, const spec::Batch& batch) {
-  return PlanReplicas(job, plan, batch, [](const graph::StageGraph& g) {
+StatusOr<IterationPlan> OneFOneB(const Job& job, const StaticPlan& plan,
+                                 const IterationInput& input) {
+  return PlanReplicas(job, plan, input, [](const graph::StageGraph& g) {
     return sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
   });
 }
@@ -110,9 +111,8 @@ class ColocatedStrategy final : public Strategy {
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
-                                        const spec::Batch& batch,
-                                        const PlanBudget&) const override {
-    return OneFOneB(job, plan, batch);
+                                        const IterationInput& input) const override {
+    return OneFOneB(job, plan, input);
   }
 };
 
@@ -150,9 +150,8 @@ class ReplicatedStrategy final : public Strategy {
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
-                                        const spec::Batch& batch,
-                                        const PlanBudget&) const override {
-    return OneFOneB(job, plan, batch);
+                                        const IterationInput& input) const override {
+    return OneFOneB(job, plan, input);
   }
 };
 
@@ -178,9 +177,8 @@ class NnScalerStrategy final : public Strategy {
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
-                                        const spec::Batch& batch,
-                                        const PlanBudget&) const override {
-    return OneFOneB(job, plan, batch);
+                                        const IterationInput& input) const override {
+    return OneFOneB(job, plan, input);
   }
 };
 

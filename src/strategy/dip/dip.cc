@@ -27,7 +27,7 @@
 #include "weft/sched/partition.h"
 #include "weft/sim/simulator.h"
 #include "weft/strategy/common.h"
-#include "weft/strategy/graph_builder.h"
+#include "weft/planning/graph_builder.h"
 #include "weft/strategy/dip/memory.h"
 
 namespace weft::strategy::dip {
@@ -567,17 +567,17 @@ class DipStrategy final : public Strategy {
   }
   std::string_view Name() const override { return name_; }
   std::string_view Description() const override { return description_; }
-  bool ManagesMemory() const override { return true; }
+  StrategyTraits Traits() const override { return {.manages_memory = true}; }
 
   StatusOr<StaticPlan> Prepare(const Job& job) const override;
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
-                                        const spec::Batch& batch,
-                                        const PlanBudget& budget) const override;
+                                        const IterationInput& input) const override;
 
  private:
   // dip-partition-only, dip-interleave, dip-reorder: one uniform recompute level per replica.
   StatusOr<IterationPlan> PlanUniformLevels(const Job& job, const StaticPlan& plan,
-                                            const spec::Batch& batch, const PlanBudget& budget,
+                                            const spec::Batch& batch,
+                                            const Assignment& assignment, const PlanBudget& budget,
                                             double share, int workers) const;
   // dip, step 1: every replica's graph without recomputation, searched (MCTS + polish) unless
   // `hurry()` says so when the replica starts. `rules[r]`: the 1F1B rules' answer for the shape
@@ -594,7 +594,8 @@ class DipStrategy final : public Strategy {
                                            std::vector<graph::StageGraph>& variants,
                                            sched::Schedule& schedule)>;
   StatusOr<IterationPlan> PlanFastGraphs(const Job& job, const StaticPlan& plan,
-                                         const spec::Batch& batch, const PlanBudget& budget,
+                                         const spec::Batch& batch, const Assignment& assignment,
+                                         const PlanBudget& budget,
                                          double share, int workers, std::vector<Score>& scores,
                                          std::vector<RuleAttempt>& rules,
                                          const std::function<bool()>& hurry,
@@ -718,8 +719,9 @@ StatusOr<StaticPlan> DipStrategy::Prepare(const Job& job) const {
 }
 
 StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticPlan& plan,
-                                                   const spec::Batch& batch,
-                                                   const PlanBudget& budget) const {
+                                                   const IterationInput& input) const {
+  const spec::Batch& batch = input.batch;
+  const PlanBudget& budget = input.budget;
   // Replicas are independent: with budget.threads > 1 they are planned concurrently (the plan
   // does not depend on how replicas are spread over threads). Under a work budget each search
   // runs on one thread (MCTS is deterministic only there); under a wall-clock budget on
@@ -739,7 +741,7 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   // graph builds and simulations.
   const double share = (variant_ == DipVariant::kFull ? 0.8 : 0.95) * workers / dp;
   if (variant_ != DipVariant::kFull) {
-    return PlanUniformLevels(job, plan, batch, replica_budget, share, workers);
+    return PlanUniformLevels(job, plan, batch, input.assignment, replica_budget, share, workers);
   }
   // dip: reorder on the fastest graph (no recomputation); reorder again scoring each schedule
   // after the per-rank §5.3 selection (greedy inside the search, CBC on the final schedule);
@@ -826,7 +828,8 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
   // variants built with its fast graph.
   WEFT_ASSIGN_OR_RETURN(
       IterationPlan out,
-      PlanFastGraphs(job, plan, batch, replica_budget, share, workers, scores, rules, hurry,
+      PlanFastGraphs(job, plan, batch, input.assignment, replica_budget, share, workers, scores,
+                     rules, hurry,
                      [&](int r, bool hurried, double step1_s,
                          std::vector<graph::StageGraph>& variants,
                          sched::Schedule& schedule) -> Status {
@@ -870,6 +873,7 @@ std::vector<std::vector<cost::Recompute>> MemoryLevels(const Job& job, bool offl
 
 StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const StaticPlan& plan,
                                                     const spec::Batch& batch,
+                                                    const Assignment& assignment,
                                                     const PlanBudget& budget, double share,
                                                     int workers, std::vector<Score>& scores,
                                                     std::vector<RuleAttempt>& rules,
@@ -882,7 +886,7 @@ StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const Static
   const bool share_draft =
       !plan.split_backward && !plan.keep_empty_stages && !plan.placement.unfolded;
   return PlanReplicaVariants(
-      job, fast, batch,
+      job, fast, {.batch = batch, .assignment = assignment},
       share_draft ? MemoryLevels(job, options_.memory_offload)
                   : std::vector<std::vector<cost::Recompute>>{},
       [&](int r, std::vector<graph::StageGraph>& variants) -> StatusOr<sched::Schedule> {
@@ -1028,6 +1032,7 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
 
 StatusOr<IterationPlan> DipStrategy::PlanUniformLevels(const Job& job, const StaticPlan& plan,
                                                        const spec::Batch& batch,
+                                                       const Assignment& assignment,
                                                        const PlanBudget& budget,
                                                        double share, int workers) const {
   // Without §5.3 the variants use one uniform recompute level per replica: the StaticPlan's
@@ -1058,7 +1063,7 @@ StatusOr<IterationPlan> DipStrategy::PlanUniformLevels(const Job& job, const Sta
     WEFT_ASSIGN_OR_RETURN(
         IterationPlan planned,
         PlanReplicas(
-            job, p, batch,
+            job, p, {.batch = batch, .assignment = assignment},
             [&](int r, const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
               if (variant_ == DipVariant::kPartitionOnly) {
                 bool fell_back = false;

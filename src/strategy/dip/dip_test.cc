@@ -197,8 +197,8 @@ TEST(Dip, DeterministicUnderASeedWithAWorkBudget) {
   auto batches = MakeIterationBatches(*setup, 0, 1);
   ASSERT_TRUE(batches.ok());
   PlanBudget budget{.time_budget_s = 0, .work_budget = 20, .threads = 1};
-  auto a = strategy->PlanIteration(setup->job, *fixed, batches->front(), budget);
-  auto b = strategy->PlanIteration(setup->job, *fixed, batches->front(), budget);
+  auto a = strategy->PlanBatch(setup->job, *fixed, batches->front(), budget);
+  auto b = strategy->PlanBatch(setup->job, *fixed, batches->front(), budget);
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_EQ(a->replicas.size(), b->replicas.size());
   for (size_t r = 0; r < a->replicas.size(); ++r) {
@@ -229,8 +229,8 @@ TEST(Dip, ReplicasPlannedOnSeveralThreadsGiveTheSamePlan) {
     PlanBudget one{.time_budget_s = 0, .work_budget = 10, .threads = 1};
     PlanBudget spread = one;
     spread.threads = dp + 2;
-    auto a = strategy->PlanIteration(job, *fixed, batches->front(), one);
-    auto b = strategy->PlanIteration(job, *fixed, batches->front(), spread);
+    auto a = strategy->PlanBatch(job, *fixed, batches->front(), one);
+    auto b = strategy->PlanBatch(job, *fixed, batches->front(), spread);
     ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
     ASSERT_EQ(a->replicas.size(), b->replicas.size());
     EXPECT_EQ(a->notes, b->notes);
@@ -263,8 +263,8 @@ TEST(Dip, ASpentTimeBudgetHurriesEveryReplicaAlikeOnAnyThreads) {
   PlanBudget one{.time_budget_s = 1e-9, .threads = 1};
   PlanBudget two = one;
   two.threads = 2;
-  auto a = strategy->PlanIteration(job, *fixed, batches->front(), one);
-  auto b = strategy->PlanIteration(job, *fixed, batches->front(), two);
+  auto a = strategy->PlanBatch(job, *fixed, batches->front(), one);
+  auto b = strategy->PlanBatch(job, *fixed, batches->front(), two);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
   EXPECT_NE(a->notes.find("budget spent: 2 replica(s) that do not fit planned without search"),
             std::string::npos)
@@ -326,7 +326,7 @@ TEST(DipPartitionOnly, SaysWhereTheDualQueueOrderReplacesOneFOneB) {
   o.model = "vlm-s";
   o.data = "obelics";
   o.num_microbatches = 3;
-  auto planner = Planner::Create(o, "dip-partition-only");
+  auto planner = strategy::MakePlanner(o, "dip-partition-only");
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
   EXPECT_NE(std::string((*planner)->strategy().Description()).find("dual-queue"),
             std::string::npos);
@@ -337,7 +337,7 @@ TEST(DipPartitionOnly, SaysWhereTheDualQueueOrderReplacesOneFOneB) {
   EXPECT_NE(planned->plan.notes.find("no 1F1B rule is deadlock-free"), std::string::npos)
       << planned->plan.notes;
   // Where 1F1B applies (tiny-t2v) it orders by 1F1B and says nothing.
-  auto plain = Planner::Create({.model = "tiny-t2v"}, "dip-partition-only");
+  auto plain = strategy::MakePlanner({.model = "tiny-t2v"}, "dip-partition-only");
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   auto plain_batches = (*plain)->Batches(0, 1);
   ASSERT_TRUE(plain_batches.ok());

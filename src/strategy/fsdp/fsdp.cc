@@ -14,7 +14,7 @@
 #include "weft/data/workload.h"
 #include "weft/sim/simulator.h"
 #include "weft/strategy/common.h"
-#include "weft/strategy/graph_builder.h"
+#include "weft/planning/graph_builder.h"
 
 namespace weft::strategy::fsdp {
 namespace {
@@ -65,10 +65,23 @@ StatusOr<graph::StageGraph> WithLatencies(const graph::StageGraph& g,
 class FsdpStrategy final : public Strategy {
  public:
   std::string_view Name() const override { return "fsdp"; }
-  bool IsOwnFallback() const override { return true; }
+  planning::StrategyTraits Traits() const override { return {.is_own_fallback = true}; }
   std::string_view Description() const override {
     return "PyTorch FSDP full shard (ZeRO-3): every rank runs the whole model, parameters "
            "all-gathered per layer with prefetch, gradients reduce-scattered, states / DP";
+  }
+
+  // Every FSDP rank is a data-parallel replica: the batch is dealt over the layout's DP.
+  StatusOr<Assignment> Assign(const Job& job, const StaticPlan& plan, const spec::Batch& batch,
+                              const planning::PlanState&) const override {
+    WEFT_ASSIGN_OR_RETURN(FsdpLayout layout, LayoutOf(job));
+    if (NumSequences(batch) < layout.dp) {
+      return FailedPreconditionError(fmt::format(
+          "fsdp over {} ranks: batch {} has {} sequences; every rank needs one (raise "
+          "--sequences or lower --gpus)",
+          layout.dp, batch.iteration, NumSequences(batch)));
+    }
+    return planning::DefaultAssignmentFor(FsdpJob(job, layout), plan, batch);
   }
 
   StatusOr<StaticPlan> Prepare(const Job& job) const override {
@@ -125,8 +138,7 @@ class FsdpStrategy final : public Strategy {
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
-                                        const spec::Batch& batch,
-                                        const PlanBudget&) const override {
+                                        const IterationInput& input) const override {
     WEFT_ASSIGN_OR_RETURN(FsdpLayout layout, LayoutOf(job));
     const Job fj = FsdpJob(job, layout);
     const Placement& placement = plan.placement;
@@ -135,14 +147,8 @@ class FsdpStrategy final : public Strategy {
                                   std::to_string(placement.groups.size()) +
                                   " groups; FSDP plans one group per rank");
     }
-    if (NumSequences(batch) < layout.dp) {
-      return FailedPreconditionError(fmt::format(
-          "fsdp over {} ranks: batch {} has {} sequences; every rank needs one (raise "
-          "--sequences or lower --gpus)",
-          layout.dp, batch.iteration, NumSequences(batch)));
-    }
     WEFT_ASSIGN_OR_RETURN(IterationPlan out,
-                          PlanReplicas(fj, plan, batch, SequentialSchedule));
+                          PlanReplicas(fj, plan, input, SequentialSchedule));
     // Collectives of every unit (chunk slot k = unit k).
     std::map<int, UnitCollectives> comm;        // by Stage::chunk
     std::map<int, cost::BackwardMode> mode_of;  // by module

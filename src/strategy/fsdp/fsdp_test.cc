@@ -10,7 +10,7 @@
 
 #include "weft/plan/validator.h"
 #include "weft/strategy/compare.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 namespace weft::strategy::fsdp {
 namespace {
@@ -235,7 +235,7 @@ TEST(FsdpMemory, StatesAreShardedOverTheRanks) {
 }
 
 TEST(FsdpMemory, VlmSOnSixteenH20FitsAndTheWorldPlanValidates) {
-  auto planner = Planner::Create(
+  auto planner = strategy::MakePlanner(
       JobOptions{.model = "vlm-s", .cluster = "h20", .data = "dip-vlm"}, "fsdp");
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
   auto batches = (*planner)->Batches(0, 1);
@@ -279,7 +279,7 @@ TEST(Fsdp, CollectivesUseTheNetworkWhenTheRanksSpanNodes) {
 }
 
 TEST(Fsdp, RefusesABatchWithFewerSequencesThanRanks) {
-  auto planner = Planner::Create(JobOptions{.model = "vlm-s", .data = "mixed"}, "fsdp");
+  auto planner = strategy::MakePlanner(JobOptions{.model = "vlm-s", .data = "mixed"}, "fsdp");
   ASSERT_TRUE(planner.ok());
   auto planned = (*planner)->Plan(TextBatch(3, 1024));
   ASSERT_FALSE(planned.ok());
@@ -293,7 +293,7 @@ class FsdpOnModel : public ::testing::TestWithParam<std::string> {};
 TEST_P(FsdpOnModel, PlansCompilesAndValidates) {
   const std::string model = GetParam();
   JobOptions o{.model = model, .data = model == "t2v-s" ? "video" : "mixed"};
-  auto planner = Planner::Create(o, "fsdp");
+  auto planner = strategy::MakePlanner(o, "fsdp");
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
   EXPECT_TRUE((*planner)->static_plan().placement.Validate((*planner)->job().model).ok());
   auto batches = (*planner)->Batches(0, 2);
@@ -328,10 +328,10 @@ std::string ModelTestName(const ::testing::TestParamInfo<std::string>& param) {
 INSTANTIATE_TEST_SUITE_P(Models, FsdpOnModel, ::testing::Values("vlm-s", "t2v-s", "tiny-valm"),
                          ModelTestName);
 
-// The deadline fallback of an FSDP job is the FSDP plan itself (IsOwnFallback), not a 1F1B
+// The deadline fallback of an FSDP job is the FSDP plan itself (StrategyTraits::is_own_fallback), not a 1F1B
 // re-plan of the job's pipeline: same replicas, same time, and its world plan compiles.
 TEST(Fsdp, FallbackIsTheFsdpPlan) {
-  auto planner = Planner::Create(JobOptions{.model = "tiny-vlm", .data = "mixed"}, "fsdp");
+  auto planner = strategy::MakePlanner(JobOptions{.model = "tiny-vlm", .data = "mixed"}, "fsdp");
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
   auto batches = (*planner)->Batches(0, 1);
   ASSERT_TRUE(batches.ok());

@@ -1,4 +1,4 @@
-#include "weft/strategy/manual/mimo_config.h"
+#include "weft/planning/mimo_config.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include "weft/plan/validator.h"
 #include "weft/spec/preset.h"
 #include "weft/strategy/compare.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 namespace weft::strategy::manual {
 namespace {
@@ -69,7 +69,7 @@ TEST(MimoConfig, HeterogeneousVlmBecomesAPlacementWithMegatronRankOrder) {
     }
     EXPECT_EQ(body, kHeteroVlm);
   }
-  auto planner = Planner::Create(
+  auto planner = strategy::MakePlanner(
       JobOptions{.model = "vlm-s", .gpus = 24, .data = "mixed", .placement = path}, "manual");
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
   const Placement& p = (*planner)->static_plan().placement;
@@ -319,7 +319,7 @@ TEST(MimoConfig, PlacementsAMimoConfigCannotExpressSayWhy) {
   EXPECT_NE(std::string(config.status().message()).find("the job has 4 GPUs"), std::string::npos)
       << config.status().message();
   // Megatron-LM's single chain (folded).
-  auto planner = Planner::Create(JobOptions{.model = "tiny-vlm"}, "megatron-1f1b");
+  auto planner = strategy::MakePlanner(JobOptions{.model = "tiny-vlm"}, "megatron-1f1b");
   ASSERT_TRUE(planner.ok());
   const auto& job = (*planner)->job();
   config = MimoConfigOfPlacement((*planner)->static_plan().placement, job.model, job.cluster,

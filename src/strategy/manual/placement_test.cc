@@ -1,4 +1,4 @@
-#include "weft/strategy/manual/placement.h"
+#include "weft/planning/placement_file.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include "weft/plan/validator.h"
 #include "weft/spec/preset.h"
 #include "weft/strategy/compare.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 namespace weft::strategy::manual {
 namespace {
@@ -21,7 +21,7 @@ std::string Path(const std::string& name) {
 // encoder replicas and gathered into the LLM's first stage; each module's gradients are reduced
 // over its own replica set; the world plan validates.
 TEST(ManualPlacement, HeterogeneousDpIsOneGraphWithAGatherAndPerModuleSyncs) {
-  auto planner = Planner::Create(
+  auto planner = strategy::MakePlanner(
       JobOptions{.model = "tiny-vlm", .gpus = 4, .placement = Path("tiny-vlm-hetero-dp.yaml")},
       "manual");
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
@@ -80,7 +80,7 @@ TEST(ManualPlacement, ShippedExamplesPlanAndCountEveryGpu) {
   for (const Case& c : {Case{"llava-ov-qwen2.5-7b", 24, "llava-ov-qwen2.5-7b-hetero-dp.yaml", 12},
                         Case{"cs-valm-mm", 20, "cs-valm-mm-modality-parallel.yaml", 6},
                         Case{"tiny-valm", 4, "tiny-valm-modality-parallel.yaml", 4}}) {
-    auto planner = Planner::Create(
+    auto planner = strategy::MakePlanner(
         JobOptions{.model = c.model, .gpus = c.gpus, .placement = Path(c.file)}, "manual");
     ASSERT_TRUE(planner.ok()) << c.file << ": " << planner.status().ToString();
     EXPECT_EQ(static_cast<int>((*planner)->static_plan().placement.groups.size()), c.groups);
@@ -100,7 +100,7 @@ TEST(ManualPlacement, ShippedExamplesPlanAndCountEveryGpu) {
 // Idle GPUs are charged: megatron on cs-valm-mm uses 16 of the 20 GPUs.
 TEST(ManualPlacement, IdleGpusAreChargedUnlessTheUserSaysOtherwise) {
   for (bool charge : {true, false}) {
-    auto planner = Planner::Create(
+    auto planner = strategy::MakePlanner(
         JobOptions{.model = "cs-valm-mm", .charge_idle_gpus = charge}, "megatron-1f1b");
     ASSERT_TRUE(planner.ok()) << planner.status().ToString();
     auto batches = (*planner)->Batches(0, 1);
@@ -171,7 +171,7 @@ TEST(ManualPlacement, BadFilesNameFileFieldAndRule) {
   EXPECT_NE(wide.status().message().find("TP and CP stay inside a node"), std::string::npos)
       << wide.status().message();
   // The manual strategy without a file says what it needs.
-  auto none = Planner::Create(JobOptions{.model = "tiny-vlm"}, "manual");
+  auto none = strategy::MakePlanner(JobOptions{.model = "tiny-vlm"}, "manual");
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("needs --placement"), std::string::npos);
 }

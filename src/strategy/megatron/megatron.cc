@@ -32,10 +32,9 @@ class MegatronStrategy final : public Strategy {
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
-                                        const spec::Batch& batch,
-                                        const PlanBudget&) const override {
+                                        const IterationInput& input) const override {
     const auto kind = kind_;
-    return PlanReplicas(job, plan, batch, [kind](const graph::StageGraph& g) {
+    return PlanReplicas(job, plan, input, [kind](const graph::StageGraph& g) {
       return sched::MakeSchedule(kind, g);
     });
   }

@@ -8,7 +8,7 @@
 
 #include "weft/sched/generators.h"
 #include "weft/strategy/common.h"
-#include "weft/strategy/manual/placement.h"
+#include "weft/planning/placement_file.h"
 
 namespace weft::strategy::megatron_mimo {
 namespace {
@@ -39,8 +39,12 @@ StatusOr<Evaluated> Evaluate(const Job& job, const StaticPlan& base) {
     double total_s = 0;
     bool fits = true;
     for (const auto& batch : job.profile_batches) {
+      WEFT_ASSIGN_OR_RETURN(Assignment assignment,
+                            planning::DefaultAssignmentFor(job, plan, batch));
       WEFT_ASSIGN_OR_RETURN(
-          IterationPlan it, PlanReplicas(job, plan, batch, [](const graph::StageGraph& g) {
+          IterationPlan it,
+          PlanReplicas(job, plan, {.batch = batch, .assignment = assignment},
+                       [](const graph::StageGraph& g) {
             return sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
           }));
       WEFT_ASSIGN_OR_RETURN(IterationEvaluation e, EvaluateIteration(job, it));
@@ -64,7 +68,7 @@ StatusOr<MimoChoice> ChooseMimoConfig(const Job& job) {
   }
   const spec::ModelSpec& model = job.model;
   const int gpus = job.cluster.TotalGpus();
-  const int language = manual::MimoLanguageModule(model);
+  const int language = planning::MimoLanguageModule(model);
   // MIMO modules: every module but projectors (part of their encoder's modality submodule), in
   // data-flow order.
   std::vector<int> named;
@@ -78,8 +82,8 @@ StatusOr<MimoChoice> ChooseMimoConfig(const Job& job) {
   // Every config of the GPUs (rank ranges in data-flow order, the last module takes the rest),
   // each module's GPU count in steps of `step` × its TP·CP.
   auto enumerate_configs = [&](int step) {
-    std::vector<std::vector<manual::MimoModuleParallelism>> out;
-    std::vector<manual::MimoModuleParallelism> current;
+    std::vector<std::vector<planning::MimoModuleParallelism>> out;
+    std::vector<planning::MimoModuleParallelism> current;
     std::function<void(size_t, int)> rec = [&](size_t k, int offset) {
       if (k == named.size()) {
         if (offset == gpus) out.push_back(current);
@@ -126,14 +130,14 @@ StatusOr<MimoChoice> ChooseMimoConfig(const Job& job) {
   bool have_best = false;
   Status last_error = OkStatus();
   for (auto& modules : configs) {
-    manual::MimoConfig config{.source = "megatron-mimo", .modules = std::move(modules)};
-    if (!manual::CheckMimoConfig(config, model, job.cluster).ok()) {
+    planning::MimoConfig config{.source = "megatron-mimo", .modules = std::move(modules)};
+    if (!planning::CheckMimoConfig(config, model, job.cluster).ok()) {
       ++best.configs_rejected;
       continue;
     }
-    WEFT_ASSIGN_OR_RETURN(manual::PlacementSpec spec,
-                          manual::MimoConfigToPlacementSpec(config, model, job.cluster));
-    auto placement = manual::BuildPlacement(spec, model, job.cluster, *job.cost_model);
+    WEFT_ASSIGN_OR_RETURN(planning::PlacementSpec spec,
+                          planning::MimoConfigToPlacementSpec(config, model, job.cluster));
+    auto placement = planning::BuildPlacement(spec, model, job.cluster, *job.cost_model);
     if (!placement.ok()) {
       last_error = placement.status();
       ++best.configs_rejected;
@@ -186,13 +190,13 @@ class MegatronMimoStrategy final : public Strategy {
   StatusOr<StaticPlan> Prepare(const Job& job) const override {
     WEFT_RETURN_IF_ERROR(job.Validate());
     WEFT_ASSIGN_OR_RETURN(MimoChoice choice, ChooseMimoConfig(job));
-    WEFT_ASSIGN_OR_RETURN(Placement placement, manual::BuildPlacement(choice.spec, job.model,
+    WEFT_ASSIGN_OR_RETURN(Placement placement, planning::BuildPlacement(choice.spec, job.model,
                                                                       job.cluster,
                                                                       *job.cost_model));
     const std::string description = fmt::format(
         "Megatron MIMO, multimodule 1F1B, layers even within each module; {}; chosen before training from {} configs ({} rejected by the checks) "
         "by the rule: {}{}; {:.4g} s mean on {} profile batch(es) with recompute {}{}",
-        manual::DescribeMimoConfig(choice.config),
+        planning::DescribeMimoConfig(choice.config),
         choice.configs_evaluated, choice.configs_rejected, kRule,
         choice.gpu_step > 1 ? fmt::format(" (GPU shares in steps of {}·TP·CP here)", choice.gpu_step)
                             : "",
@@ -205,9 +209,8 @@ class MegatronMimoStrategy final : public Strategy {
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
-                                        const spec::Batch& batch,
-                                        const PlanBudget&) const override {
-    return PlanReplicas(job, plan, batch, [](const graph::StageGraph& g) {
+                                        const IterationInput& input) const override {
+    return PlanReplicas(job, plan, input, [](const graph::StageGraph& g) {
       return sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
     });
   }

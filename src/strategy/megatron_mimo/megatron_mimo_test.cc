@@ -4,7 +4,7 @@
 
 #include "weft/plan/validator.h"
 #include "weft/strategy/compare.h"
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 namespace weft::strategy::megatron_mimo {
 namespace {
@@ -13,7 +13,7 @@ namespace {
 // fastest that fits is kept, its placement is the one its MIMO config reads back to, and it
 // plans and validates as one graph with encoder outputs sent to the LLM.
 TEST(MegatronMimo, ChoosesTheFastestFittingConfigAndItIsAUserPlacement) {
-  auto planner = Planner::Create(JobOptions{.model = "vlm-s", .data = "mixed"}, "megatron-mimo");
+  auto planner = strategy::MakePlanner(JobOptions{.model = "vlm-s", .data = "mixed"}, "megatron-mimo");
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
   const Job& job = (*planner)->job();
   auto choice = ChooseMimoConfig(job);
@@ -26,19 +26,19 @@ TEST(MegatronMimo, ChoosesTheFastestFittingConfigAndItIsAUserPlacement) {
       EXPECT_LE(choice->mean_iteration_s, c.mean_iteration_s);
     }
     // Every candidate passed Megatron-Bridge's and weft's checks, and tiles the 16 GPUs.
-    EXPECT_TRUE(manual::CheckMimoConfig(c.config, job.model, job.cluster).ok());
+    EXPECT_TRUE(planning::CheckMimoConfig(c.config, job.model, job.cluster).ok());
     EXPECT_EQ(c.config.modules.size(), 2u);  // vision (with its projector) and llm
     for (const auto& m : c.config.modules) EXPECT_EQ(m.tp, 4);  // the setup's TP
   }
   const Placement& placement = (*planner)->static_plan().placement;
   EXPECT_TRUE(placement.unfolded);
   EXPECT_EQ(placement.NumGpus(), 16);
-  // Exactly the placement its MIMO config describes (manual::BuildPlacement of that config).
-  auto config = manual::MimoConfigOfPlacement(placement, job.model, job.cluster, *job.cost_model);
+  // Exactly the placement its MIMO config describes (planning::BuildPlacement of that config).
+  auto config = planning::MimoConfigOfPlacement(placement, job.model, job.cluster, *job.cost_model);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
-  EXPECT_EQ(manual::DescribeMimoConfig(*config), manual::DescribeMimoConfig(choice->config));
+  EXPECT_EQ(planning::DescribeMimoConfig(*config), planning::DescribeMimoConfig(choice->config));
   const std::string& description = (*planner)->static_plan().description;
-  EXPECT_NE(description.find(manual::DescribeMimoConfig(choice->config)), std::string::npos);
+  EXPECT_NE(description.find(planning::DescribeMimoConfig(choice->config)), std::string::npos);
   EXPECT_NE(description.find("chosen before training"), std::string::npos);
 
   auto batches = (*planner)->Batches(0, 1);
@@ -64,7 +64,7 @@ TEST(MegatronMimo, ChoosesTheFastestFittingConfigAndItIsAUserPlacement) {
 // and every module owns a rank range.
 TEST(MegatronMimo, ThreeModulesWithContextParallelLlm) {
   auto planner =
-      Planner::Create(JobOptions{.model = "cs-valm-mm", .data = "mixed"}, "megatron-mimo");
+      strategy::MakePlanner(JobOptions{.model = "cs-valm-mm", .data = "mixed"}, "megatron-mimo");
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
   const Job& job = (*planner)->job();
   auto choice = ChooseMimoConfig(job);
@@ -84,7 +84,7 @@ TEST(MegatronMimo, ThreeModulesWithContextParallelLlm) {
 // On a large cluster the search stays bounded: GPU shares move in coarser steps, said in the
 // static plan's description.
 TEST(MegatronMimo, SearchIsBoundedOnLargeClusters) {
-  auto planner = Planner::Create(JobOptions{.model = "cs-valm-mm", .gpus = 64, .data = "mixed"},
+  auto planner = strategy::MakePlanner(JobOptions{.model = "cs-valm-mm", .gpus = 64, .data = "mixed"},
                                  "megatron-mimo");
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
   auto choice = ChooseMimoConfig((*planner)->job());
@@ -98,7 +98,7 @@ TEST(MegatronMimo, SearchIsBoundedOnLargeClusters) {
 }
 
 TEST(MegatronMimo, NeedsProfileBatches) {
-  auto planner = Planner::Create(JobOptions{.model = "tiny-vlm"}, "megatron-1f1b");
+  auto planner = strategy::MakePlanner(JobOptions{.model = "tiny-vlm"}, "megatron-1f1b");
   ASSERT_TRUE(planner.ok());
   Job job = (*planner)->job();
   job.profile_batches.clear();

@@ -92,12 +92,11 @@ class OptimusStrategy final : public Strategy {
   }
 
   StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
-                                        const spec::Batch& batch,
-                                        const PlanBudget&) const override {
+                                        const IterationInput& input) const override {
     WEFT_ASSIGN_OR_RETURN(ModuleSides sides, SplitEncoderSide(job.model));
     std::vector<bool> is_encoder(job.model.modules.size(), false);
     for (int m : sides.encoders) is_encoder[m] = true;
-    return PlanReplicas(job, plan, batch,
+    return PlanReplicas(job, plan, input,
                         [&](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
                           return OptimusOrder(g, is_encoder);
                         });

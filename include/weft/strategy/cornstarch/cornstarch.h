@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "weft/common/status.h"
-#include "weft/strategy/manual/placement.h"
+#include "weft/planning/placement_file.h"
 #include "weft/strategy/strategy.h"
 
 namespace weft::strategy::cornstarch {
@@ -54,7 +54,7 @@ struct Candidate {
   int gpus = 0;                     // GPUs the placement uses (all DP replicas)
   bool feasible = false;
   std::string why_not;              // when infeasible
-  manual::PlacementSpec spec;       // the layout (feasible candidates)
+  planning::PlacementSpec spec;       // the layout (feasible candidates)
   std::vector<StageTime> stages;    // per stage, LLM stages then each branch's
   // Simulated on the first profile batch (0 when there was none or the candidate is infeasible).
   double iteration_s = 0;

@@ -10,11 +10,11 @@
 // TP and CP of each module as in the job's setup (what fits the module's weights); every split
 // of the GPUs over the modules (rank ranges in data-flow order, tiling the world) and every
 // PP × DP of each module that passes Megatron-Bridge's checks and weft's
-// (manual::CheckMimoConfig) is simulated with 1F1B on the job's profile batches, with the first
+// (planning::CheckMimoConfig) is simulated with 1F1B on the job's profile batches, with the first
 // uniform recompute level that fits (none, selective, full); the fastest mean iteration among
 // those that fit wins (the fastest overall if none fits). At most 256 configs are enumerated:
 // beyond, each module's GPU count moves in steps of 2, 4, ... × its TP·CP (large clusters). The placement is built through
-// manual::PlacementSpec + manual::BuildPlacement, so it is exactly one a user could write (and
+// planning::PlacementSpec + planning::BuildPlacement, so it is exactly one a user could write (and
 // `weft plan --emit-mimo-config` writes back): the job's microbatches per LLM replica (the batch's
 // sequences split over the LLM's DP first, so fewer when that leaves fewer), every microbatch
 // through the stages of the modules it has data for.
@@ -25,20 +25,20 @@
 #include <vector>
 
 #include "weft/common/status.h"
-#include "weft/strategy/manual/mimo_config.h"
+#include "weft/planning/mimo_config.h"
 #include "weft/strategy/strategy.h"
 
 namespace weft::strategy::megatron_mimo {
 
 struct MimoCandidate {
-  manual::MimoConfig config;
+  planning::MimoConfig config;
   double mean_iteration_s = 0;
   bool fits = false;
 };
 
 struct MimoChoice {
-  manual::MimoConfig config;
-  manual::PlacementSpec spec;
+  planning::MimoConfig config;
+  planning::PlacementSpec spec;
   double mean_iteration_s = 0;  // over the profile batches, with `recompute`
   cost::Recompute recompute = cost::Recompute::kNone;  // first uniform level that fit
   bool fits = false;

@@ -28,9 +28,9 @@
 #include "weft/sched/generators.h"
 #include "weft/spec/cluster.h"
 #include "weft/spec/model.h"
-#include "weft/strategy/strategy.h"
+#include "weft/planning/strategy.h"
 
-namespace weft::strategy::manual {
+namespace weft::planning {
 
 struct ModulePlacement {
   std::string module;
@@ -64,7 +64,4 @@ StatusOr<Placement> BuildPlacement(const PlacementSpec& spec, const spec::ModelS
                                    const spec::ClusterSpec& cluster,
                                    const cost::CostModel& cost_model);
 
-// Strategy `manual`: the placement as given, the same static schedule rule for every batch.
-std::unique_ptr<Strategy> MakeManualStrategy(PlacementSpec spec);
-
-}  // namespace weft::strategy::manual
+}  // namespace weft::planning

@@ -1,4 +1,4 @@
-#include "weft/strategy/strategy.h"
+#include "weft/planning/strategy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,10 @@
 
 #include "weft/common/text.h"
 #include "weft/data/workload.h"
-#include "weft/strategy/registry.h"
+#include "weft/planning/graph_builder.h"
+#include "weft/planning/iteration.h"
 
-namespace weft::strategy {
+namespace weft::planning {
 
 int Job::PipelineSize() const {
   const int llm = data::FirstLlmModule(model);
@@ -175,21 +176,127 @@ std::string DescribeBudget(const PlanBudget& budget) {
                    " ms";
 }
 
-std::vector<std::string> StrategyNames() {
-  std::vector<std::string> names;
-  for (const auto& entry : internal::Registry()) names.emplace_back(entry.name);
-  return names;
+Status Assignment::Validate(const spec::Batch& batch) const {
+  const int num_samples = static_cast<int>(batch.samples.size());
+  if (!sequences.empty()) {
+    std::vector<char> packed(num_samples, 0);
+    for (size_t s = 0; s < sequences.size(); ++s) {
+      if (sequences[s].sample_indices.empty()) {
+        return InvalidArgumentError("assignment (" + policy + "): sequence " + std::to_string(s) +
+                                    " holds no sample");
+      }
+      for (int i : sequences[s].sample_indices) {
+        if (i < 0 || i >= num_samples) {
+          return InvalidArgumentError("assignment (" + policy + "): sequence " +
+                                      std::to_string(s) + " names sample " + std::to_string(i) +
+                                      "; the batch has " + std::to_string(num_samples));
+        }
+        if (packed[i]++) {
+          return InvalidArgumentError("assignment (" + policy + "): sample " + std::to_string(i) +
+                                      " is packed twice");
+        }
+      }
+    }
+  }
+  const int n = !sequences.empty()        ? static_cast<int>(sequences.size())
+                : batch.sequences.empty() ? num_samples
+                                          : static_cast<int>(batch.sequences.size());
+  if (replicas.empty()) {
+    return InvalidArgumentError("assignment (" + policy + "): no replica");
+  }
+  std::vector<char> seen(n, 0);
+  for (size_t r = 0; r < replicas.size(); ++r) {
+    if (replicas[r].empty()) {
+      return InvalidArgumentError("assignment (" + policy + "): replica " + std::to_string(r) +
+                                  " has no microbatch");
+    }
+    for (size_t m = 0; m < replicas[r].size(); ++m) {
+      if (replicas[r][m].empty()) {
+        return InvalidArgumentError("assignment (" + policy + "): replica " + std::to_string(r) +
+                                    " microbatch " + std::to_string(m) + " is empty");
+      }
+      for (int s : replicas[r][m]) {
+        if (s < 0 || s >= n) {
+          return InvalidArgumentError("assignment (" + policy + "): replica " +
+                                      std::to_string(r) + " microbatch " + std::to_string(m) +
+                                      " names sequence " + std::to_string(s) + "; there are " +
+                                      std::to_string(n));
+        }
+        if (seen[s]++) {
+          return InvalidArgumentError("assignment (" + policy + "): sequence " +
+                                      std::to_string(s) + " is assigned twice");
+        }
+      }
+    }
+  }
+  for (size_t m = 0; m < producers.size(); ++m) {
+    if (producers[m].empty()) continue;
+    if (producers[m].size() != replicas.size()) {
+      return InvalidArgumentError("assignment (" + policy + "): producers of module " +
+                                  std::to_string(m) + " cover " +
+                                  std::to_string(producers[m].size()) + " replicas; the " +
+                                  "assignment has " + std::to_string(replicas.size()));
+    }
+    for (size_t a = 0; a < replicas.size(); ++a) {
+      if (producers[m][a].size() != replicas[a].size()) {
+        return InvalidArgumentError("assignment (" + policy + "): producers of module " +
+                                    std::to_string(m) + " replica " + std::to_string(a) +
+                                    " cover " + std::to_string(producers[m][a].size()) +
+                                    " microbatches; the replica has " +
+                                    std::to_string(replicas[a].size()));
+      }
+      for (const auto& list : producers[m][a]) {
+        if (list.empty()) {
+          return InvalidArgumentError("assignment (" + policy + "): a microbatch of replica " +
+                                      std::to_string(a) + " has no producer of module " +
+                                      std::to_string(m));
+        }
+        for (int q : list) {
+          if (q < 0) {
+            return InvalidArgumentError("assignment (" + policy + "): producer replica " +
+                                        std::to_string(q) + " of module " + std::to_string(m) +
+                                        " is negative");
+          }
+        }
+      }
+    }
+  }
+  return OkStatus();
 }
 
-StatusOr<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name) {
-  for (const auto& entry : internal::Registry()) {
-    if (entry.name == name) return entry.make();
-  }
-  std::string known;
-  for (const auto& entry : internal::Registry()) {
-    known += (known.empty() ? "" : ", ") + std::string(entry.name);
-  }
-  return NotFoundError("unknown strategy '" + std::string(name) + "'; known: " + known);
+spec::Batch Assignment::Apply(const spec::Batch& batch) const {
+  spec::Batch out = batch;
+  if (!sequences.empty()) out.sequences = sequences;
+  return out;
 }
 
-}  // namespace weft::strategy
+StatusOr<Assignment> DefaultAssignment(const spec::Batch& batch, int dp, int num_microbatches) {
+  WEFT_ASSIGN_OR_RETURN(BatchSplit split, SplitBatch(batch, dp, num_microbatches));
+  Assignment out;
+  out.replicas = std::move(split.replicas);
+  out.notes = std::move(split.notes);
+  return out;
+}
+
+StatusOr<Assignment> Strategy::Assign(const Job& job, const StaticPlan& plan,
+                                      const spec::Batch& batch, const PlanState&) const {
+  return DefaultAssignmentFor(job, plan, batch);
+}
+
+StatusOr<IterationPlan> Strategy::PlanBatch(const Job& job, const StaticPlan& plan,
+                                            const spec::Batch& batch,
+                                            const PlanBudget& budget) const {
+  const PlanState state;
+  WEFT_ASSIGN_OR_RETURN(Assignment assignment, Assign(job, plan, batch, state));
+  WEFT_RETURN_IF_ERROR(assignment.Validate(batch));
+  const spec::Batch assigned = assignment.Apply(batch);
+  WEFT_ASSIGN_OR_RETURN(IterationPlan out,
+                        PlanIteration(job, plan,
+                                      {.batch = assigned, .assignment = assignment,
+                                       .budget = budget, .state = &state}));
+  out.batch = std::make_shared<const spec::Batch>(assigned);
+  out.assignment = std::move(assignment);
+  return out;
+}
+
+}  // namespace weft::planning

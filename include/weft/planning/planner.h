@@ -6,14 +6,14 @@
 // it, so a plan that leaves the library was made, memory-checked, evaluated and compiled the
 // same way wherever it came from.
 //
-//   auto planner = strategy::Planner::Create({.model = "vlm-s"}, "dip");
+//   auto planner = strategy::MakePlanner({.model = "vlm-s"}, "dip");  // strategy/compare.h
 //   auto batches = (*planner)->Batches(0, 10);
 //   auto planned = (*planner)->Plan((*batches)[0]);          // IterationPlan + evaluation
 //   auto plan = (*planner)->Compile(*planned, /*replica=*/0); // validated ExecutionPlan
 //
 // The memory policy (MemoryPolicy below) is applied to every plan: rule-based, searched, served
 // by PlannerService, or the fallback. A strategy that chooses recomputation itself says so once:
-// Strategy::ManagesMemory().
+// StrategyTraits::manages_memory.
 //
 // Thread-safety: after Create, every const method may run concurrently (the strategy and the
 // cost model are thread-safe); the Planner must outlive the calls.
@@ -28,15 +28,15 @@
 #include "weft/plan/plan.h"
 #include "weft/plan/validator.h"
 #include "weft/sim/simulator.h"
-#include "weft/strategy/common.h"
-#include "weft/strategy/compare.h"
-#include "weft/strategy/strategy.h"
+#include "weft/planning/iteration.h"
+#include "weft/planning/job_setup.h"
+#include "weft/planning/strategy.h"
 
-namespace weft::strategy {
+namespace weft::planning {
 
 // How a plan is made to fit GPU memory.
 enum class MemoryPolicy {
-  // The strategy decides per stage or per layer (Strategy::ManagesMemory()); its plan is kept.
+  // The strategy decides per stage or per layer (StrategyTraits::manages_memory); its plan is kept.
   kStrategy,
   // The static plan fixes recomputation per module; the plan is kept (it may not fit: the
   // evaluation says oom).
@@ -56,12 +56,14 @@ struct PlannerOptions {
   std::optional<MemoryPolicy> memory_policy = std::nullopt;
 };
 
+// One planned iteration and the state the next one starts from.
+struct PlannedStep {
+  PlannedIteration planned;
+  PlanState next;
+};
+
 class Planner {
  public:
-  // Sets the job up from names (JobOptions), makes the strategy and its static plan.
-  static StatusOr<std::unique_ptr<Planner>> Create(const JobOptions& job,
-                                                   std::string_view strategy,
-                                                   PlannerOptions options = {});
   // From a job set up by the caller (e.g. a modified JobSetup, or one shared by the planners of
   // a comparison so that all plan the same batches) and a strategy object.
   static StatusOr<std::unique_ptr<Planner>> Create(std::shared_ptr<const JobSetup> setup,
@@ -91,10 +93,18 @@ class Planner {
   // Same with evaluation options of this call (e.g. record transfers for a trace).
   StatusOr<PlannedIteration> Plan(const spec::Batch& batch, const PlanBudget& budget,
                                   const sim::SimOptions& sim) const;
+  // Plans one batch with a state carried from the previous iteration (the strategy's
+  // assignment sees it) and returns the next state with the plan.
+  StatusOr<PlannedStep> Plan(const spec::Batch& batch, const PlanState& state) const;
+  StatusOr<PlannedStep> Plan(const spec::Batch& batch, const PlanState& state,
+                             const PlanBudget& budget) const;
   // The safe rule plan of a batch: the static plan's placement ordered by 1F1B where the graph
   // allows it, else GPipe; memory policy kFirstUniformLevelThatFits unless the static plan fixes
   // recomputation. PlannerService serves it when a search misses its deadline.
   StatusOr<PlannedIteration> Fallback(const spec::Batch& batch) const;
+  StatusOr<PlannedIteration> Fallback(const spec::Batch& batch, const PlanState& state) const;
+  // The state after planning one iteration in `state`.
+  PlanState NextState(const PlanState& state) const;
   // Simulates every replica of a plan (the evaluation Plan() returns).
   StatusOr<IterationEvaluation> Evaluate(const IterationPlan& plan) const;
   StatusOr<IterationEvaluation> Evaluate(const IterationPlan& plan,
@@ -118,7 +128,8 @@ class Planner {
   StatusOr<plan::ExecutionPlan> CompileUnvalidated(const PlannedIteration& planned, int replica,
                                                    int64_t iteration) const;
   StatusOr<PlannedIteration> ApplyMemoryPolicy(const spec::Batch& batch, const PlanBudget& budget,
-                                               const sim::SimOptions& sim, bool fallback) const;
+                                               const sim::SimOptions& sim, bool fallback,
+                                               const PlanState& state) const;
 
   std::shared_ptr<const JobSetup> setup_;
   std::unique_ptr<Strategy> strategy_;
@@ -130,4 +141,4 @@ class Planner {
   std::vector<std::vector<int64_t>> grad_sync_bytes_by_group_module_;
 };
 
-}  // namespace weft::strategy
+}  // namespace weft::planning

@@ -1,4 +1,4 @@
-#include "weft/strategy/planner.h"
+#include "weft/planning/planner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 #include "weft/plan/validator.h"
 #include "weft/sched/generators.h"
 
-namespace weft::strategy {
+namespace weft::planning {
 
 std::string_view MemoryPolicyName(MemoryPolicy policy) {
   switch (policy) {
@@ -19,16 +19,6 @@ std::string_view MemoryPolicyName(MemoryPolicy policy) {
       return "first uniform recompute level that fits (none, selective, full)";
   }
   return "?";
-}
-
-StatusOr<std::unique_ptr<Planner>> Planner::Create(const JobOptions& job,
-                                                   std::string_view strategy,
-                                                   PlannerOptions options) {
-  WEFT_RETURN_IF_ERROR(options.budget.Validate());  // before the work of the setup
-  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<JobSetup> setup, MakeJobSetup(job));
-  WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategyForJob(strategy, job, setup->job));
-  return Create(std::shared_ptr<const JobSetup>(std::move(setup)), std::move(s),
-                std::move(options));
 }
 
 StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetup> setup,
@@ -58,7 +48,7 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetu
   const bool fixed = std::any_of(p->static_plan_.recompute.begin(),
                                  p->static_plan_.recompute.end(),
                                  [](cost::Recompute r) { return r != cost::Recompute::kNone; });
-  p->memory_policy_ = p->strategy_->ManagesMemory() ? MemoryPolicy::kStrategy
+  p->memory_policy_ = p->strategy_->Traits().manages_memory ? MemoryPolicy::kStrategy
                       : fixed                       ? MemoryPolicy::kFixed
                                                     : MemoryPolicy::kFirstUniformLevelThatFits;
   const auto& placement = p->static_plan_.placement;
@@ -104,16 +94,40 @@ StatusOr<PlannedIteration> Planner::Plan(const spec::Batch& batch) const {
 
 StatusOr<PlannedIteration> Planner::Plan(const spec::Batch& batch,
                                          const PlanBudget& budget) const {
-  return ApplyMemoryPolicy(batch, budget, options_.sim, /*fallback=*/false);
+  return ApplyMemoryPolicy(batch, budget, options_.sim, /*fallback=*/false, PlanState{});
 }
 
 StatusOr<PlannedIteration> Planner::Plan(const spec::Batch& batch, const PlanBudget& budget,
                                          const sim::SimOptions& sim) const {
-  return ApplyMemoryPolicy(batch, budget, sim, /*fallback=*/false);
+  return ApplyMemoryPolicy(batch, budget, sim, /*fallback=*/false, PlanState{});
+}
+
+StatusOr<PlannedStep> Planner::Plan(const spec::Batch& batch, const PlanState& state) const {
+  return Plan(batch, state, options_.budget);
+}
+
+StatusOr<PlannedStep> Planner::Plan(const spec::Batch& batch, const PlanState& state,
+                                    const PlanBudget& budget) const {
+  PlannedStep step;
+  WEFT_ASSIGN_OR_RETURN(step.planned,
+                        ApplyMemoryPolicy(batch, budget, options_.sim, /*fallback=*/false, state));
+  step.next = NextState(state);
+  return step;
 }
 
 StatusOr<PlannedIteration> Planner::Fallback(const spec::Batch& batch) const {
-  return ApplyMemoryPolicy(batch, options_.budget, options_.sim, /*fallback=*/true);
+  return ApplyMemoryPolicy(batch, options_.budget, options_.sim, /*fallback=*/true, PlanState{});
+}
+
+StatusOr<PlannedIteration> Planner::Fallback(const spec::Batch& batch,
+                                             const PlanState& state) const {
+  return ApplyMemoryPolicy(batch, options_.budget, options_.sim, /*fallback=*/true, state);
+}
+
+PlanState Planner::NextState(const PlanState& state) const {
+  PlanState next = state;
+  ++next.iterations_planned;
+  return next;
 }
 
 StatusOr<IterationEvaluation> Planner::Evaluate(const IterationPlan& plan) const {
@@ -128,8 +142,17 @@ StatusOr<IterationEvaluation> Planner::Evaluate(const IterationPlan& plan,
 StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
                                                       const PlanBudget& budget,
                                                       const sim::SimOptions& sim,
-                                                      bool fallback) const {
+                                                      bool fallback,
+                                                      const PlanState& state) const {
   const Job& job = setup_->job;
+  // The data assignment: the strategy's, checked; the fallback keeps it.
+  WEFT_ASSIGN_OR_RETURN(Assignment assignment,
+                        strategy_->Assign(job, static_plan_, batch, state));
+  WEFT_RETURN_IF_ERROR(assignment.Validate(batch));
+  std::shared_ptr<const spec::Batch> assigned =
+      assignment.sequences.empty()
+          ? std::make_shared<const spec::Batch>(batch)
+          : std::make_shared<const spec::Batch>(assignment.Apply(batch));
   // The fallback orders the static plan's placement by a rule and so never inherits a
   // strategy's own memory choices: it follows the uniform-level policy unless the static plan
   // fixes recomputation.
@@ -151,18 +174,22 @@ StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
     if (policy == MemoryPolicy::kFirstUniformLevelThatFits) {
       variant.recompute.assign(job.model.modules.size(), level);
     }
-    if (fallback && !strategy_->IsOwnFallback()) {
+    const IterationInput input{
+        .batch = *assigned, .assignment = assignment, .budget = b, .state = &state};
+    if (fallback && !strategy_->Traits().is_own_fallback) {
       WEFT_ASSIGN_OR_RETURN(
           out.plan,
-          PlanReplicas(job, variant, batch,
+          PlanReplicas(job, variant, input,
                        [](const graph::StageGraph& g) -> StatusOr<sched::Schedule> {
                          auto s = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
                          if (s.ok()) return s;
                          return sched::MakeSchedule(sched::ScheduleKind::kGPipe, g);
                        }));
     } else {
-      WEFT_ASSIGN_OR_RETURN(out.plan, strategy_->PlanIteration(job, variant, batch, b));
+      WEFT_ASSIGN_OR_RETURN(out.plan, strategy_->PlanIteration(job, variant, input));
     }
+    out.plan.batch = assigned;
+    out.plan.assignment = assignment;
     plan_time_s += out.plan.plan_time_s;
     WEFT_ASSIGN_OR_RETURN(out.evaluation, Evaluate(out.plan, sim));
     out.recompute_used = policy == MemoryPolicy::kFirstUniformLevelThatFits
@@ -297,4 +324,4 @@ StatusOr<plan::ExecutionPlan> Planner::CompileWorld(const PlannedIteration& plan
   return world;
 }
 
-}  // namespace weft::strategy
+}  // namespace weft::planning

@@ -1,4 +1,4 @@
-#include "weft/strategy/manual/mimo_config.h"
+#include "weft/planning/mimo_config.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -13,7 +13,7 @@
 #include "weft/spec/parallel.h"
 #include "weft/common/strict_input.h"
 
-namespace weft::strategy::manual {
+namespace weft::planning {
 namespace {
 
 constexpr int kMaxRanks = 1 << 20;
@@ -607,4 +607,4 @@ std::string DescribeMimoConfig(const MimoConfig& config) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-}  // namespace weft::strategy::manual
+}  // namespace weft::planning

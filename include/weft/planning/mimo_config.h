@@ -35,10 +35,10 @@
 #include "weft/common/status.h"
 #include "weft/spec/cluster.h"
 #include "weft/spec/model.h"
-#include "weft/strategy/manual/placement.h"
-#include "weft/strategy/strategy.h"
+#include "weft/planning/placement_file.h"
+#include "weft/planning/strategy.h"
 
-namespace weft::strategy::manual {
+namespace weft::planning {
 
 struct MimoModuleParallelism {
   std::string name;    // key in module_parallelisms ("llm" for the language module)
@@ -94,4 +94,4 @@ std::string MimoConfigToYaml(const MimoConfig& config, std::string_view header =
 // "vision TP1·PP1·CP1·DP8 @0, llm TP4·PP2·CP1·DP2 @8" for plan descriptions.
 std::string DescribeMimoConfig(const MimoConfig& config);
 
-}  // namespace weft::strategy::manual
+}  // namespace weft::planning

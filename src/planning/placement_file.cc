@@ -1,4 +1,4 @@
-#include "weft/strategy/manual/placement.h"
+#include "weft/planning/placement_file.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -14,11 +14,11 @@
 #include "weft/common/text.h"
 #include "weft/sched/generators.h"
 #include "weft/spec/preset.h"
-#include "weft/strategy/common.h"
-#include "weft/strategy/graph_builder.h"
-#include "weft/strategy/manual/mimo_config.h"
+#include "weft/planning/iteration.h"
+#include "weft/planning/graph_builder.h"
+#include "weft/planning/mimo_config.h"
 
-namespace weft::strategy::manual {
+namespace weft::planning {
 namespace {
 
 constexpr int kMaxGpus = 1 << 20;
@@ -388,45 +388,4 @@ StatusOr<Placement> BuildPlacement(const PlacementSpec& spec, const spec::ModelS
   return placement;
 }
 
-namespace {
-
-class ManualStrategy : public Strategy {
- public:
-  explicit ManualStrategy(PlacementSpec spec) : spec_(std::move(spec)) {}
-  std::string_view Name() const override { return "manual"; }
-  std::string_view Description() const override {
-    return "a user placement (--placement): per-module TP/CP/DP/PP on the given GPUs, one "
-           "static schedule rule";
-  }
-
-  StatusOr<StaticPlan> Prepare(const Job& job) const override {
-    WEFT_ASSIGN_OR_RETURN(Placement placement,
-                          BuildPlacement(spec_, job.model, job.cluster, *job.cost_model));
-    StaticPlan plan = MakeStaticPlan(
-        std::move(placement),
-        fmt::format("manual ({}, {})", spec_.source, sched::ScheduleKindName(spec_.schedule)),
-        job.model);
-    plan.split_backward = spec_.schedule == sched::ScheduleKind::kZeroBubbleH1;
-    plan.num_microbatches = spec_.num_microbatches;
-    return plan;
-  }
-
-  StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
-                                        const spec::Batch& batch,
-                                        const PlanBudget&) const override {
-    const sched::ScheduleKind kind = spec_.schedule;
-    return PlanReplicas(job, plan, batch,
-                        [kind](const graph::StageGraph& g) { return sched::MakeSchedule(kind, g); });
-  }
-
- private:
-  PlacementSpec spec_;
-};
-
-}  // namespace
-
-std::unique_ptr<Strategy> MakeManualStrategy(PlacementSpec spec) {
-  return std::make_unique<ManualStrategy>(std::move(spec));
-}
-
-}  // namespace weft::strategy::manual
+}  // namespace weft::planning

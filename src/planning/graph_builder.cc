@@ -1,4 +1,4 @@
-#include "weft/strategy/graph_builder.h"
+#include "weft/planning/graph_builder.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include "weft/cost/ops.h"
 #include "weft/data/workload.h"
 
-namespace weft::strategy {
+namespace weft::planning {
 namespace {
 
 // Near-equal contiguous split of n items into k parts: [begin, end) of part i.
@@ -384,6 +384,7 @@ class DraftBuilder {
         num_modules_(static_cast<int>(model.modules.size())) {}
 
   StatusOr<GraphDraft> Build(const Microbatches& microbatches) {
+    num_microbatches_ = static_cast<int>(microbatches.size());
     WEFT_RETURN_IF_ERROR(Init());
     for (int mb = 0; mb < static_cast<int>(microbatches.size()); ++mb) {
       MicrobatchState state(num_modules_);
@@ -444,6 +445,35 @@ class DraftBuilder {
     if (placement_.unfolded) {
       g.SetGradSyncs(placement_.grad_syncs);
       anchor_ = std::max(0, data::FirstLlmModule(model_));
+    }
+    const auto& producers = options_.producer_replicas;
+    if (static_cast<int>(producers.size()) > num_modules_) {
+      return InvalidArgumentError("producer_replicas names " + std::to_string(producers.size()) +
+                                  " modules; the model has " + std::to_string(num_modules_));
+    }
+    for (int i = 0; i < static_cast<int>(producers.size()); ++i) {
+      if (producers[i].empty()) continue;
+      if (static_cast<int>(producers[i].size()) != num_microbatches_) {
+        return InvalidArgumentError("producer_replicas of module '" + model_.modules[i].name +
+                                    "' cover " + std::to_string(producers[i].size()) +
+                                    " microbatches; the graph has " +
+                                    std::to_string(num_microbatches_));
+      }
+      const int ri = static_cast<int>(replica_chunks_[i].size());
+      for (const auto& list : producers[i]) {
+        if (list.empty()) {
+          return InvalidArgumentError("producer_replicas of module '" + model_.modules[i].name +
+                                      "': a microbatch has no producer");
+        }
+        for (int r : list) {
+          if (r < 0 || r >= ri) {
+            return InvalidArgumentError("producer_replicas of module '" +
+                                        model_.modules[i].name + "' names replica " +
+                                        std::to_string(r) + "; the module has " +
+                                        std::to_string(ri));
+          }
+        }
+      }
     }
     return OkStatus();
   }
@@ -578,6 +608,10 @@ class DraftBuilder {
   std::vector<int> TargetReplicas(int i, const MicrobatchState& state) const {
     const int ri = static_cast<int>(replica_chunks_[i].size());
     if (!placement_.unfolded || ri <= 1) return {0};
+    if (i < static_cast<int>(options_.producer_replicas.size()) &&
+        !options_.producer_replicas[i].empty()) {
+      return options_.producer_replicas[i][state.microbatch];
+    }
     const int ra = std::max<int>(1, static_cast<int>(replica_chunks_[anchor_].size()));
     const int mb = state.microbatch;
     const int a = mb < static_cast<int>(options_.anchor_replica.size())
@@ -802,6 +836,7 @@ class DraftBuilder {
   const data::WorkloadOptions& workload_;
   const GraphBuildOptions& options_;
   const int num_modules_;
+  int num_microbatches_ = 0;
   std::vector<cost::BackwardMode> mode_;
   std::vector<std::vector<int>> chunks_of_;  // per module: its chunks (Placement::ChunksOf)
   std::vector<std::vector<std::vector<int>>> replica_chunks_;  // [module][replica] -> chunks
@@ -855,4 +890,4 @@ StatusOr<std::vector<graph::StageGraph>> BuildStageGraphVariants(
   return out;
 }
 
-}  // namespace weft::strategy
+}  // namespace weft::planning

@@ -25,9 +25,9 @@
 #include "weft/cost/cost_model.h"
 #include "weft/graph/stage_graph.h"
 #include "weft/spec/workload.h"
-#include "weft/strategy/strategy.h"
+#include "weft/planning/strategy.h"
 
-namespace weft::strategy {
+namespace weft::planning {
 
 struct GraphBuildOptions {
   std::vector<int> sub_microbatch_size;        // per module; empty / 0 = whole microbatch
@@ -44,6 +44,12 @@ struct GraphBuildOptions {
   // (the first LLM) that trains it; every other module's replicas take it by the rule of
   // DraftBuilder::TargetReplicas (graph_builder.cc). Empty = microbatch k on replica k mod R.
   std::vector<int> anchor_replica = {};
+  // Unfolded placements: producer_replicas[m][k] = the replicas of module m that serve
+  // microbatch k (Assignment::producers in the graph's microbatch order), each a contiguous share
+  // of its instances in this order. Empty (for the table or a module) = the default rule:
+  // module m with R_m replicas, anchor with R_a: R_m = R_a: the anchor's replica a;
+  // R_m = f·R_a: replicas [a·f, (a+1)·f); R_a = f·R_m: replica a mod R_m; else every replica.
+  std::vector<std::vector<std::vector<int>>> producer_replicas = {};
 };
 
 struct BatchSplit {
@@ -105,4 +111,4 @@ std::vector<Chunk> ChunksFromPartition(const std::vector<LayerUnit>& units,
                                        const std::vector<int>& part_begin,
                                        int num_groups);
 
-}  // namespace weft::strategy
+}  // namespace weft::planning

@@ -1,0 +1,185 @@
+#include "weft/planning/iteration.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "weft/common/parallel.h"
+#include "weft/data/workload.h"
+
+namespace weft::planning {
+
+int AnchorReplicas(const Job& job, const StaticPlan& plan) {
+  const Placement& placement = plan.placement;
+  const int anchor = std::max(0, data::FirstLlmModule(job.model));
+  return placement.unfolded ? std::max(1, placement.NumReplicas(anchor))
+                            : job.DataParallelSize();
+}
+
+StatusOr<Assignment> DefaultAssignmentFor(const Job& job, const StaticPlan& plan,
+                                          const spec::Batch& batch) {
+  return DefaultAssignment(batch, AnchorReplicas(job, plan),
+                           plan.num_microbatches > 0 ? plan.num_microbatches
+                                                     : job.parallel.num_microbatches);
+}
+
+StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
+                                     const IterationInput& input, const ScheduleFn& schedule) {
+  return PlanReplicas(
+      job, plan, input, [&](int, const graph::StageGraph& g) { return schedule(g); }, 1);
+}
+
+StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
+                                     const IterationInput& input,
+                                     const ReplicaScheduleFn& schedule, int threads) {
+  return PlanReplicaVariants(
+      job, plan, input, {},
+      [&](int r, std::vector<graph::StageGraph>& variants) { return schedule(r, variants[0]); },
+      threads);
+}
+
+StatusOr<IterationPlan> PlanReplicaVariants(
+    const Job& job, const StaticPlan& plan, const IterationInput& input,
+    const std::vector<std::vector<cost::Recompute>>& extra_recompute,
+    const ReplicaVariantsScheduleFn& schedule, int threads) {
+  const auto start = std::chrono::steady_clock::now();
+  const Placement& placement = plan.placement;
+  const spec::Batch& batch = input.batch;
+  const Assignment& assignment = input.assignment;
+  const int dp = AnchorReplicas(job, plan);
+  if (static_cast<int>(assignment.replicas.size()) != dp) {
+    return InvalidArgumentError("assignment (" + assignment.policy + ") has " +
+                                std::to_string(assignment.replicas.size()) +
+                                " replicas; the static plan has " + std::to_string(dp));
+  }
+  BatchSplit split{.replicas = assignment.replicas};
+  IterationPlan out;
+  out.notes = assignment.notes;
+  GraphBuildOptions options{.sub_microbatch_size = plan.sub_microbatch_size,
+                            .recompute = plan.recompute,
+                            .split_backward = plan.split_backward,
+                            .keep_empty_stages = plan.keep_empty_stages};
+  if (placement.unfolded) {
+    // One graph for the whole iteration: microbatch j of anchor replica a is joint microbatch
+    // j·R + a (replicas interleaved, so every producer replica serves each consumer early).
+    Microbatches joint;
+    const int num_modules = static_cast<int>(job.model.modules.size());
+    std::vector<std::vector<std::vector<int>>> producers(num_modules);
+    for (int j = 0;; ++j) {
+      bool any = false;
+      for (int a = 0; a < dp; ++a) {
+        if (j >= static_cast<int>(split.replicas[a].size())) continue;
+        any = true;
+        joint.push_back(split.replicas[a][j]);
+        options.anchor_replica.push_back(a);
+        for (int m = 0; m < num_modules; ++m) {
+          if (m < static_cast<int>(assignment.producers.size()) &&
+              !assignment.producers[m].empty()) {
+            producers[m].push_back(assignment.producers[m][a][j]);
+          }
+        }
+      }
+      if (!any) break;
+    }
+    if (std::any_of(producers.begin(), producers.end(),
+                    [](const auto& p) { return !p.empty(); })) {
+      options.producer_replicas = std::move(producers);
+    }
+    split.replicas.assign(1, std::move(joint));
+  }
+  const int llm = data::FirstLlmModule(job.model);
+  out.replicas.resize(split.replicas.size());
+  WEFT_RETURN_IF_ERROR(ParallelFor(static_cast<int>(split.replicas.size()), threads,
+                                   [&](int r) -> Status {
+    Microbatches& microbatches = split.replicas[r];
+    ReplicaPlan& replica = out.replicas[r];
+    std::vector<graph::StageGraph> variants;
+    if (extra_recompute.empty()) {
+      WEFT_ASSIGN_OR_RETURN(graph::StageGraph g,
+                            BuildStageGraph(job.model, plan.placement, batch, microbatches,
+                                            *job.cost_model, job.workload, options));
+      variants.push_back(std::move(g));
+    } else {
+      std::vector<std::vector<cost::Recompute>> levels = {options.recompute};
+      levels.insert(levels.end(), extra_recompute.begin(), extra_recompute.end());
+      WEFT_ASSIGN_OR_RETURN(variants,
+                            BuildStageGraphVariants(job.model, plan.placement, batch, microbatches,
+                                                    *job.cost_model, job.workload, options,
+                                                    levels));
+    }
+    WEFT_ASSIGN_OR_RETURN(replica.schedule, schedule(r, variants));
+    replica.graph = std::move(variants[0]);
+    for (const auto& mb : microbatches) {
+      for (int seq : mb) {
+        if (batch.sequences.empty()) {
+          replica.samples += 1;
+        } else {
+          replica.samples += batch.sequences[seq].sample_indices.size();
+        }
+      }
+      if (llm >= 0) {
+        WEFT_ASSIGN_OR_RETURN(auto w,
+                              data::DeriveModuleWorkload(job.model, llm, batch, mb, job.workload));
+        replica.tokens += static_cast<double>(w.TotalTokens());
+      }
+    }
+    replica.microbatches = std::move(microbatches);
+    return OkStatus();
+  }));
+  for (const ReplicaPlan& replica : out.replicas) {
+    for (const auto& stage : replica.graph.stages()) out.model_flops += stage.flops;
+  }
+  out.plan_time_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+StatusOr<IterationEvaluation> EvaluateIteration(const Job& job, const IterationPlan& plan,
+                                                const sim::SimOptions& options) {
+  IterationEvaluation eval;
+  if (plan.replicas.empty()) return InvalidArgumentError("iteration plan has no replicas");
+  double samples = 0, tokens = 0;
+  int num_gpus = 0;
+  for (size_t r = 0; r < plan.replicas.size(); ++r) {
+    const auto& replica = plan.replicas[r];
+    sim::SimOptions o = options;
+    o.samples_per_iteration = replica.samples;
+    o.tokens_per_iteration = replica.tokens;
+    // Each replica graph folds the dp copies of its groups; count one copy's FLOPs and GPUs.
+    double flops = 0;
+    for (const auto& s : replica.graph.stages()) flops += s.flops;
+    o.model_flops = flops;
+    int gpus = 0;
+    for (const auto& g : replica.graph.groups()) gpus += g.num_gpus;
+    o.num_gpus = gpus;
+    WEFT_ASSIGN_OR_RETURN(sim::Timeline t,
+                          sim::Simulate(replica.graph, replica.schedule, job.cluster, o));
+    if (t.iteration_time_s > eval.iteration_time_s) {
+      eval.iteration_time_s = t.iteration_time_s;
+      eval.slowest_replica = static_cast<int>(r);
+    }
+    eval.lower_bound_s = std::max(eval.lower_bound_s, t.lower_bound_s);
+    for (const auto& g : t.groups) eval.peak_memory_bytes = std::max(eval.peak_memory_bytes, g.peak_bytes);
+    eval.oom = eval.oom || !t.oom.empty();
+    samples += replica.samples;
+    tokens += replica.tokens;
+    num_gpus += gpus;
+    eval.timelines.push_back(std::move(t));
+  }
+  eval.bubble_ratio = eval.timelines[eval.slowest_replica].bubble_ratio;
+  const double peak = job.cluster.gpu.peak_bf16_flops_per_s;
+  if (eval.iteration_time_s > 0) {
+    eval.samples_per_s = samples / eval.iteration_time_s;
+    eval.tokens_per_s = tokens / eval.iteration_time_s;
+  }
+  // One accounting of GPUs: those the placement uses, and the cluster's others as idle (charged
+  // in MFU unless the job says otherwise).
+  eval.gpus_used = num_gpus;
+  eval.gpus_idle = std::max(0, job.cluster.TotalGpus() - num_gpus);
+  eval.gpus_charged = job.charge_idle_gpus ? num_gpus + eval.gpus_idle : num_gpus;
+  if (eval.iteration_time_s > 0 && eval.gpus_charged > 0 && peak > 0) {
+    eval.mfu = plan.model_flops / (eval.gpus_charged * peak * eval.iteration_time_s);
+  }
+  return eval;
+}
+
+}  // namespace weft::planning

@@ -1,0 +1,286 @@
+#include "weft/planning/job_setup.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "weft/common/text.h"
+#include "weft/data/generators.h"
+#include "weft/data/packing.h"
+#include "weft/data/readers.h"
+#include "weft/data/workload.h"
+#include "weft/planning/graph_builder.h"
+
+namespace weft::planning {
+namespace {
+
+bool IsGeneratorProfile(std::string_view name) {
+  for (auto p : data::GeneratorProfileNames()) {
+    if (p == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status JobOptions::Validate() const {
+  auto range = [](const char* field, int64_t value, int64_t hi, const char* zero) -> Status {
+    if (value >= 0 && value <= hi) return OkStatus();
+    return InvalidArgumentError(std::string(field) + " = " + std::to_string(value) +
+                                "; must be in [0, " + std::to_string(hi) + "] (0 = " + zero + ")");
+  };
+  WEFT_RETURN_IF_ERROR(range("gpus", gpus, kMaxGpus, "the model's setup"));
+  WEFT_RETURN_IF_ERROR(range("pipeline_size", pipeline_size, kMaxPipelineSize, "the setup's pp"));
+  WEFT_RETURN_IF_ERROR(range("sequences_per_batch", sequences_per_batch, kMaxSequencesPerBatch,
+                             "microbatches x DP"));
+  WEFT_RETURN_IF_ERROR(range("num_microbatches", num_microbatches, kMaxMicrobatches,
+                             "the setup's, else 2 x pp"));
+  WEFT_RETURN_IF_ERROR(range("context_tokens", context_tokens, kMaxContextTokens,
+                             "the setup's, else 8192"));
+  return OkStatus();
+}
+
+StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
+  WEFT_RETURN_IF_ERROR(options.Validate());
+  auto setup = std::make_unique<JobSetup>();
+  WEFT_ASSIGN_OR_RETURN(spec::ModelPreset preset, spec::LoadModel(options.model));
+  setup->model_name = options.model;
+  const spec::TrainingSetup training = preset.setup.value_or(spec::TrainingSetup{});
+  std::string cluster_name = !options.cluster.empty() ? options.cluster : training.cluster;
+  if (cluster_name.empty()) {
+    return InvalidArgumentError("--cluster: model '" + options.model +
+                                "' has no setup cluster; name one (e.g. --cluster h800)");
+  }
+  WEFT_ASSIGN_OR_RETURN(spec::ClusterSpec cluster, spec::LoadCluster(cluster_name));
+  setup->cluster_name = cluster_name;
+  const int gpus = options.gpus > 0 ? options.gpus
+                   : training.gpus > 0 ? training.gpus
+                                       : cluster.TotalGpus();
+  WEFT_ASSIGN_OR_RETURN(cluster, cluster.WithTotalGpus(gpus));
+
+  Job& job = setup->job;
+  job.model = std::move(preset.model);
+  job.cluster = cluster;
+  job.parallel = training.parallel;
+  job.seed = options.seed;
+  job.charge_idle_gpus = options.charge_idle_gpus;
+  // The backbone's TP·PP·CP fixes one replica; DP fills the GPUs.
+  const int llm = data::FirstLlmModule(job.model);
+  if (llm < 0) return FailedPreconditionError("model '" + options.model + "' has no llm module");
+  spec::ModuleParallel lp = job.parallel.For(job.model.modules[llm].name);
+  if (options.pipeline_size < 0) {
+    return InvalidArgumentError("--pp = " + std::to_string(options.pipeline_size) +
+                                "; must be >= 0");
+  }
+  if (options.pipeline_size > 0) lp.pp = options.pipeline_size;
+  const int replica = lp.tp * lp.pp * lp.cp;
+  if (gpus < replica) {
+    return FailedPreconditionError("--gpus = " + std::to_string(gpus) + "; module '" +
+                                   job.model.modules[llm].name + "' needs tp·pp·cp = " +
+                                   std::to_string(replica) + " GPUs");
+  }
+  const int dp = gpus / replica;
+  if (gpus % replica != 0) {
+    const int unused = gpus % replica;
+    setup->notes += std::to_string(unused) + (unused == 1 ? " GPU" : " GPUs") +
+                    " unused by pipeline replicas of tp·pp·cp = " + std::to_string(replica);
+  }
+  if (dp != lp.dp) {
+    setup->notes += std::string(setup->notes.empty() ? "" : "; ") + "dp set to " +
+                    std::to_string(dp) + " to fill " + std::to_string(gpus) + " GPUs";
+  }
+  // Every module uses the backbone's DP (one pipeline replica per DP rank).
+  std::vector<spec::ModuleParallel> entries;
+  for (const auto& m : job.model.modules) {
+    spec::ModuleParallel p = job.parallel.For(m.name);
+    p.module = m.name;
+    p.dp = dp;
+    if (&m == &job.model.modules[llm]) p.pp = lp.pp;
+    entries.push_back(p);
+  }
+  job.parallel.modules = entries;
+  const int p = lp.pp;
+  job.parallel.num_microbatches = options.num_microbatches > 0 ? options.num_microbatches
+                                  : training.parallel.num_microbatches > 1
+                                      ? training.parallel.num_microbatches
+                                      : 2 * p;
+  // Videos longer than the model takes (docs/data.md): the setup's rules.
+  if (training.max_video_frames > 0) job.workload.max_vit_video_frames = training.max_video_frames;
+  if (training.max_clip_s > 0) job.workload.max_dit_video_s = training.max_clip_s;
+  if (!training.long_clips.empty()) {
+    WEFT_ASSIGN_OR_RETURN(setup->long_clips, data::ParseLongClipRule(training.long_clips));
+  }
+  setup->context_tokens = options.context_tokens > 0   ? options.context_tokens
+                          : training.context_tokens > 0 ? training.context_tokens
+                                                        : 8192;
+  setup->sequences_per_batch =
+      options.sequences_per_batch > 0 ? options.sequences_per_batch
+      : training.global_batch_sequences > 0
+          ? training.global_batch_sequences
+          : job.parallel.num_microbatches * dp;
+  // The derived batch too (microbatches x DP): beyond the limit a batch exhausts memory.
+  if (setup->sequences_per_batch > JobOptions::kMaxSequencesPerBatch) {
+    return InvalidArgumentError(
+        "sequences per global batch = " + std::to_string(setup->sequences_per_batch) +
+        " (microbatches " + std::to_string(job.parallel.num_microbatches) + " x DP " +
+        std::to_string(dp) + "); must be <= " + std::to_string(JobOptions::kMaxSequencesPerBatch) +
+        ": lower --microbatches or --gpus, or set --sequences");
+  }
+  setup->data_name = !options.data.empty() ? options.data : training.data_profile;
+  std::error_code exists_error;  // a name the OS cannot look up (too long, ...) does not exist
+  if (setup->data_name.empty() || (!IsGeneratorProfile(setup->data_name) &&
+                                   !std::filesystem::exists(setup->data_name, exists_error))) {
+    std::string known;
+    for (auto n : data::GeneratorProfileNames()) known += (known.empty() ? "" : ", ") + std::string(n);
+    if (!options.data.empty()) {
+      return NotFoundError("--data = " + QuoteForMessage(options.data) +
+                           "; neither a file nor a profile (profiles: " + known + ")");
+    }
+    if (!setup->data_name.empty()) {
+      // The model's setup names a profile that does not exist: an error, not a silent "mixed".
+      return NotFoundError(options.model + ": setup.data_profile = " +
+                           QuoteForMessage(setup->data_name) +
+                           "; neither a file nor a profile (profiles: " + known + ")");
+    }
+    setup->data_name = "mixed";
+  }
+  setup->cost_model = std::make_unique<cost::CostModel>(cluster);
+  job.cost_model = setup->cost_model.get();
+  WEFT_RETURN_IF_ERROR(job.Validate());
+  if (options.profile_batches > 0) {
+    // Representative batches come from the same distribution with another seed (data the
+    // static strategies see before training, not the batches they are measured on).
+    const uint64_t seed = job.seed;
+    job.seed = seed ^ 0x9e3779b97f4a7c15ULL;
+    auto profile = MakeIterationBatches(*setup, 0, options.profile_batches);
+    job.seed = seed;
+    if (!profile.ok()) return profile.status();
+    job.profile_batches = std::move(*profile);
+  }
+  return setup;
+}
+
+StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, int64_t first,
+                                                        int count, std::string* warning) {
+  const Job& job = setup.job;
+  data::BatchingOptions batching;
+  batching.packing.context_tokens = setup.context_tokens;
+  // T2V (DIP §7.1 after MovieGen): up to 8 clips and 16 s of video per packed microbatch.
+  for (const auto& m : job.model.modules) {
+    if (m.kind == spec::ModuleKind::kDit) {
+      batching.packing.max_videos_per_sequence = 8;
+      batching.packing.max_video_s_per_sequence = std::max(16.0, job.workload.max_dit_video_s);
+    }
+  }
+  batching.packing.workload = job.workload;
+  batching.packing.long_clips = setup.long_clips;
+  batching.sequences_per_batch = setup.sequences_per_batch;
+  std::vector<spec::Batch> out;
+  if (IsGeneratorProfile(setup.data_name)) {
+    for (int64_t it = first; it < first + count; ++it) {
+      int64_t n = 4LL * setup.sequences_per_batch;
+      for (int attempt = 0; attempt < 12; ++attempt, n *= 2) {
+        data::GeneratorOptions g;
+        g.num_samples = n;
+        g.seed = job.seed;
+        g.iteration = it;
+        g.context_tokens = setup.context_tokens;
+        WEFT_ASSIGN_OR_RETURN(auto samples, data::GenerateSamples(setup.data_name, g));
+        batching.first_iteration = it;
+        batching.drop_last = true;
+        WEFT_ASSIGN_OR_RETURN(auto batches, data::MakeBatches(job.model, samples, batching));
+        if (!batches.empty()) {
+          out.push_back(std::move(batches.front()));
+          out.back().iteration = it;
+          break;
+        }
+      }
+      if (static_cast<int64_t>(out.size()) != it - first + 1) {
+        return FailedPreconditionError("data profile '" + setup.data_name +
+                                       "' could not fill a batch of " +
+                                       std::to_string(setup.sequences_per_batch) + " sequences");
+      }
+    }
+    return out;
+  }
+  WEFT_ASSIGN_OR_RETURN(data::ReadResult read, data::ReadSamples(setup.data_name));
+  if (read.samples.empty()) {
+    return InvalidArgumentError(setup.data_name + ": no usable samples");
+  }
+  // A DiT needs each clip's frame size (or the model's image_size_px): say so here, naming the
+  // file and the sample, not later in every strategy without the file's name.
+  for (const spec::ModuleSpec& m : job.model.modules) {
+    if (m.kind != spec::ModuleKind::kDit) continue;
+    for (const spec::Sample& sample : read.samples) {
+      for (size_t v = 0; v < sample.videos.size(); ++v) {
+        auto tokens = data::DitLatentTokensForVideo(m, sample.videos[v]);
+        if (!tokens.ok()) {
+          return InvalidArgumentError(
+              setup.data_name + ": sample " + std::to_string(sample.id) + " videos[" +
+              std::to_string(v) + "] (w " + std::to_string(sample.videos[v].width_px) + ", h " +
+              std::to_string(sample.videos[v].height_px) + "): " + tokens.status().message() +
+              "; give the frame size (w, h) in the data or set " + m.name +
+              ".image_size_px in the model");
+        }
+      }
+    }
+  }
+  batching.drop_last = true;
+  data::BatchingReport used;
+  WEFT_ASSIGN_OR_RETURN(auto batches,
+                        data::MakeBatches(job.model, read.samples, batching, &used));
+  std::string short_note;
+  if (batches.empty()) {
+    // Less than one batch in the whole file: that short batch is the data (said below).
+    batching.drop_last = false;
+    WEFT_ASSIGN_OR_RETURN(batches, data::MakeBatches(job.model, read.samples, batching, &used));
+    if (batches.empty()) {
+      return InvalidArgumentError(setup.data_name + ": no sample could be packed into " +
+                                  std::to_string(setup.context_tokens) + "-token sequences");
+    }
+    short_note = "; the whole file packs into " + std::to_string(used.packing.sequences) +
+                 " sequence(s), fewer than a batch of " +
+                 std::to_string(setup.sequences_per_batch) + ": every iteration uses them";
+  }
+  const int64_t given = static_cast<int64_t>(read.samples.size()) + read.num_malformed;
+  const int64_t unused = read.num_malformed +
+                         static_cast<int64_t>(used.packing.rejected_ids.size()) +
+                         used.samples_in_dropped_batch;
+  // The video rules changed what trains on: say how much.
+  const data::PackingReport& pr = used.packing;
+  std::string rules;
+  if (pr.frame_sampled_samples > 0) {
+    rules += "; " + std::to_string(pr.frame_sampled_samples) +
+             " sample(s) frame-sampled to fit the context (ViT frames " +
+             std::to_string(pr.vit_frames_packed) + " packed of " + std::to_string(pr.vit_frames_in) +
+             " given)";
+  }
+  if (pr.long_clips > 0) {
+    rules += "; " + std::to_string(pr.long_clips) + " clip(s) longer than " +
+             fmt::format("{:g}", job.workload.max_dit_video_s) + " s " +
+             (setup.long_clips == data::LongClipRule::kSplit ? "split" : "truncated") +
+             fmt::format(" ({:.0f} of {:.0f} s of video packed)", pr.video_s_packed, pr.video_s_in);
+  }
+  if (warning != nullptr && (read.num_malformed > 0 || used.sequences_in_dropped_batch > 0 ||
+                             100 * unused > given || !short_note.empty() || !rules.empty())) {
+    *warning = setup.data_name + ": " + std::to_string(given) + " records given, " +
+               std::to_string(given - unused) + " samples used (" +
+               std::to_string(read.num_malformed) + " malformed, " +
+               std::to_string(used.packing.rejected_ids.size()) +
+               " rejected by packing into " + std::to_string(setup.context_tokens) +
+               "-token sequences, " + std::to_string(used.samples_in_dropped_batch) +
+               " in a short last batch of " + std::to_string(used.sequences_in_dropped_batch) +
+               " sequence(s), dropped)" + short_note + rules;
+  }
+  for (int64_t it = first; it < first + count; ++it) {
+    const int64_t n = static_cast<int64_t>(batches.size());
+    spec::Batch b = batches[((it % n) + n) % n];
+    b.iteration = it;
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+}  // namespace weft::planning
