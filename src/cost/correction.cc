@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -21,12 +22,30 @@ uint64_t NextCorrectionVersion() {
   return last_correction_version.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
-// floor(steps · log2(x)) for x ≥ 1, else −1. Exact at powers of two (log2 is exact there and
-// the product by a small integer too); elsewhere the boundaries 2^(k/steps) are irrational, so
-// no integer token count sits on one.
-int GeometricBucket(double x, int steps_per_doubling) {
-  if (!(x >= 1)) return -1;
-  return static_cast<int>(std::floor(steps_per_doubling * std::log2(x)));
+// 2^(j/4) for j = 1, 2, 3 and 2^(1/2): the thresholds within one doubling.
+constexpr std::array<double, 3> kQuarterRoots = {1.1892071150027210667, 1.4142135623730950488,
+                                                 1.6817928305074290861};
+constexpr std::array<double, 1> kHalfRoots = {1.4142135623730950488};
+
+// floor(steps · log2(x)) for finite x ≥ 1, else −1, without a logarithm: x = m · 2^k with m in
+// [1, 2) (frexp and the doubling are exact), plus the thresholds m reaches. Exact at powers of
+// two; the other boundaries are irrational, so only an x within one rounding of one could land
+// on the other side than the real-number formula puts it.
+template <size_t N>
+int GeometricBucket(double x, const std::array<double, N>& roots) {
+  if (!(x >= 1) || !std::isfinite(x)) return -1;
+  int exponent = 0;
+  const double m = 2 * std::frexp(x, &exponent);  // x = m · 2^(exponent − 1)
+  int bucket = static_cast<int>(N + 1) * (exponent - 1);
+  for (double root : roots) bucket += m >= root ? 1 : 0;
+  return bucket;
+}
+
+// (module, bucket) as one integer whose order is that of (module, tokens, mean_segment):
+// buckets lie in [−1, 4·63] and [−1, 2·63], so each fits 16 bits once shifted by one.
+uint64_t PackedKey(int module, const ShapeBucket& b) {
+  return (static_cast<uint64_t>(module) << 32) | (static_cast<uint64_t>(b.tokens + 1) << 16) |
+         static_cast<uint64_t>(b.mean_segment + 1);
 }
 
 bool ValidPass(Pass pass) {
@@ -37,10 +56,12 @@ bool ValidPass(Pass pass) {
 }  // namespace internal
 
 ShapeBucket ShapeBucketOf(const TokenShape& shape) {
-  return {.tokens = internal::GeometricBucket(static_cast<double>(shape.tokens),
-                                              kTokenBucketsPerDoubling),
-          .mean_segment =
-              internal::GeometricBucket(shape.MeanSegmentTokens(), kSegmentBucketsPerDoubling)};
+  static_assert(internal::kQuarterRoots.size() + 1 == kTokenBucketsPerDoubling);
+  static_assert(internal::kHalfRoots.size() + 1 == kSegmentBucketsPerDoubling);
+  return {
+      .tokens =
+          internal::GeometricBucket(static_cast<double>(shape.tokens), internal::kQuarterRoots),
+      .mean_segment = internal::GeometricBucket(shape.MeanSegmentTokens(), internal::kHalfRoots)};
 }
 
 double TokenBucketLowerTokens(int bucket) {
@@ -58,6 +79,13 @@ StatusOr<std::shared_ptr<const CostCorrection>> CostCorrection::Make(
     if (!internal::ValidPass(e.key.pass)) {
       return InvalidArgumentError(fmt::format("correction entry {}: key.pass = {}; must be a Pass",
                                               i, static_cast<int>(e.key.pass)));
+    }
+    // The reach of ShapeBucketOf (int64 tokens, a mean length ≤ tokens); PackedKey relies on it.
+    if (e.key.bucket.tokens < -1 || e.key.bucket.tokens > 255 || e.key.bucket.mean_segment < -1 ||
+        e.key.bucket.mean_segment > 127) {
+      return InvalidArgumentError(fmt::format(
+          "correction entry {}: key.bucket = ({}, {}); must lie in [-1, 255] x [-1, 127]", i,
+          e.key.bucket.tokens, e.key.bucket.mean_segment));
     }
     if (!std::isfinite(e.factor) || e.factor <= 0) {
       return InvalidArgumentError(
@@ -81,6 +109,7 @@ StatusOr<std::shared_ptr<const CostCorrection>> CostCorrection::Make(
   }
   auto correction = std::make_shared<CostCorrection>();
   correction->entries_ = std::move(entries);
+  correction->BuildIndex();
   correction->version_ = internal::NextCorrectionVersion();
   return std::shared_ptr<const CostCorrection>(std::move(correction));
 }
@@ -99,11 +128,44 @@ double CostCorrection::Factor(const CorrectionKey& key) const {
 }
 
 PassFactors CostCorrection::Factors(int module, const TokenShape& shape) const {
-  if (entries_.empty()) return {};
-  const ShapeBucket bucket = ShapeBucketOf(shape);
-  return {.forward = Factor({module, Pass::kForward, bucket}),
-          .backward_input = Factor({module, Pass::kBackwardInput, bucket}),
-          .backward_weight = Factor({module, Pass::kBackwardWeight, bucket})};
+  if (index_.empty() || module < 0) return {};
+  const uint64_t key = internal::PackedKey(module, ShapeBucketOf(shape));
+  auto it = std::lower_bound(
+      index_.begin(), index_.end(), key,
+      [](const std::pair<uint64_t, PassFactors>& row, uint64_t k) { return row.first < k; });
+  if (it == index_.end() || it->first != key) return {};
+  return it->second;
+}
+
+void CostCorrection::BuildIndex() {
+  // Entries are sorted by (module, pass, bucket): one row per (module, bucket), sorted, then
+  // each entry's factor set in its row.
+  index_.clear();
+  for (const CorrectionEntry& e : entries_) {
+    index_.emplace_back(internal::PackedKey(e.key.module, e.key.bucket), PassFactors{});
+  }
+  std::sort(index_.begin(), index_.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  index_.erase(std::unique(index_.begin(), index_.end(),
+                           [](const auto& a, const auto& b) { return a.first == b.first; }),
+               index_.end());
+  for (const CorrectionEntry& e : entries_) {
+    const uint64_t key = internal::PackedKey(e.key.module, e.key.bucket);
+    auto it = std::lower_bound(
+        index_.begin(), index_.end(), key,
+        [](const std::pair<uint64_t, PassFactors>& row, uint64_t k) { return row.first < k; });
+    switch (e.key.pass) {
+      case Pass::kForward:
+        it->second.forward = e.factor;
+        break;
+      case Pass::kBackwardInput:
+        it->second.backward_input = e.factor;
+        break;
+      case Pass::kBackwardWeight:
+        it->second.backward_weight = e.factor;
+        break;
+    }
+  }
 }
 
 std::string CostCorrection::BriefReport() const {
@@ -191,6 +253,7 @@ StatusOr<std::shared_ptr<const CostCorrection>> UpdateCorrection(
   while (old != old_end) entries.push_back(*old++);
   auto correction = std::make_shared<CostCorrection>();
   correction->entries_ = std::move(entries);
+  correction->BuildIndex();
   correction->version_ = internal::NextCorrectionVersion();
   correction->generation_ = previous.generation() + 1;
   return std::shared_ptr<const CostCorrection>(std::move(correction));

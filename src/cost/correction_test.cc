@@ -93,6 +93,13 @@ TEST(ShapeBucket, TokenBucketsAreQuarterOctaves) {
   // 1024 · 2^(1/4) = 1217.7: the next bucket starts at 1218.
   EXPECT_EQ(ShapeBucketOf(TokenShape::Uniform(1217)).tokens, 40);
   EXPECT_EQ(ShapeBucketOf(TokenShape::Uniform(1218)).tokens, 41);
+  // The same as the real-number formula, and as the double one, over a wide range.
+  for (int64_t tokens = 1; tokens <= (int64_t{1} << 40); tokens += 1 + tokens / 1000) {
+    ASSERT_EQ(ShapeBucketOf(TokenShape::Uniform(tokens)).tokens,
+              static_cast<int>(std::floor(4 * std::log2(static_cast<double>(tokens)))))
+        << tokens;
+  }
+  EXPECT_EQ(ShapeBucketOf(TokenShape::Uniform(int64_t{1} << 62)).tokens, 248);
   // Every token count lies in [lower(b), lower(b + 1)) of its bucket.
   for (int64_t tokens = 1; tokens <= 200000; tokens += 1 + tokens / 64) {
     const int b = ShapeBucketOf(TokenShape::Uniform(tokens)).tokens;
@@ -113,6 +120,13 @@ TEST(ShapeBucket, MeanSegmentSplitsPackedSequencesOfOneLength) {
   const std::array<int64_t, 2> pair = {512, 512};
   EXPECT_EQ(ShapeBucketOf(TokenShape::Uniform(512, 2)),
             ShapeBucketOf(TokenShape::FromSegments(pair)));
+  for (int64_t len = 1; len <= 100000; len += 1 + len / 100) {
+    const std::array<int64_t, 3> docs = {len, 2 * len + 1, 3};
+    const TokenShape shape = TokenShape::FromSegments(docs);
+    EXPECT_EQ(ShapeBucketOf(shape).mean_segment,
+              static_cast<int>(std::floor(2 * std::log2(shape.MeanSegmentTokens()))))
+        << len;
+  }
   // Empty shapes have a bucket of their own.
   EXPECT_EQ(ShapeBucketOf(TokenShape{}), (ShapeBucket{.tokens = -1, .mean_segment = -1}));
 }
@@ -166,6 +180,10 @@ TEST(CostCorrection, MakeRefusesBadEntries) {
                    {{.key = {.module = -1, .pass = Pass::kForward, .bucket = {}}, .factor = 1}})
                    .ok());
   EXPECT_FALSE(CostCorrection::Make({{.key = k, .factor = 1, .observations = -1}}).ok());
+  auto far = CostCorrection::Make(
+      {{.key = {.module = 0, .pass = Pass::kForward, .bucket = {.tokens = 256}}, .factor = 1}});
+  ASSERT_FALSE(far.ok());
+  EXPECT_THAT(far.status().message(), HasSubstr("key.bucket = (256, -1)"));
   auto twice = CostCorrection::Make({{.key = k, .factor = 2}, {.key = k, .factor = 3}});
   ASSERT_FALSE(twice.ok());
   EXPECT_THAT(twice.status().message(), HasSubstr("given twice"));

@@ -33,6 +33,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "weft/common/status.h"
@@ -45,6 +46,8 @@ namespace weft::cost {
 //                  −1 when shape.tokens = 0;
 //   mean_segment = floor(2 · log2(Σs²/Σs))                 (ratio 2^(1/2) ≈ 1.41 per bucket),
 //                  −1 when the mean attention length is below 1 (an empty shape).
+// Computed without a logarithm: x = m · 2^k with m in [1, 2) (exact), bucket = steps · k + the
+// number of thresholds 2^(j/steps), 0 < j < steps (the nearest doubles), that m reaches.
 // `tokens` is what DFLOP keys by (an encoder's batch of images: tokens = images × tokens per
 // image; the LLM's sequence length); `mean_segment` separates a packed LLM microbatch of fixed
 // total length by its documents (short documents run attention at another efficiency). A
@@ -92,8 +95,9 @@ class CostCorrection {
   CostCorrection() = default;
 
   // A correction with the given factors (tests, tools, a correction restored from a log).
-  // Fails on a negative module, a factor that is not finite and > 0, negative observations or
-  // two entries with one key. Takes a fresh version; generation 0.
+  // Fails on a negative module, a bucket ShapeBucketOf cannot give (outside [−1, 255] ×
+  // [−1, 127]), a factor that is not finite and > 0, negative observations or two entries with
+  // one key. Takes a fresh version; generation 0.
   static StatusOr<std::shared_ptr<const CostCorrection>> Make(std::vector<CorrectionEntry> entries);
 
   // The factor of one key; 1 where the key has no entry.
@@ -122,7 +126,13 @@ class CostCorrection {
       std::span<const StageObservation> observations,
       const CorrectionRule& rule);
 
+  // Fills index_ from entries_.
+  void BuildIndex();
+
   std::vector<CorrectionEntry> entries_;  // sorted by key, unique keys
+  // The three factors per (module, bucket), keyed by internal::PackedKey and sorted: Factors
+  // (CostModel's path, once per Layer/Chunk call) costs one search of integers.
+  std::vector<std::pair<uint64_t, PassFactors>> index_;
   uint64_t version_ = 0;
   uint64_t generation_ = 0;
 };
