@@ -42,7 +42,8 @@ int GeometricBucket(double x, const std::array<double, N>& roots) {
 }
 
 // (module, bucket) as one integer whose order is that of (module, tokens, mean_segment):
-// buckets lie in [−1, 4·63] and [−1, 2·63], so each fits 16 bits once shifted by one.
+// for int64 tokens, buckets lie in [−1, 255] and [−1, 127] (Make checks), so each fits 16 bits
+// once shifted by one.
 uint64_t PackedKey(int module, const ShapeBucket& b) {
   return (static_cast<uint64_t>(module) << 32) | (static_cast<uint64_t>(b.tokens + 1) << 16) |
          static_cast<uint64_t>(b.mean_segment + 1);
@@ -138,8 +139,7 @@ PassFactors CostCorrection::Factors(int module, const TokenShape& shape) const {
 }
 
 void CostCorrection::BuildIndex() {
-  // Entries are sorted by (module, pass, bucket): one row per (module, bucket), sorted, then
-  // each entry's factor set in its row.
+  // One row per (module, bucket), sorted; each entry sets its pass's factor in its row.
   index_.clear();
   for (const CorrectionEntry& e : entries_) {
     index_.emplace_back(internal::PackedKey(e.key.module, e.key.bucket), PassFactors{});

@@ -169,6 +169,39 @@ TEST(CostCorrection, MakeSortsEntriesAndLooksThemUp) {
   EXPECT_THAT(c->BriefReport(), HasSubstr("2 keys, 2 observations, factors 0.75..1.5"));
 }
 
+TEST(CostCorrection, FactorsAgreeWithPerKeyLookupsOnRandomCorrections) {
+  std::mt19937 rng(11);
+  int corrected = 0;  // queries that met an entry
+  for (int instance = 0; instance < 20; ++instance) {
+    std::vector<CorrectionEntry> entries;
+    for (int module = 0; module < 3; ++module) {
+      for (int tokens_bucket = 30; tokens_bucket < 50; ++tokens_bucket) {
+        for (int pass = 0; pass < 3; ++pass) {
+          if (rng() % 3 != 0) continue;
+          entries.push_back(
+              {.key = {.module = module,
+                       .pass = static_cast<Pass>(pass),
+                       .bucket = {.tokens = tokens_bucket, .mean_segment = tokens_bucket / 2}},
+               .factor = 0.5 + static_cast<double>(rng() % 1000) / 500});
+        }
+      }
+    }
+    auto c = MakeOrDie(entries);
+    ASSERT_NE(c, nullptr);
+    for (int module = -1; module < 4; ++module) {
+      for (int64_t tokens = 128; tokens < 8192; tokens += 37) {
+        const TokenShape s = TokenShape::Uniform(tokens);  // mean segment = tokens
+        const PassFactors f = c->Factors(module, s);
+        corrected += f.forward != 1 || f.backward_input != 1 || f.backward_weight != 1;
+        EXPECT_EQ(f.forward, c->Factor(module, Pass::kForward, s)) << instance << " " << tokens;
+        EXPECT_EQ(f.backward_input, c->Factor(module, Pass::kBackwardInput, s));
+        EXPECT_EQ(f.backward_weight, c->Factor(module, Pass::kBackwardWeight, s));
+      }
+    }
+  }
+  EXPECT_GT(corrected, 1000);
+}
+
 TEST(CostCorrection, MakeRefusesBadEntries) {
   const CorrectionKey k = Key(0, Pass::kForward, TokenShape::Uniform(64));
   auto bad_factor = CostCorrection::Make({{.key = k, .factor = 0}});
