@@ -57,7 +57,21 @@ double OutputActivationBytes(const spec::ModuleSpec& module, const TokenShape& s
 }
 
 CostModel::CostModel(spec::ClusterSpec cluster, CostOptions options, MeasuredOpTable measured)
-    : cluster_(std::move(cluster)), options_(std::move(options)), measured_(std::move(measured)) {}
+    : shared_(std::make_shared<Shared>()) {
+  shared_->cluster = std::move(cluster);
+  shared_->options = std::move(options);
+  shared_->measured = std::move(measured);
+}
+
+const spec::ClusterSpec& CostModel::cluster() const { return shared_->cluster; }
+const CostOptions& CostModel::options() const { return shared_->options; }
+
+CostModel CostModel::WithCorrection(std::shared_ptr<const CostCorrection> correction) const {
+  CostModel view = *this;
+  view.correction_ =
+      correction != nullptr && !correction->empty() ? std::move(correction) : nullptr;
+  return view;
+}
 
 namespace internal {
 namespace {
@@ -90,6 +104,23 @@ std::string CacheKey(const spec::ModuleSpec& m, int layer, const TokenShape& s,
       m.head_dim, m.linear_bias, m.qk_norm, m.learned_position_embeddings, m.shared_adaln);
 }
 
+double FactorOf(const PassFactors& f, Pass pass) {
+  switch (pass) {
+    case Pass::kForward: return f.forward;
+    case Pass::kBackwardInput: return f.backward_input;
+    case Pass::kBackwardWeight: return f.backward_weight;
+  }
+  return 1.0;
+}
+
+// A measured correction scales compute times only; recomputation replays the forward.
+void ApplyFactors(const PassFactors& f, CostTotals& totals) {
+  totals.forward_s *= f.forward;
+  totals.backward_input_s *= f.backward_input;
+  totals.backward_weight_s *= f.backward_weight;
+  for (double& s : totals.recompute_s) s *= f.forward;
+}
+
 }  // namespace
 }  // namespace internal
 
@@ -97,12 +128,15 @@ StatusOr<LayerCost> CostModel::ComputeLayer(const spec::ModuleSpec& module, int 
                                             const TokenShape& shape,
                                             const spec::ModuleParallel& parallel,
                                             BackwardMode backward) const {
-  WEFT_RETURN_IF_ERROR(options_.Validate());
+  const spec::ClusterSpec& cluster = shared_->cluster;
+  const CostOptions& options = shared_->options;
+  const MeasuredOpTable& measured = shared_->measured;
+  WEFT_RETURN_IF_ERROR(options.Validate());
   OpBuildContext ctx{.shape = shape,
                      .parallel = parallel,
                      .backward = backward,
-                     .gpus_per_node = std::max(1, cluster_.gpus_per_node),
-                     .cp_distribution = options_.cp_distribution};
+                     .gpus_per_node = std::max(1, cluster.gpus_per_node),
+                     .cp_distribution = options.cp_distribution};
   WEFT_ASSIGN_OR_RETURN(std::vector<Op> ops, BuildLayerOps(module, layer, ctx));
   LayerCost cost;
   cost.layer = layer;
@@ -119,13 +153,13 @@ StatusOr<LayerCost> CostModel::ComputeLayer(const spec::ModuleSpec& module, int 
   };
   for (Op& op : ops) {
     if (op.kind == OpKind::kAttention && op.pass != Pass::kForward) {
-      op.hardware_flops_factor = options_.attention_backward_hardware_factor;
+      op.hardware_flops_factor = options.attention_backward_hardware_factor;
     }
-    const double analytical_s = OpLatency(op, cluster_, options_);
+    const double analytical_s = OpLatency(op, cluster, options);
     op.latency_s = analytical_s;
-    if (measured_.empty() || op.kind == OpKind::kCollective) continue;
+    if (measured.empty() || op.kind == OpKind::kCollective) continue;
     if (op.pass == Pass::kForward) {
-      if (auto m = measured_.Lookup(op.name, tp, tokens_per_rank); m.has_value()) {
+      if (auto m = measured.Lookup(op.name, tp, tokens_per_rank); m.has_value()) {
         op.latency_s = *m;
         op.measured = true;
         if (!ratio_of(op.name) && analytical_s > 0) measured_ratio.emplace_back(op.name, *m / analytical_s);
@@ -162,12 +196,12 @@ StatusOr<LayerCost> CostModel::ComputeLayer(const spec::ModuleSpec& module, int 
   }
   WEFT_ASSIGN_OR_RETURN(
       ActivationFootprint act,
-      LayerActivationBytes(module, layer, ctx, options_.flash_attention, options_.dropout_masks));
+      LayerActivationBytes(module, layer, ctx, options.flash_attention, options.dropout_masks));
   cost.activation_bytes = {act.none_bytes, act.selective_bytes, act.full_bytes, 0.0};
   if (backward != BackwardMode::kNone) {
     cost.recompute_s = {0.0, selective_s, full_s, 0.0};
-    if (cluster_.host_link_bandwidth_bytes_per_s > 0) {
-      cost.offload_transfer_s = act.none_bytes / cluster_.host_link_bandwidth_bytes_per_s;
+    if (cluster.host_link_bandwidth_bytes_per_s > 0) {
+      cost.offload_transfer_s = act.none_bytes / cluster.host_link_bandwidth_bytes_per_s;
     } else {
       // No host link: offloading is impossible; keep the activations on the GPU.
       cost.activation_bytes[static_cast<int>(Recompute::kOffload)] = act.none_bytes;
@@ -177,9 +211,9 @@ StatusOr<LayerCost> CostModel::ComputeLayer(const spec::ModuleSpec& module, int 
   const double params = static_cast<double>(cost.parameters);
   cost.parameter_bytes = 2.0 * params;
   if (!module.frozen) {
-    cost.gradient_bytes = options_.gradient_bytes_per_param * params;
-    const double shards = options_.zero1 ? std::max(1, parallel.dp) : 1;
-    cost.optimizer_bytes = options_.optimizer_bytes_per_param * params / shards;
+    cost.gradient_bytes = options.gradient_bytes_per_param * params;
+    const double shards = options.zero1 ? std::max(1, parallel.dp) : 1;
+    cost.optimizer_bytes = options.optimizer_bytes_per_param * params / shards;
   }
   cost.ops = std::move(ops);
   return cost;
@@ -189,11 +223,12 @@ StatusOr<std::shared_ptr<const LayerCost>> CostModel::CachedLayer(
     const spec::ModuleSpec& module, int layer, const TokenShape& shape,
     const spec::ModuleParallel& parallel, BackwardMode backward) const {
   const std::string key = internal::CacheKey(module, layer, shape, parallel, backward);
+  Shared& shared = *shared_;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      ++hits_;
+    std::lock_guard<std::mutex> lock(shared.mutex);
+    auto it = shared.cache.find(key);
+    if (it != shared.cache.end()) {
+      ++shared.hits;
       return it->second;
     }
   }
@@ -204,8 +239,8 @@ StatusOr<std::shared_ptr<const LayerCost>> CostModel::CachedLayer(
   cost.ops = {};
   auto computed = std::make_shared<const LayerCost>(std::move(cost));
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    cache_.emplace(key, computed);
+    std::lock_guard<std::mutex> lock(shared.mutex);
+    shared.cache.emplace(key, computed);
   }
   return computed;
 }
@@ -225,6 +260,11 @@ StatusOr<LayerCost> CostModel::Layer(const spec::ModelSpec& model, int module, i
   WEFT_ASSIGN_OR_RETURN(LayerCost cost,
                         ModuleLayer(model.modules[module], layer, shape, parallel, backward));
   cost.module = module;
+  if (correction_ != nullptr) {
+    const PassFactors f = correction_->Factors(module, shape);
+    internal::ApplyFactors(f, cost);
+    for (Op& op : cost.ops) op.latency_s *= internal::FactorOf(f, op.pass);
+  }
   return cost;
 }
 
@@ -264,17 +304,18 @@ StatusOr<ChunkCost> CostModel::Chunk(const spec::ModelSpec& model, int module, i
     chunk.Accumulate(*cost, middle_count);
   }
   chunk.output_activation_bytes = OutputActivationBytes(m, shape, parallel);
+  if (correction_ != nullptr) internal::ApplyFactors(correction_->Factors(module, shape), chunk);
   return chunk;
 }
 
 int64_t CostModel::cache_hits() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return hits_;
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  return shared_->hits;
 }
 
 int64_t CostModel::cache_size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<int64_t>(cache_.size());
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  return static_cast<int64_t>(shared_->cache.size());
 }
 
 }  // namespace weft::cost

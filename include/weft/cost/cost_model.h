@@ -7,10 +7,18 @@
 //                            cost::TokenShape::Uniform(8192), parallel.For("llm"));
 //   double step_s = chunk->forward_s + chunk->BackwardS(cost::Recompute::kSelective);
 //
+// Measured correction (cost/correction.h): `model.WithCorrection(c)` is a view of the same model
+// whose Layer/Chunk times are multiplied by c's factors for their module, pass and shape bucket;
+// it shares the model's cache of uncorrected layer costs, so making one per iteration is cheap
+// (two shared pointers). A model without a correction gives the analytical (or measured-table)
+// costs, exactly as before corrections existed.
+//
 // Thread-safety: all const methods may be called concurrently from several planner threads.
-// Layer results are cached in the model's own cache, guarded by a mutex (lookups and inserts
-// take it briefly; the cost itself is computed outside the lock, so two threads may compute the
-// same entry once each — the results are identical). The cache lives and dies with the object.
+// Layer results are cached in a cache shared by a model, its copies and its corrected views,
+// guarded by a mutex (lookups and inserts take it briefly; the cost itself is computed outside
+// the lock, so two threads may compute the same entry once each — the results are identical).
+// The cache lives as long as the last model sharing it. Copies and views are independent
+// objects otherwise: a corrected view never changes the results of the model it came from.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -22,6 +30,7 @@
 
 #include "weft/common/status.h"
 #include "weft/cost/calibration.h"
+#include "weft/cost/correction.h"
 #include "weft/cost/latency.h"
 #include "weft/cost/ops.h"
 #include "weft/spec/cluster.h"
@@ -104,9 +113,26 @@ class CostModel {
   explicit CostModel(spec::ClusterSpec cluster,
                      CostOptions options = {},
                      MeasuredOpTable measured = {});
+  // Copies share the cluster, options, measured table and cache (copying is cheap); a copy of a
+  // corrected view keeps its correction. (No move: a moved-from model would have no cache.)
+  CostModel(const CostModel&) = default;
+  CostModel& operator=(const CostModel&) = default;
 
-  const spec::ClusterSpec& cluster() const { return cluster_; }
-  const CostOptions& options() const { return options_; }
+  const spec::ClusterSpec& cluster() const;
+  const CostOptions& options() const;
+
+  // A view of this model whose Layer and Chunk results carry `correction`'s factors (replacing
+  // this model's correction, if any): forward_s and recompute_s × the forward factor,
+  // backward_input_s and backward_weight_s × theirs, Layer's op latencies × their pass's factor;
+  // FLOPs, bytes, parameters and offload_transfer_s unchanged. Shares this model's cache.
+  // nullptr or an empty correction (dropped: correction() is then nullptr) = the uncorrected
+  // model, what StageObservation's predicted_uncorrected_s is priced with. ModuleLayer (no
+  // module index) is never corrected.
+  CostModel WithCorrection(std::shared_ptr<const CostCorrection> correction) const;
+  // The correction applied, or nullptr.
+  const std::shared_ptr<const CostCorrection>& correction() const { return correction_; }
+  // correction()->version(), or 0 without one (caches of corrected results key on it).
+  uint64_t correction_version() const { return correction_ ? correction_->version() : 0; }
 
   // One layer of `model.modules[module]` on one TP rank. Layer 0 carries the module's input
   // extras, layer num_layers−1 its output extras. Backward passes follow BackwardModeOf.
@@ -116,7 +142,8 @@ class CostModel {
                             const TokenShape& shape,
                             const spec::ModuleParallel& parallel) const;
 
-  // Layers [first_layer, first_layer + num_layers) summed; the op lists are dropped.
+  // Layers [first_layer, first_layer + num_layers) summed; the op lists are dropped. Corrected
+  // after the sum (so a corrected chunk is exactly factor × the uncorrected chunk).
   StatusOr<ChunkCost> Chunk(const spec::ModelSpec& model,
                             int module,
                             int first_layer,
@@ -132,7 +159,7 @@ class CostModel {
                                   const spec::ModuleParallel& parallel,
                                   BackwardMode backward) const;
 
-  // Cache statistics (for tests and benchmarks).
+  // Statistics of the shared cache (for tests and benchmarks).
   int64_t cache_hits() const;
   int64_t cache_size() const;
 
@@ -149,12 +176,19 @@ class CostModel {
                                    const spec::ModuleParallel& parallel,
                                    BackwardMode backward) const;
 
-  spec::ClusterSpec cluster_;
-  CostOptions options_;
-  MeasuredOpTable measured_;
-  mutable std::mutex mutex_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const LayerCost>> cache_;
-  mutable int64_t hits_ = 0;
+  // What a model, its copies and its corrected views share: the inputs and the cache of
+  // uncorrected layer costs.
+  struct Shared {
+    spec::ClusterSpec cluster;
+    CostOptions options;
+    MeasuredOpTable measured;
+    std::mutex mutex;
+    std::unordered_map<std::string, std::shared_ptr<const LayerCost>> cache;
+    int64_t hits = 0;
+  };
+
+  std::shared_ptr<Shared> shared_;                    // never null
+  std::shared_ptr<const CostCorrection> correction_;  // null = uncorrected
 };
 
 }  // namespace weft::cost
