@@ -25,6 +25,7 @@
 #include "weft/sched/generators.h"
 #include "weft/sim/simulator.h"
 #include "weft/planning/planner.h"
+#include "weft/strategy/compare.h"
 
 namespace weft {
 namespace {

@@ -4,6 +4,7 @@
 
 #include "weft/plan/torch_export.h"
 #include "weft/planning/planner.h"
+#include "weft/strategy/compare.h"
 
 namespace weft {
 namespace {
@@ -14,7 +15,7 @@ struct Exports {
 };
 
 Exports ExportBoth(std::string_view model, std::string_view strategy) {
-  auto planner = strategy::MakePlanner({.model = std::string(model)}, strategy);
+  auto planner = weft::strategy::MakePlanner({.model = std::string(model)}, strategy);
   EXPECT_TRUE(planner.ok()) << planner.status().ToString();
   auto batches = (*planner)->Batches(0, 1);
   EXPECT_TRUE(batches.ok());

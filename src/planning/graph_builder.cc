@@ -133,6 +133,26 @@ void LinkChunkChain(const FlowStages& flow, bool replicated, graph::StageGraph& 
 
 }  // namespace
 
+StatusOr<cost::TokenShape> StageTokenShape(const spec::ModelSpec& model, const spec::Batch& batch,
+                                           const Microbatches& microbatches,
+                                           const data::WorkloadOptions& workload,
+                                           const graph::Stage& stage) {
+  if (stage.microbatch < 0 || stage.microbatch >= static_cast<int>(microbatches.size())) {
+    return InvalidArgumentError("stage of microbatch " + std::to_string(stage.microbatch) +
+                                "; the graph has " + std::to_string(microbatches.size()));
+  }
+  WEFT_ASSIGN_OR_RETURN(data::ModuleWorkload w,
+                        data::DeriveModuleWorkload(model, stage.module, batch,
+                                                   microbatches[stage.microbatch], workload));
+  if (stage.instance_begin < 0 || stage.instance_end > w.NumInstances() ||
+      stage.instance_begin > stage.instance_end) {
+    return InvalidArgumentError("stage instances [" + std::to_string(stage.instance_begin) + ", " +
+                                std::to_string(stage.instance_end) + ") outside the module's " +
+                                std::to_string(w.NumInstances()));
+  }
+  return ShapeOf(w, stage.instance_begin, stage.instance_end, 0);
+}
+
 int NumSequences(const spec::Batch& batch) {
   return batch.sequences.empty() ? static_cast<int>(batch.samples.size())
                                  : static_cast<int>(batch.sequences.size());

@@ -51,7 +51,8 @@ StatusOr<IterationPlan> PlanReplicaVariants(
                                 std::to_string(assignment.replicas.size()) +
                                 " replicas; the static plan has " + std::to_string(dp));
   }
-  BatchSplit split{.replicas = assignment.replicas};
+  BatchSplit split;
+  split.replicas = assignment.replicas;
   IterationPlan out;
   out.notes = assignment.notes;
   GraphBuildOptions options{.sub_microbatch_size = plan.sub_microbatch_size,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "weft/plan/compiler.h"
 #include "weft/plan/validator.h"
@@ -130,6 +131,71 @@ PlanState Planner::NextState(const PlanState& state) const {
   return next;
 }
 
+StatusOr<PlanState> Planner::Observe(const PlanState& state, const PlannedIteration& planned,
+                                     std::span<const MeasuredStage> measured,
+                                     const cost::CorrectionRule& rule) const {
+  WEFT_RETURN_IF_ERROR(rule.Validate());
+  if (planned.plan.batch == nullptr) {
+    return InvalidArgumentError("Observe: the planned iteration carries no batch (plan it with "
+                                "Planner::Plan)");
+  }
+  const Job& job = setup_->job;
+  const cost::CostCorrection empty;
+  const cost::CostCorrection& before = state.correction != nullptr ? *state.correction : empty;
+  std::vector<cost::StageObservation> observations;
+  for (const MeasuredStage& m : measured) {
+    const int n = static_cast<int>(planned.plan.replicas.size());
+    if (m.replica < 0 || m.replica >= n) {
+      return InvalidArgumentError("measured stage: replica " + std::to_string(m.replica) +
+                                  " out of range [0, " + std::to_string(n) + ")");
+    }
+    const ReplicaPlan& replica = planned.plan.replicas[m.replica];
+    if (m.stage < 0 || m.stage >= replica.graph.num_stages()) {
+      return InvalidArgumentError("measured stage: stage " + std::to_string(m.stage) +
+                                  " of replica " + std::to_string(m.replica) + " out of range [0, " +
+                                  std::to_string(replica.graph.num_stages()) + ")");
+    }
+    if (!std::isfinite(m.measured_s) || m.measured_s < 0) {
+      return InvalidArgumentError("measured stage " + std::to_string(m.stage) + " of replica " +
+                                  std::to_string(m.replica) + ": measured_s = " +
+                                  std::to_string(m.measured_s) + "; must be finite and >= 0");
+    }
+    const graph::Stage& st = replica.graph.stage(m.stage);
+    if (st.latency_s <= 0 || m.measured_s == 0) continue;  // nothing was predicted (an empty stage): nothing to learn
+    WEFT_ASSIGN_OR_RETURN(cost::TokenShape shape,
+                          StageTokenShape(job.model, *planned.plan.batch, replica.microbatches,
+                                          job.workload, st));
+    std::vector<cost::Pass> passes;
+    switch (st.pass) {
+      case graph::Pass::kForward:
+        passes = {cost::Pass::kForward};
+        break;
+      case graph::Pass::kBackward:
+        passes = {cost::Pass::kBackwardInput, cost::Pass::kBackwardWeight};
+        break;
+      case graph::Pass::kBackwardInput:
+        passes = {cost::Pass::kBackwardInput};
+        break;
+      case graph::Pass::kBackwardWeight:
+        passes = {cost::Pass::kBackwardWeight};
+        break;
+    }
+    for (cost::Pass pass : passes) {
+      const double factor = before.Factor(st.module, pass, shape);
+      observations.push_back({.module = st.module,
+                              .pass = pass,
+                              .shape = shape,
+                              .predicted_uncorrected_s = st.latency_s / factor,
+                              .measured_s = m.measured_s});
+    }
+  }
+  WEFT_ASSIGN_OR_RETURN(std::shared_ptr<const cost::CostCorrection> after,
+                        cost::UpdateCorrection(before, observations, rule));
+  PlanState next = state;
+  next.correction = std::move(after);
+  return next;
+}
+
 StatusOr<IterationEvaluation> Planner::Evaluate(const IterationPlan& plan) const {
   return EvaluateIteration(setup_->job, plan, options_.sim);
 }
@@ -144,7 +210,16 @@ StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
                                                       const sim::SimOptions& sim,
                                                       bool fallback,
                                                       const PlanState& state) const {
-  const Job& job = setup_->job;
+  // A measured correction: the same job priced through a corrected view of the cost model
+  // (shared layer cache; nothing rebuilt).
+  std::optional<cost::CostModel> corrected;
+  std::optional<Job> corrected_job;
+  if (state.correction != nullptr && !state.correction->empty()) {
+    corrected.emplace(setup_->job.cost_model->WithCorrection(state.correction));
+    corrected_job.emplace(setup_->job);
+    corrected_job->cost_model = &*corrected;
+  }
+  const Job& job = corrected_job.has_value() ? *corrected_job : setup_->job;
   // The data assignment: the strategy's, checked; the fallback keeps it.
   WEFT_ASSIGN_OR_RETURN(Assignment assignment,
                         strategy_->Assign(job, static_plan_, batch, state));

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "weft/planning/planner.h"
+#include "weft/strategy/compare.h"
 
 namespace weft::strategy {
 

@@ -95,6 +95,14 @@ StatusOr<std::vector<graph::StageGraph>> BuildStageGraphVariants(
     const data::WorkloadOptions& workload, const GraphBuildOptions& options,
     const std::vector<std::vector<cost::Recompute>>& recompute_by_variant);
 
+// The token shape the graph builder priced `stage` of a graph built from `microbatches` (its
+// module's workload instances [instance_begin, instance_end) of its microbatch; context tokens
+// not included): what cost::ShapeBucketOf keys a measured correction by.
+StatusOr<cost::TokenShape> StageTokenShape(const spec::ModelSpec& model, const spec::Batch& batch,
+                                           const Microbatches& microbatches,
+                                           const data::WorkloadOptions& workload,
+                                           const graph::Stage& stage);
+
 // One layer unit of a module chain (a projector counts as one unit of all its linears).
 struct LayerUnit {
   int module = 0;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,15 @@ struct PlannerOptions {
   // compare strategies on the same graphs). Unset: kStrategy for a strategy that manages memory,
   // kFixed when the static plan sets a recompute level, else kFirstUniformLevelThatFits.
   std::optional<MemoryPolicy> memory_policy = std::nullopt;
+};
+
+// The measured time of one executed stage of a planned iteration: replica r's graph stage
+// `stage` (graph::StageId; the runtime's measured record names it through the plan) took
+// `measured_s` seconds.
+struct MeasuredStage {
+  int replica = 0;
+  graph::StageId stage = 0;
+  double measured_s = 0;
 };
 
 // One planned iteration and the state the next one starts from.
@@ -105,6 +115,15 @@ class Planner {
   StatusOr<PlannedIteration> Fallback(const spec::Batch& batch, const PlanState& state) const;
   // The state after planning one iteration in `state`.
   PlanState NextState(const PlanState& state) const;
+  // Measured feedback: folds the measured stage times of `planned` (planned in `state`) into the
+  // state's cost correction (cost::UpdateCorrection under `rule`) and returns the new state.
+  // Each measured stage is one observation of its (module, pass, shape bucket): predicted
+  // uncorrected = the stage's planned latency / the factor it was planned with; a backward
+  // stage that runs input and weight gradients together observes both passes with its ratio.
+  // Stages not measured keep their factors, so their predictions do not move.
+  StatusOr<PlanState> Observe(const PlanState& state, const PlannedIteration& planned,
+                              std::span<const MeasuredStage> measured,
+                              const cost::CorrectionRule& rule = {}) const;
   // Simulates every replica of a plan (the evaluation Plan() returns).
   StatusOr<IterationEvaluation> Evaluate(const IterationPlan& plan) const;
   StatusOr<IterationEvaluation> Evaluate(const IterationPlan& plan,

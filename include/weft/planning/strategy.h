@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "weft/common/status.h"
+#include "weft/cost/correction.h"
 #include "weft/cost/cost_model.h"
 #include "weft/data/workload.h"
 #include "weft/graph/stage_graph.h"
@@ -192,6 +193,11 @@ StatusOr<Assignment> DefaultAssignment(const spec::Batch& batch, int dp, int num
 // state with the plan. Strategies read it (const) through IterationInput.
 struct PlanState {
   int64_t iterations_planned = 0;  // plans made before this one with this chain of states
+  // The measured correction of the cost model's predictions (Planner::Observe; null = none):
+  // the planner plans with job.cost_model->WithCorrection(correction) — the layer cache is
+  // shared, nothing is rebuilt, and results under two corrections never mix (the cache holds
+  // uncorrected values; CostCorrection::version tells corrections apart).
+  std::shared_ptr<const cost::CostCorrection> correction;
 };
 
 // Everything PlanIteration plans one global batch from. `batch` is the batch as assigned (the

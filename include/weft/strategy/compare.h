@@ -20,6 +20,14 @@
 
 namespace weft::strategy {
 
+// Front ends and tests in this namespace see the planner by its short name.
+using planning::MeasuredStage;
+using planning::MemoryPolicy;
+using planning::MemoryPolicyName;
+using planning::PlannedStep;
+using planning::Planner;
+using planning::PlannerOptions;
+
 // The strategy `name` for a job: a registered strategy, or `manual` built from
 // options.placement (read and checked against the job's model and cluster).
 StatusOr<std::unique_ptr<Strategy>> MakeStrategyForJob(std::string_view name,

@@ -9,6 +9,7 @@
 #include "weft/algo/partition.h"
 #include "weft/plan/validator.h"
 #include "weft/planning/planner.h"
+#include "weft/strategy/compare.h"
 
 namespace weft::strategy::cornstarch {
 namespace {

@@ -48,7 +48,7 @@ int64_t BruteForceMinMax(const std::vector<int64_t>& loads, int k) {
 TEST(LptAssignment, EveryBucketFilledEverySequenceOnce) {
   const std::vector<int64_t> loads = {5, 9, 1, 7, 3, 3, 8, 2};
   auto a = LptAssignment(loads, 2, 2);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
   spec::Batch batch;
   batch.samples.resize(loads.size());
   EXPECT_TRUE(a->Validate(batch).ok());
@@ -67,7 +67,7 @@ TEST(LptAssignment, WithinFourThirdsOfTheBruteForceOptimum) {
     std::vector<int64_t> loads(n);
     for (auto& l : loads) l = 1 + static_cast<int64_t>(rng() % 100);
     auto a = LptAssignment(loads, dp, m);
-    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
     const int64_t opt = BruteForceMinMax(loads, k);
     EXPECT_LE(3 * k * MaxLoad(*a, loads), (4 * k - 1) * opt) << "trial " << trial;
   }
@@ -85,13 +85,13 @@ TEST(LptAssignment, FewerSequencesThanBucketsUsesFewerMicrobatches) {
 // validates; the LLM's microbatch loads are no worse balanced than round-robin's.
 TEST(LptAssignStrategy, PlansCompilesAndBalancesThroughThePlanner) {
   auto planner = MakePlanner({.model = "vlm-s", .data = "mixed", .seed = 3}, "megatron-1f1b-lpt");
-  ASSERT_TRUE(planner.ok()) << planner.status();
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
   auto rr = MakePlanner({.model = "vlm-s", .data = "mixed", .seed = 3}, "megatron-1f1b");
-  ASSERT_TRUE(rr.ok()) << rr.status();
+  ASSERT_TRUE(rr.ok()) << rr.status().ToString();
   auto batches = (*planner)->Batches(0, 1);
   ASSERT_TRUE(batches.ok());
   auto planned = (*planner)->Plan(batches->front());
-  ASSERT_TRUE(planned.ok()) << planned.status();
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
   EXPECT_EQ(planned->plan.assignment.policy, "lpt-llm-tokens");
   ASSERT_EQ(planned->plan.assignment.replicas.size(), planned->plan.replicas.size());
   for (size_t r = 0; r < planned->plan.replicas.size(); ++r) {
@@ -113,11 +113,11 @@ TEST(LptAssignStrategy, PlansCompilesAndBalancesThroughThePlanner) {
   };
   EXPECT_LE(max_tokens(*planned), max_tokens(*base));
   auto compiled = (*planner)->CompileWorld(*planned);
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   EXPECT_TRUE(plan::ValidatePlan(*compiled).ok());
   // The fallback keeps the strategy's assignment.
   auto fallback = (*planner)->Fallback(batches->front());
-  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  ASSERT_TRUE(fallback.ok()) << fallback.status().ToString();
   EXPECT_EQ(fallback->plan.assignment.replicas, planned->plan.assignment.replicas);
 }
 

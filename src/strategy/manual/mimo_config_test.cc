@@ -10,7 +10,7 @@
 #include "weft/strategy/compare.h"
 #include "weft/planning/planner.h"
 
-namespace weft::strategy::manual {
+namespace weft::planning {
 namespace {
 
 // The heterogeneous VLM of issue 16: vision encoder TP1·PP1·DP8 at rank 0, the LLM TP4·PP2·DP2
@@ -329,4 +329,4 @@ TEST(MimoConfig, PlacementsAMimoConfigCannotExpressSayWhy) {
 }
 
 }  // namespace
-}  // namespace weft::strategy::manual
+}  // namespace weft::planning

@@ -9,7 +9,7 @@
 #include "weft/strategy/compare.h"
 #include "weft/planning/planner.h"
 
-namespace weft::strategy::manual {
+namespace weft::planning {
 namespace {
 
 std::string Path(const std::string& name) {
@@ -177,4 +177,4 @@ TEST(ManualPlacement, BadFilesNameFileFieldAndRule) {
 }
 
 }  // namespace
-}  // namespace weft::strategy::manual
+}  // namespace weft::planning
