@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "weft/sim/buffer_slots.h"
+
 namespace weft::sim {
 namespace {
 
@@ -82,35 +84,6 @@ Status DeadlockError(const StageGraph& graph,
 }
 
 
-// Match tolerance of the plan compiler's slot placement (src/plan/compiler.cc, kTimeEpsS).
-constexpr double kSlotEpsS = 1e-12;
-
-// First position in [lo, hi) of a monotone predicate (false … false true … true), or hi.
-template <typename Pred>
-int32_t FirstPosition(int32_t lo, int32_t hi, Pred pred) {
-  while (lo < hi) {
-    const int32_t mid = lo + (hi - lo) / 2;
-    if (pred(mid)) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  return lo;
-}
-
-// The same, probing from lo upwards in doubling steps (cost log of the distance to the answer).
-template <typename Pred>
-int32_t FirstPositionFromLow(int32_t lo, int32_t hi, Pred pred) {
-  int32_t probe = lo, step = 1;
-  while (probe < hi && !pred(probe)) {
-    lo = probe + 1;
-    probe += step;
-    step *= 2;
-  }
-  return FirstPosition(lo, std::min(probe, hi), pred);
-}
-
 // The running stages' ends, earliest first and ties by stage id (the order of std::greater on
 // (end_s, stage) pairs; times are never NaN). Each group runs at most one stage, so this is a
 // winner tree over the groups: a group's update replays its path to the root, log2(groups)
@@ -156,15 +129,10 @@ class EndQueue {
 };
 
 // Boundary buffers of the compiled plan, per group and slot (slot j of a group = just before
-// its j-th compute, slot |order| = after the last one), placed by CompilePlan's rules
-// (include/weft/plan/compiler.h):
-//  - a local buffer (same-group edge, bytes > 0) and a send buffer (cross-group edge) are
-//    outputs of the producing compute; the local one is freed in the slot after its reader, the
-//    send one (wait_send + free) in the first slot after the producer whose compute starts at or
-//    after the transfer's arrival, else the last slot;
-//  - a receive buffer is allocated by its irecv in the first slot whose compute ends after the
-//    producer ends (at the latest the reader's slot), made non-decreasing along each channel's
-//    send order (binding only at ties), and freed in the slot after its reader.
+// its j-th compute, slot |order| = after the last one), placed by the rule CompilePlan places
+// them by (include/weft/sim/buffer_slots.h: FreeSlot, WaitSendSlot, IrecvSlot and
+// KeepChannelOrder; the channel order binds only at ties here, since a channel's sends leave in
+// time order).
 // Inside a slot the plan runs irecvs, then frees (and wait_sends with their frees).
 // The event loop counts the outputs and the frees after each reader (sums: their order does
 // not matter) and lists the transfers; PlaceTransfers places the wait_sends and irecvs, which
@@ -250,20 +218,16 @@ void PlaceTransfers(int num_links, bool record_times, BufferSlots& b) {
     const BufferSlots::Send& send = b.sends[k];
     const int32_t j = send.slot;
     // Send buffer: wait_send in the first later slot whose compute starts at/after arrival.
-    const double arrived_s = send.arrival_s - kSlotEpsS;
-    const int32_t ws = FirstPositionFromLow(j + 1, send.last_slot, [&](int32_t q) {
-      return slot_timing[q].start_s >= arrived_s;
-    });
+    const int32_t ws = WaitSendSlot(j + 1, send.last_slot, send.arrival_s,
+                                    [&](int32_t q) { return slot_timing[q].start_s; });
     slots[ws].freed += send.bytes;
     if (record_times) b.send_free_s[ws] = std::max(b.send_free_s[ws], send.arrival_s);
-    // Receive buffer: irecv in the first slot whose compute ends after the sender posts.
-    const double posted_s = slot_timing[j].end_s + kSlotEpsS;
-    int32_t slot = FirstPositionFromLow(send.first_open_slot, slot_of[send.to], [&](int32_t q) {
-      return slot_timing[q].end_s > posted_s;
-    });
-    int32_t& later = channel_slot[send.link];
-    slot = std::min(slot, later);
-    later = slot;
+    // Receive buffer: irecv in the first slot whose compute ends after the sender posts, in the
+    // channel's order.
+    const int32_t slot = KeepChannelOrder(
+        IrecvSlot(send.first_open_slot, slot_of[send.to], slot_timing[j].end_s,
+                  [&](int32_t q) { return slot_timing[q].end_s; }),
+        channel_slot[send.link]);
     slots[slot].received += send.bytes;
   }
 }
@@ -707,7 +671,7 @@ StatusOr<Timeline> Simulate(const StageGraph& graph,
     buffers.slot_of[s] = slot;
     buffers.slot_timing[slot] = {start_s, end_s};
     // Its inputs' buffers are freed in the slot after it (all of them have arrived).
-    buffers.slots[slot + 1].freed += state[s].freed_after;
+    buffers.slots[FreeSlot(slot)].freed += state[s].freed_after;
     running[g] = 1;
     events.Set(g, end_s, s);
     // Prefetch the next stage's offloaded activations while this one runs.
