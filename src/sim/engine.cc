@@ -43,12 +43,10 @@ Status CheckCluster(const spec::ClusterSpec& cluster) {
 
 namespace {
 
-// Event keys order equal times: (iteration, stage), so that one iteration orders as Simulate.
-int64_t EventKey(int iteration, StageId s) { return (int64_t{iteration} << 32) | s; }
-StageId StageOfKey(int64_t key) { return static_cast<StageId>(key & 0xffffffff); }
 
 // The groups' next events, earliest first and ties by key (the order of std::greater on
-// (end_s, key) pairs; times are never NaN). Each group has at most one (its running stage's
+// (end_s, key) pairs; times are never NaN). A key is the stage's id in the window's numbering
+// (EngineRun::key_base + stage id: iterations in order), so one iteration orders as Simulate. Each group has at most one (its running stage's
 // end, or the start of a stage that gets from a buffer), so this is a winner tree over the
 // groups: a group's update replays its path to the root, log2(groups) comparisons, where a
 // binary heap of events cost a push and a pop per stage.
@@ -63,9 +61,9 @@ class EndQueue {
   // The earliest event: its group, time and key.
   GroupId top_group() const { return node_[1].group; }
   double top_end_s() const { return node_[1].end_s; }
-  int64_t top_key() const { return node_[1].key; }
+  int32_t top_key() const { return node_[1].key; }
   // Group g's next event is at end_s.
-  void Set(GroupId g, double end_s, int64_t key) {
+  void Set(GroupId g, double end_s, int32_t key) {
     Node carried{end_s, key, g};
     int i = leaves_ + g;
     node_[i] = carried;
@@ -82,10 +80,10 @@ class EndQueue {
   void Clear(GroupId g) { Set(g, std::numeric_limits<double>::infinity(), kIdle); }
 
  private:
-  static constexpr int64_t kIdle = std::numeric_limits<int64_t>::max();
+  static constexpr int32_t kIdle = std::numeric_limits<int32_t>::max();
   struct Node {  // the earliest event below this node
     double end_s;
-    int64_t key;
+    int32_t key;
     GroupId group;
   };
   int leaves_ = 2;          // a power of two >= 2, so that the root is an inner node
@@ -148,15 +146,14 @@ struct BufferSlots {
   std::vector<double> send_free_s;  // per slot: latest arrival of a send freed there (curves)
   // One per cross-group edge, in the order the event loop sends them: on each channel (link)
   // the order of the producers' slots, then of their out-edges.
-  struct Send {
+  struct Send {  // 32 bytes
     double arrival_s;
     int64_t bytes;       // whole elements
     int32_t slot;        // the producer's
-    int32_t last_slot;   // the producer group's slot after its last compute
     // The reader group's first slot whose compute had not ended when the producer ended: no
     // earlier one ends after the producer (events end in time order).
     int32_t first_open_slot;
-    int32_t link;
+    int32_t link;        // its producer group is the link's source
     StageId to;
   };
   std::vector<Send> sends;
@@ -183,17 +180,19 @@ class BufferRounding {
 // The wait_send and irecv slots of the event loop's sends. Walking them backwards visits each
 // channel's sends in reverse (producer position, edge id) order, the compiler's matching
 // order: per channel, the smallest irecv slot of the sends after the current one.
-void PlaceTransfers(int num_slots, int num_links, bool record_times, BufferSlots& b) {
+void PlaceTransfers(int num_slots, std::span<const GroupId> link_source, bool record_times,
+                    BufferSlots& b) {
   const SlotTiming* slot_timing = b.slot_timing.get();
   const int32_t* slot_of = b.slot_of.get();
   SlotAccum* slots = b.accum.get();
   if (record_times) b.send_free_s.assign(num_slots, 0.0);
-  std::vector<int32_t> channel_slot(num_links, std::numeric_limits<int32_t>::max());
+  std::vector<int32_t> channel_slot(link_source.size(), std::numeric_limits<int32_t>::max());
   for (size_t k = b.sends.size(); k-- > 0;) {
     const BufferSlots::Send& send = b.sends[k];
     const int32_t j = send.slot;
     // Send buffer: wait_send in the first later slot whose compute starts at/after arrival.
-    const int32_t ws = WaitSendSlot(j + 1, send.last_slot, send.arrival_s,
+    const int32_t last_slot = b.slot_begin[link_source[send.link] + 1] - 1;
+    const int32_t ws = WaitSendSlot(j + 1, last_slot, send.arrival_s,
                                     [&](int32_t q) { return slot_timing[q].start_s; });
     slots[ws].freed += send.bytes;
     if (record_times) b.send_free_s[ws] = std::max(b.send_free_s[ws], send.arrival_s);
@@ -496,12 +495,14 @@ struct StageState {
   GroupId group;
 };
 static_assert(sizeof(StageState) == 32);
+static_assert(sizeof(BufferSlots::Send) == 32);
 
 }  // namespace
 
 // One iteration in flight: its scratch (reused) and its Timeline (moved out when finished).
 struct EngineRun {
   int index = -1;
+  int32_t key_base = 0;  // event keys: key_base + stage id (the stages of earlier iterations)
   const Prepared* prep = nullptr;
   const EngineIteration* iteration = nullptr;
   int n = 0;
@@ -521,6 +522,22 @@ struct EngineRun {
   std::vector<int32_t> next_set;
   std::vector<int32_t> set_remaining;  // per set: members not yet ready for it
   Timeline timeline;
+  // Raw views of the arrays above and of the graph for the event loop (set by InitRun): one
+  // load each per event, where the containers would cost two or three.
+  struct View {
+    const graph::Stage* stages;
+    const graph::Edge* edges;
+    const std::vector<StageId>* orders;
+    const int32_t* slot_begin;
+    const int32_t* use_of;  // nullptr: no buffer uses
+    StageState* state;
+    StageTiming* timing;
+    GroupTimeline* groups;
+    int32_t* slot_of;
+    SlotTiming* slot_timing;
+    SlotCompute* compute;
+    SlotAccum* accum;
+  } view;
 };
 
 namespace {
@@ -582,6 +599,10 @@ class Loop {
     link_rate_[0] = LinkRateBytesPerS(cluster.intra_node, cluster);
     link_rate_[1] = LinkRateBytesPerS(cluster.inter_node, cluster);
     runs_.assign(num_iterations_, nullptr);
+    key_base_.assign(num_iterations_, 0);
+    for (int k = 1; k < num_iterations_; ++k) {
+      key_base_[k] = key_base_[k - 1] + iterations[k - 1].graph->num_stages();
+    }
     run_of_.assign(num_groups_, 0);
     cursor_.assign(num_groups_, 0);
     phase_.assign(num_groups_, kIdle);
@@ -633,8 +654,8 @@ class Loop {
   void EnterIteration(GroupId g, int k, double t);
   void TryStart(GroupId g);
   void Start(GroupId g, EngineRun& run, StageId s, double earliest_s);
-  void Complete(GroupId g, double t, int64_t key);
-  void HandleGet(GroupId g, double t, int64_t key);
+  void Complete(GroupId g, double t, int32_t key);
+  void HandleGet(GroupId g, double t, int32_t key);
   void GroupFinished(EngineRun& run, GroupId g, double t);
   void ReadyForSet(EngineRun& run, int32_t set);
   void Release(EngineRun& run, GroupId g, double end_s);
@@ -661,6 +682,7 @@ class Loop {
   // Links: one per directed group pair that carries a transfer, numbered as the event loop
   // first sends on it.
   std::vector<LinkKind> link_kind_;  // per link: NVLink or network
+  std::vector<GroupId> link_source_;  // per link: the sending group
   std::vector<double> link_free_s_;  // per link: when its last transfer arrives
   bool dense_links_ = true;
   std::vector<int32_t> dense_link_;
@@ -671,6 +693,7 @@ class Loop {
 
   EndQueue events_;
   std::vector<EngineRun*> runs_;       // per iteration, while it runs
+  std::vector<int32_t> key_base_;      // per iteration: stages of the iterations before it
   std::vector<int> run_of_;            // per group: its iteration
   std::vector<int32_t> cursor_;        // per group: its position in that iteration's order
   std::vector<uint8_t> phase_;         // per group
@@ -693,6 +716,7 @@ int32_t Loop::LinkBetweenGroups(GroupId a, GroupId b) {
   if (*link < 0) {
     *link = static_cast<int32_t>(link_kind_.size());
     link_kind_.push_back(LinkBetween(groups0_[a], groups0_[b], cluster_));
+    link_source_.push_back(a);
     link_free_s_.push_back(0.0);
   }
   return *link;
@@ -706,6 +730,7 @@ EngineRun& Loop::OpenRun(int k) {
     EngineRun* run = owned.release();
     runs_[k] = run;
     run->index = k;
+    run->key_base = key_base_[k];
     run->prep = prep_of_[k];
     run->iteration = &iterations_[k];
     InitRun(*run);
@@ -756,6 +781,8 @@ void Loop::InitRun(EngineRun& run) {
   if (num_groups_ > 1) b.sends.reserve(graph.num_edges());
   if (prep.any_offload) {
     MakeOffloadItems(graph, run.offload);
+    // The copy streams start with the first iteration that offloads (no copy ran before it).
+    if (!copies_.any) copies_ = MakeOffloadStreams(graph0_, cluster_);
   } else {
     run.offload.any = false;
   }
@@ -785,6 +812,18 @@ void Loop::InitRun(EngineRun& run) {
   if (options_.record_transfers && num_groups_ > 1) {
     run.timeline.transfers.reserve(graph.num_edges());
   }
+  run.view = EngineRun::View{.stages = stages.data(),
+                             .edges = graph.edges().data(),
+                             .orders = prep.schedule->order.data(),
+                             .slot_begin = b.slot_begin,
+                             .use_of = run.has_uses ? run.use_of.data() : nullptr,
+                             .state = state,
+                             .timing = run.timeline.stages.data(),
+                             .groups = run.timeline.groups.data(),
+                             .slot_of = b.slot_of.get(),
+                             .slot_timing = b.slot_timing.get(),
+                             .compute = b.compute.get(),
+                             .accum = b.accum.get()};
 }
 
 // Group g enters iteration k at time t (its release): its first stage may start then.
@@ -807,17 +846,18 @@ void Loop::EnterIteration(GroupId g, int k, double t) {
 inline void Loop::TryStart(GroupId g) {
   if (phase_[g] != kIdle) return;
   EngineRun& run = *runs_[run_of_[g]];
-  const std::vector<StageId>& order = run.prep->schedule->order[g];
+  const EngineRun::View& v = run.view;
+  const std::vector<StageId>& order = v.orders[g];
   const int32_t position = cursor_[g];
   if (position >= static_cast<int32_t>(order.size())) return;
   const StageId s = order[position];
-  const StageState& st = run.state[s];
+  const StageState& st = v.state[s];
   if (st.pending != 0) return;
-  if (run.has_uses) {
-    const int32_t u = run.use_of[s];
+  if (v.use_of != nullptr) {
+    const int32_t u = v.use_of[s];
     if (u >= 0 && run.iteration->buffer_uses[u].action == BufferAction::kGet) {
       phase_[g] = kGetPending;
-      events_.Set(g, std::max(group_free_s_[g], st.ready_s), EventKey(run.index, s));
+      events_.Set(g, std::max(group_free_s_[g], st.ready_s), run.key_base + s);
       return;
     }
   }
@@ -828,46 +868,46 @@ inline void Loop::TryStart(GroupId g) {
 // `earliest_s`: a get made then). Copies of the group's position and order: the stores below
 // could otherwise alias them.
 void Loop::Start(GroupId g, EngineRun& run, StageId s, double earliest_s) {
-  const StageGraph& graph = *run.prep->graph;
-  const std::vector<StageId>& order = run.prep->schedule->order[g];
+  const EngineRun::View& v = run.view;
   const int32_t position = cursor_[g];
-  StageState& state = run.state[s];
+  StageState& state = v.state[s];
   double start_s = std::max(group_free_s_[g], state.ready_s);
   if (earliest_s > start_s) start_s = earliest_s;
   if (run.offload.any) {
     if (OffloadItem* item = run.offload.BackwardItem(s)) {
       // An offloaded backward waits for its prefetch (issued now at the latest).
       if (item->h2d_end_s < 0) {
-        copies_.IssueH2d(*item, start_s, graph, cluster_, egress_free_s_, ingress_free_s_);
+        copies_.IssueH2d(*item, start_s, *run.prep->graph, cluster_, egress_free_s_,
+                         ingress_free_s_);
       }
       const double wait_s = item->h2d_end_s - start_s;
       if (wait_s > 0) {
-        run.timeline.groups[g].offload_wait_s += wait_s;
+        v.groups[g].offload_wait_s += wait_s;
         start_s = item->h2d_end_s;
       }
     }
   }
-  const graph::Stage& st = graph.stages()[s];
+  const graph::Stage& st = v.stages[s];
   const double end_s = start_s + st.latency_s;
-  run.timeline.stages[s] = StageTiming{start_s, end_s};
-  run.timeline.groups[g].busy_s += st.latency_s;  // in the group's order
-  BufferSlots& b = run.buffers;
-  const int32_t slot = b.slot_begin[g] + position;
-  b.slot_of[s] = slot;
-  b.slot_timing[slot] = {start_s, end_s};
-  b.compute[slot].activation_alloc_bytes = st.activation_alloc_bytes;
-  b.compute[slot].activation_free_bytes = st.activation_free_bytes;
+  v.timing[s] = StageTiming{start_s, end_s};
+  v.groups[g].busy_s += st.latency_s;  // in the group's order
+  const int32_t slot = v.slot_begin[g] + position;
+  v.slot_of[s] = slot;
+  v.slot_timing[slot] = {start_s, end_s};
+  v.compute[slot].activation_alloc_bytes = st.activation_alloc_bytes;
+  v.compute[slot].activation_free_bytes = st.activation_free_bytes;
   // Its inputs' buffers are freed in the slot after it (all of them have arrived).
-  b.accum[FreeSlot(slot)].freed += state.freed_after;
+  v.accum[FreeSlot(slot)].freed += state.freed_after;
   state.pending = -1;
   phase_[g] = kRunning;
-  events_.Set(g, end_s, EventKey(run.index, s));
+  events_.Set(g, end_s, run.key_base + s);
   // Prefetch the next stage's offloaded activations while this one runs.
-  if (run.offload.any && position + 1 < static_cast<int32_t>(order.size())) {
-    if (OffloadItem* next = run.offload.BackwardItem(order[position + 1])) {
+  if (run.offload.any && position + 1 < static_cast<int32_t>(v.orders[g].size())) {
+    if (OffloadItem* next = run.offload.BackwardItem(v.orders[g][position + 1])) {
       next->prefetch_from_s = start_s;
       if (next->h2d_end_s < 0 && next->d2h_end_s >= 0) {
-        copies_.IssueH2d(*next, start_s, graph, cluster_, egress_free_s_, ingress_free_s_);
+        copies_.IssueH2d(*next, start_s, *run.prep->graph, cluster_, egress_free_s_,
+                         ingress_free_s_);
       }
     }
   }
@@ -906,7 +946,7 @@ void Loop::ServeBuffer(int b, double t) {
       run.timeline.stages[w.stage].end_s = t;
       run.buffers.slot_timing[run.buffers.slot_of[w.stage]].end_s = t;
       phase_[w.group] = kPutServed;
-      events_.Set(w.group, t, EventKey(w.iteration, w.stage));
+      events_.Set(w.group, t, runs_[w.iteration]->key_base + w.stage);
       progress = true;
     }
     while (!buf.gets.empty() && buf.bytes >= buf.gets.front().bytes) {
@@ -922,9 +962,9 @@ void Loop::ServeBuffer(int b, double t) {
 }
 
 // The pending get of group g's next stage at its earliest start t.
-void Loop::HandleGet(GroupId g, double t, int64_t key) {
+void Loop::HandleGet(GroupId g, double t, int32_t key) {
   EngineRun& run = *runs_[run_of_[g]];
-  const StageId s = StageOfKey(key);
+  const StageId s = key - run.key_base;
   const BufferUse& use = run.iteration->buffer_uses[run.use_of[s]];
   BufferState& buf = buffers_[use.buffer];
   copies_.now_s = t;
@@ -941,11 +981,12 @@ void Loop::HandleGet(GroupId g, double t, int64_t key) {
 }
 
 // The end of group g's running stage at t.
-void Loop::Complete(GroupId g, double t, int64_t key) {
+void Loop::Complete(GroupId g, double t, int32_t key) {
   EngineRun& run = *runs_[run_of_[g]];
-  const StageId s = StageOfKey(key);
-  if (run.has_uses && phase_[g] == kRunning) {
-    const int32_t u = run.use_of[s];
+  const EngineRun::View& v = run.view;
+  const StageId s = key - run.key_base;
+  if (v.use_of != nullptr && phase_[g] == kRunning) {
+    const int32_t u = v.use_of[s];
     if (u >= 0 && run.iteration->buffer_uses[u].action == BufferAction::kPut) {
       const BufferUse& use = run.iteration->buffer_uses[u];
       BufferState& buf = buffers_[use.buffer];
@@ -960,10 +1001,8 @@ void Loop::Complete(GroupId g, double t, int64_t key) {
     }
   }
   const StageGraph& graph = *run.prep->graph;
-  const auto stages = graph.stages();
-  const auto edges = graph.edges();
-  StageState* state = run.state.get();
-  BufferSlots& b = run.buffers;
+  const graph::Edge* edges = v.edges;
+  StageState* state = v.state;
   copies_.now_s = t;
   ++run.completed;
   phase_[g] = kIdle;
@@ -978,19 +1017,20 @@ void Loop::Complete(GroupId g, double t, int64_t key) {
       }
     }
   }
-  const double unloaded_end_s = state[s].unloaded_begin_s + stages[s].latency_s;
+  const double unloaded_end_s = state[s].unloaded_begin_s + v.stages[s].latency_s;
   if (unloaded_end_s > run.unloaded_finish_s[g]) run.unloaded_finish_s[g] = unloaded_end_s;
-  const int32_t slot = b.slot_of[s];
+  const int32_t slot = v.slot_of[s];
+  const bool one_iteration = num_iterations_ == 1;
   int64_t produced = 0;  // the compute's output buffers
   for (EdgeId e : graph.out_edges(s)) {
-    const StageId to = edges[e].to;
-    StageState& target = state[to];
+    const graph::Edge& edge = edges[e];
+    StageState& target = state[edge.to];
     const GroupId to_group = target.group;
     double arrival_s = t;
     double unloaded_s = unloaded_end_s;
     if (to_group == g) {
-      if (edges[e].bytes != 0) {  // a local buffer (none for an ordering edge)
-        const int64_t bytes = buffer_bytes_(edges[e].bytes);
+      if (edge.bytes != 0) {  // a local buffer (none for an ordering edge)
+        const int64_t bytes = buffer_bytes_(edge.bytes);
         produced += bytes;
         target.freed_after += bytes;
       }
@@ -1002,8 +1042,7 @@ void Loop::Complete(GroupId g, double t, int64_t key) {
       // network) carry one transfer at a time, whatever the peer.
       const LinkKind kind = link_kind_[link];
       const int port = kind == LinkKind::kIntraNode ? 0 : 1;
-      const double transfer_s =
-          LinkTransferTimeS(edges[e].bytes, *link_spec_[port], link_rate_[port]);
+      const double transfer_s = LinkTransferTimeS(edge.bytes, *link_spec_[port], link_rate_[port]);
       unloaded_s = unloaded_end_s + transfer_s;
       double& egress = egress_free_s_[2 * g + port];
       double& ingress = ingress_free_s_[2 * to_group + port];
@@ -1014,25 +1053,26 @@ void Loop::Complete(GroupId g, double t, int64_t key) {
       ingress = arrival_s;
       // A send buffer here and a receive buffer on the reader's group (whose first open slot
       // is its position if it runs this iteration, else its slot 0).
-      const int64_t bytes = buffer_bytes_(edges[e].bytes);
+      const int64_t bytes = buffer_bytes_(edge.bytes);
       produced += bytes;
       target.freed_after += bytes;
-      const int32_t reader_position = run_of_[to_group] == run.index ? cursor_[to_group] : 0;
-      b.sends.push_back({arrival_s, bytes, slot, b.slot_begin[g + 1] - 1,
-                         b.slot_begin[to_group] + reader_position, link, to});
+      const int32_t reader_position =
+          one_iteration || run_of_[to_group] == run.index ? cursor_[to_group] : 0;
+      run.buffers.sends.push_back(
+          {arrival_s, bytes, slot, v.slot_begin[to_group] + reader_position, link, edge.to});
       if (options_.record_transfers) {
         run.timeline.transfers.push_back(
-            Transfer{e, s, to, g, to_group, start_s, arrival_s, edges[e].bytes, kind});
+            Transfer{e, s, edge.to, g, to_group, start_s, arrival_s, edge.bytes, kind});
       }
     }
     if (unloaded_s > target.unloaded_begin_s) target.unloaded_begin_s = unloaded_s;
     if (arrival_s > target.ready_s) target.ready_s = arrival_s;
-    if (--target.pending == 0 && run_of_[to_group] == run.index) TryStart(to_group);
+    if (--target.pending == 0 && (one_iteration || run_of_[to_group] == run.index)) {
+      TryStart(to_group);
+    }
   }
-  b.compute[slot].produced = produced;
-  if (cursor_[g] == static_cast<int32_t>(run.prep->schedule->order[g].size())) {
-    GroupFinished(run, g, t);
-  }
+  v.compute[slot].produced = produced;
+  if (cursor_[g] == static_cast<int32_t>(v.orders[g].size())) GroupFinished(run, g, t);
   TryStart(g);
   if (!HasEvent(phase_[g])) events_.Clear(g);
 }
@@ -1096,25 +1136,6 @@ void Loop::Release(EngineRun& run, GroupId g, double end_s) {
 }
 
 Status Loop::Run() {
-  // The first iteration's state (its pass over the stages also scans its graph), then the
-  // other graphs' scans: offload streams exist before any stage starts if a graph offloads.
-  OpenRun(0);
-  bool any_offload = false;
-  for (int k = 0; k < num_iterations_; ++k) {
-    Prepared& prep = *prep_of_[k];
-    if (!prep.scanned) {
-      const auto stages = prep.graph->stages();
-      const auto groups = prep.graph->groups();
-      const bool sum_flops = !(options_.model_flops > 0);
-      for (const graph::Stage& st : stages) {
-        prep.any_offload |= st.offload_bytes > 0;
-        if (sum_flops) prep.stage_flops += st.flops * groups[st.group].dp;
-      }
-      prep.scanned = true;
-    }
-    any_offload |= prep.any_offload;
-  }
-  if (any_offload) copies_ = MakeOffloadStreams(graph0_, cluster_);
   for (GroupId g = 0; g < num_groups_; ++g) EnterIteration(g, 0, carry_free_s_[g]);
   if (num_groups_ == 0) to_finalize_.push_back(0);
   // Iterations whose groups all finished at their release (no stages) finalize first.
@@ -1125,7 +1146,7 @@ Status Loop::Run() {
     to_finalize_.clear();
     if (events_.empty()) break;
     const double t = events_.top_end_s();
-    const int64_t key = events_.top_key();
+    const int32_t key = events_.top_key();
     const GroupId g = events_.top_group();
     if (phase_[g] == kGetPending) {
       HandleGet(g, t, key);
@@ -1213,8 +1234,7 @@ Status Loop::Finalize(EngineRun& run) {
       options_.capacity_bytes > 0 ? options_.capacity_bytes : cluster_.gpu.UsableMemoryBytes();
   timeline.capacity_bytes = capacity_bytes;
   double weighted_busy = 0, weighted_gpus = 0;
-  PlaceTransfers(num_slots, static_cast<int>(link_kind_.size()), options_.record_memory_curves,
-                 buffers);
+  PlaceTransfers(num_slots, link_source_, options_.record_memory_curves, buffers);
   for (GroupId g = 0; g < num_groups; ++g) {
     GroupTimeline& gt = timeline.groups[g];
     const graph::DeviceGroup& group = groups[g];
@@ -1257,7 +1277,17 @@ Status Loop::Finalize(EngineRun& run) {
         gt.peak_buffer_bytes = std::max(gt.peak_buffer_bytes, live_buffers);
       };
       const double* send_free_s = buffers.send_free_s.data() + slot0;
-      gt.memory.reserve(4 * order.size() + 2);
+      // The curve's points, counted first: reserving exactly keeps the iteration's memory (and
+      // a window's, which keeps every iteration's curves) as small as its content.
+      size_t points = 1;
+      for (int32_t j = 0; j <= size; ++j) {
+        points += (accum[j].received != 0) + (accum[j].freed != 0);
+        if (j < size) {
+          points += (compute[j].activation_alloc_bytes + compute[j].produced != 0) +
+                    (compute[j].activation_free_bytes != 0);
+        }
+      }
+      gt.memory.reserve(points);
       gt.memory.push_back({release_s, live});
       for (int32_t j = 0; j <= size; ++j) {
         // Slot j runs when compute j − 1 ends.
@@ -1368,16 +1398,20 @@ Status Loop::Finalize(EngineRun& run) {
   result_.end_s[run.index] = end_s;
   if (run.index + 1 == warmup_) result_.steady_begin_s = end_s;
   if (warmup_ >= 0 && run.index >= warmup_) {
+    // Busy time from begin_s on: all of it but the part before begin_s of the stages (and the
+    // tail) that started before it, which lead the group's order.
     const double begin_s = result_.steady_begin_s;
-    auto clipped = [&](double a, double b) { return std::max(0.0, b - std::max(a, begin_s)); };
     for (GroupId g = 0; g < num_groups; ++g) {
-      double busy_s = 0;
+      const GroupTimeline& gt = timeline.groups[g];
+      double busy_s = gt.busy_s + (gt.end_s - gt.grad_sync_start_s);
       for (StageId s : schedule.order[g]) {
         const StageTiming& t = timeline.stages[s];
-        busy_s += clipped(t.start_s, t.start_s + graph.stage(s).latency_s);
+        if (t.start_s >= begin_s) break;
+        busy_s -= std::min(graph.stage(s).latency_s, begin_s - t.start_s);
       }
-      const GroupTimeline& gt = timeline.groups[g];
-      busy_s += clipped(gt.grad_sync_start_s, gt.end_s);
+      if (gt.grad_sync_start_s < begin_s) {
+        busy_s -= std::min(gt.end_s - gt.grad_sync_start_s, begin_s - gt.grad_sync_start_s);
+      }
       result_.steady_busy_s[g] += busy_s;
     }
   }
@@ -1423,6 +1457,13 @@ StatusOr<EngineResult> Engine::Run(std::span<const EngineIteration> iterations,
     }
   }
   WEFT_RETURN_IF_ERROR(CheckCluster(cluster));
+  int64_t total_stages = 0;  // event keys number the window's stages in int32
+  for (const EngineIteration& it : iterations) total_stages += it.graph->num_stages();
+  if (total_stages >= std::numeric_limits<int32_t>::max()) {
+    return InvalidArgumentError(fmt::format(
+        "the window has {} stages; at most {} (split it, carrying one window into the next)",
+        total_stages, std::numeric_limits<int32_t>::max() - 1));
+  }
   // Prepare each distinct (graph, schedule) pair once.
   std::vector<std::unique_ptr<Prepared>> prepared;
   std::vector<Prepared*> prep_of(iterations.size());
