@@ -12,6 +12,13 @@
 //    8 GPUs with dp = 128; per microbatch the ViT runs 2 image sub-microbatches through one
 //    segment (3 layers per rank) and the LLM 3 segments (2 layers per chunk); 64 microbatches →
 //    10,240 stages; interleaved 1F1B with DP all-reduce and optimizer step; target < 100 ms.
+//  - PipelineSweep_SimulatorReuse: the sweep with one sim::Simulator reused across calls (its
+//    scratch memory stays allocated; a search loop's way to call the simulator).
+//  - VlmS16/*: 16 iterations of a VLM-S-sized job (ViT + LLM, PP 4 × TP 4 = 16 GPUs, 16
+//    microbatches of 1–3 image sub-microbatches drawn per iteration, 2 LLM segments per rank,
+//    interleaved 1F1B; 384–640 stages per iteration): Simulate called 16 times (baseline) vs one
+//    16-iteration SimulateWindow over the same graphs (the window must cost less than 16
+//    single simulations), and a window whose encoder stages stream into a bounded buffer.
 //  - VlmXl16kHeteroDp/*: the same job with encoder DP != LLM DP from a placement file
 //    (presets/placements/vlm-xl-16k-hetero-dp.yaml: ViT at TP8·DP256, GPT at TP8·PP14·DP128),
 //    built by the planner from real batches: replicas hold different data, so nothing is folded
@@ -20,11 +27,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <random>
+#include <vector>
 
 #include "weft/graph/stage_graph.h"
 #include "weft/sched/generators.h"
 #include "weft/sim/simulator.h"
 #include "weft/planning/planner.h"
+#include "weft/sim/window.h"
 #include "weft/strategy/compare.h"
 
 namespace weft {
@@ -136,78 +146,132 @@ BENCHMARK(BM_PipelineSweep_Simulate)
     ->Arg(512)
     ->Unit(benchmark::kMicrosecond);
 
+void BM_PipelineSweep_SimulatorReuse(benchmark::State& state) {
+  const StageGraph graph =
+      Unwrap(sched::BuildPipelineGraph(Shape4096(static_cast<int>(state.range(0)))));
+  const sched::Schedule schedule =
+      Unwrap(sched::MakeSchedule(sched::ScheduleKind::kInterleavedOneFOneB, graph));
+  const spec::ClusterSpec cluster = H100Cluster(32);
+  sim::Simulator simulator;
+  for (auto _ : state) {
+    auto timeline = simulator.Simulate(graph, schedule, cluster);
+    Check(timeline.status());
+    benchmark::DoNotOptimize(timeline);
+  }
+  state.counters["stages"] = graph.num_stages();
+  state.SetItemsProcessed(state.iterations() * graph.num_stages());
+}
+BENCHMARK(BM_PipelineSweep_SimulatorReuse)
+    ->Arg(16)
+    ->Arg(64)
+    ->Arg(256)
+    ->Arg(512)
+    ->Unit(benchmark::kMicrosecond);
+
 // ---- VLM-XL-16k -----------------------------------------------------------------------------
 
-StageGraph BuildVlmXl16k() {
-  constexpr int kPp = 16, kTp = 8, kDp = 128, kMicrobatches = 64, kLlmSegments = 3,
-                kImageSubMicrobatches = 2;
-  // Per rank, one replica of TP 8 GPUs: GPT-175B (96 layers, h = 12288) on 8k tokens at
-  // ~50% of peak ≈ 7.5 ms forward per layer; ViT-22B (48 layers) ≈ 1.3 ms per layer per image
-  // sub-microbatch.
-  constexpr double kLlmChunkFwdS = 2 * 7.5e-3, kVitStageFwdS = 3 * 1.3e-3;
-  constexpr double kLlmChunkFlops = 2 * 2.97e13, kVitStageFlops = 3 * 5.1e12;
-  constexpr int64_t kLlmSendBytes = int64_t{8192} * 12288 * 2 / kTp;
-  constexpr int64_t kVitSendBytes = int64_t{4096} * 6144 * 2 / kTp;
+// A ViT feeding an LLM on the same pipeline ranks (TP ranks and DP replicas folded): per
+// microbatch the ViT runs `images(mb)` sub-microbatches through one segment on every rank, the
+// LLM `llm_segments` segments (interleaved chunks 1..); F then B.
+struct VlmShape {
+  int pp, tp, dp, microbatches, llm_segments;
+  double llm_chunk_fwd_s, vit_stage_fwd_s, llm_chunk_flops, vit_stage_flops;
+  int64_t llm_send_bytes, vit_send_bytes, static_bytes, grad_sync_bytes, optimizer_bytes;
+  int64_t llm_activation_bytes, vit_activation_bytes;
+};
+
+template <typename Images>
+StageGraph BuildVlm(const VlmShape& shape, Images images) {
+  const int kPp = shape.pp;
   StageGraph g;
   g.SetModuleNames({"vit", "gpt"});
-  const int64_t params_per_gpu = (175'000'000'000LL + 22'000'000'000LL) / (kPp * kTp);
   for (int r = 0; r < kPp; ++r) {
-    g.AddGroup({.first_gpu = r * kTp,
-                .num_gpus = kTp,
-                .dp = kDp,
-                .dp_stride_gpus = kPp * kTp,
-                .static_bytes = params_per_gpu * 18,  // bf16 weights+grads, fp32 master+Adam
-                .grad_sync_bytes = params_per_gpu * 2,
-                .optimizer_bytes = params_per_gpu * 16 * 2,
+    g.AddGroup({.first_gpu = r * shape.tp,
+                .num_gpus = shape.tp,
+                .dp = shape.dp,
+                .dp_stride_gpus = kPp * shape.tp,
+                .static_bytes = shape.static_bytes,
+                .grad_sync_bytes = shape.grad_sync_bytes,
+                .optimizer_bytes = shape.optimizer_bytes,
                 .label = "pp" + std::to_string(r)});
   }
-  const int llm_virtual = kPp * kLlmSegments;
+  const int llm_virtual = kPp * shape.llm_segments;
   std::vector<StageId> llm_f(llm_virtual), llm_b(llm_virtual), vit_b(kPp);
-  std::vector<std::vector<StageId>> vit_f(kImageSubMicrobatches, std::vector<StageId>(kPp));
-  for (int mb = 0; mb < kMicrobatches; ++mb) {
+  std::vector<std::vector<StageId>> vit_f;
+  for (int mb = 0; mb < shape.microbatches; ++mb) {
+    const int num_images = images(mb);
+    vit_f.assign(num_images, std::vector<StageId>(kPp));
     // LLM chain: chunk 1 + k / P on group k % P.
     for (int k = 0; k < llm_virtual; ++k) {
       llm_f[k] = g.AddStage({.group = k % kPp, .module = 1, .chunk = 1 + k / kPp,
                              .microbatch = mb, .pass = Pass::kForward,
-                             .latency_s = kLlmChunkFwdS, .flops = kLlmChunkFlops,
-                             .activation_alloc_bytes = int64_t{1} << 30});
-      if (k > 0) g.AddEdge(llm_f[k - 1], llm_f[k], kLlmSendBytes);
+                             .latency_s = shape.llm_chunk_fwd_s, .flops = shape.llm_chunk_flops,
+                             .activation_alloc_bytes = shape.llm_activation_bytes});
+      if (k > 0) g.AddEdge(llm_f[k - 1], llm_f[k], shape.llm_send_bytes);
     }
-    for (int sub = 0; sub < kImageSubMicrobatches; ++sub) {
+    for (int sub = 0; sub < num_images; ++sub) {
       for (int r = 0; r < kPp; ++r) {
         vit_f[sub][r] = g.AddStage({.group = r, .module = 0, .chunk = 0, .microbatch = mb,
-                               .sub_microbatch = sub, .pass = Pass::kForward,
-                               .latency_s = kVitStageFwdS, .flops = kVitStageFlops,
-                               .activation_alloc_bytes = int64_t{1} << 28});
-        if (r > 0) g.AddEdge(vit_f[sub][r - 1], vit_f[sub][r], kVitSendBytes);
+                                    .sub_microbatch = sub, .pass = Pass::kForward,
+                                    .latency_s = shape.vit_stage_fwd_s,
+                                    .flops = shape.vit_stage_flops,
+                                    .activation_alloc_bytes = shape.vit_activation_bytes});
+        if (r > 0) g.AddEdge(vit_f[sub][r - 1], vit_f[sub][r], shape.vit_send_bytes);
       }
-      g.AddEdge(vit_f[sub][kPp - 1], llm_f[0], kVitSendBytes);  // image tokens into the LLM
+      g.AddEdge(vit_f[sub][kPp - 1], llm_f[0], shape.vit_send_bytes);  // image tokens in
     }
     for (int k = llm_virtual - 1; k >= 0; --k) {
       llm_b[k] = g.AddStage({.group = k % kPp, .module = 1, .chunk = 1 + k / kPp,
                              .microbatch = mb, .pass = Pass::kBackward,
-                             .latency_s = 2 * kLlmChunkFwdS, .flops = 2 * kLlmChunkFlops,
-                             .activation_free_bytes = int64_t{1} << 30});
+                             .latency_s = 2 * shape.llm_chunk_fwd_s,
+                             .flops = 2 * shape.llm_chunk_flops,
+                             .activation_free_bytes = shape.llm_activation_bytes});
       g.AddEdge(llm_f[k], llm_b[k]);
-      if (k + 1 < llm_virtual) g.AddEdge(llm_b[k + 1], llm_b[k], kLlmSendBytes);
+      if (k + 1 < llm_virtual) g.AddEdge(llm_b[k + 1], llm_b[k], shape.llm_send_bytes);
     }
-    for (int sub = 0; sub < kImageSubMicrobatches; ++sub) {
+    for (int sub = 0; sub < num_images; ++sub) {
       for (int r = kPp - 1; r >= 0; --r) {
         vit_b[r] = g.AddStage({.group = r, .module = 0, .chunk = 0, .microbatch = mb,
                                .sub_microbatch = sub, .pass = Pass::kBackward,
-                               .latency_s = 2 * kVitStageFwdS, .flops = 2 * kVitStageFlops,
-                               .activation_free_bytes = int64_t{1} << 28});
+                               .latency_s = 2 * shape.vit_stage_fwd_s,
+                               .flops = 2 * shape.vit_stage_flops,
+                               .activation_free_bytes = shape.vit_activation_bytes});
         g.AddEdge(vit_f[sub][r], vit_b[r]);
         if (r == kPp - 1) {
-          g.AddEdge(llm_b[0], vit_b[r], kVitSendBytes);
+          g.AddEdge(llm_b[0], vit_b[r], shape.vit_send_bytes);
         } else {
-          g.AddEdge(vit_b[r + 1], vit_b[r], kVitSendBytes);
+          g.AddEdge(vit_b[r + 1], vit_b[r], shape.vit_send_bytes);
         }
       }
     }
   }
   Check(g.Finalize());
   return g;
+}
+
+StageGraph BuildVlmXl16k() {
+  constexpr int kPp = 16, kTp = 8;
+  // Per rank, one replica of TP 8 GPUs: GPT-175B (96 layers, h = 12288) on 8k tokens at
+  // ~50% of peak ≈ 7.5 ms forward per layer; ViT-22B (48 layers) ≈ 1.3 ms per layer per image
+  // sub-microbatch.
+  const int64_t params_per_gpu = (175'000'000'000LL + 22'000'000'000LL) / (kPp * kTp);
+  const VlmShape shape{.pp = kPp,
+                       .tp = kTp,
+                       .dp = 128,
+                       .microbatches = 64,
+                       .llm_segments = 3,
+                       .llm_chunk_fwd_s = 2 * 7.5e-3,
+                       .vit_stage_fwd_s = 3 * 1.3e-3,
+                       .llm_chunk_flops = 2 * 2.97e13,
+                       .vit_stage_flops = 3 * 5.1e12,
+                       .llm_send_bytes = int64_t{8192} * 12288 * 2 / kTp,
+                       .vit_send_bytes = int64_t{4096} * 6144 * 2 / kTp,
+                       .static_bytes = params_per_gpu * 18,  // bf16 weights+grads, fp32 Adam
+                       .grad_sync_bytes = params_per_gpu * 2,
+                       .optimizer_bytes = params_per_gpu * 16 * 2,
+                       .llm_activation_bytes = int64_t{1} << 30,
+                       .vit_activation_bytes = int64_t{1} << 28};
+  return BuildVlm(shape, [](int) { return 2; });
 }
 
 void BM_VlmXl16k_BuildGraph(benchmark::State& state) {
@@ -237,6 +301,168 @@ void BM_VlmXl16k_Simulate(benchmark::State& state) {
   state.counters["bubble"] = last.bubble_ratio;
 }
 BENCHMARK(BM_VlmXl16k_Simulate)->Unit(benchmark::kMillisecond);
+
+// ---- VLM-S: 16 iterations, Simulate × 16 vs one window --------------------------------------
+
+struct VlmSWindow {
+  std::vector<StageGraph> graphs;
+  std::vector<sched::Schedule> schedules;
+  std::vector<sim::WindowIteration> iterations;
+  spec::ClusterSpec cluster;
+};
+
+// VLM-S (ViT 5B + Llama3 8B, TP 4 PP 4 on 16 H800-class GPUs, dp 1): 16 microbatches per
+// iteration, each with 1–3 images drawn from a fixed seed, so every iteration has its own graph.
+const VlmSWindow& VlmS16() {
+  static const VlmSWindow window = [] {
+    constexpr int kPp = 4, kTp = 4, kIterations = 16;
+    const int64_t params_per_gpu = 12'400'000'000LL / (kPp * kTp);
+    const VlmShape shape{.pp = kPp,
+                         .tp = kTp,
+                         .dp = 1,
+                         .microbatches = 16,
+                         .llm_segments = 2,
+                         .llm_chunk_fwd_s = 4 * 1.1e-3,
+                         .vit_stage_fwd_s = 10 * 0.45e-3,
+                         .llm_chunk_flops = 4 * 1.6e12,
+                         .vit_stage_flops = 10 * 0.6e12,
+                         .llm_send_bytes = int64_t{8192} * 4096 * 2 / kTp,
+                         .vit_send_bytes = int64_t{2048} * 1792 * 2 / kTp,
+                         .static_bytes = params_per_gpu * 18,
+                         .grad_sync_bytes = params_per_gpu * 2,
+                         .optimizer_bytes = params_per_gpu * 16 * 2,
+                         .llm_activation_bytes = int64_t{3} << 30,
+                         .vit_activation_bytes = int64_t{1} << 29};
+    VlmSWindow w;
+    w.cluster = H100Cluster(2);
+    std::mt19937 rng(16);
+    for (int k = 0; k < kIterations; ++k) {
+      w.graphs.push_back(BuildVlm(shape, [&](int) { return 1 + static_cast<int>(rng() % 3); }));
+    }
+    for (const StageGraph& g : w.graphs) {
+      w.schedules.push_back(
+          Unwrap(sched::MakeSchedule(sched::ScheduleKind::kInterleavedOneFOneB, g)));
+    }
+    for (int k = 0; k < kIterations; ++k) {
+      w.iterations.push_back({.graph = &w.graphs[k], .schedule = &w.schedules[k],
+                              .samples = 16, .tokens = 16 * 8192});
+    }
+    return w;
+  }();
+  return window;
+}
+
+int WindowStages(const VlmSWindow& w) {
+  int stages = 0;
+  for (const StageGraph& g : w.graphs) stages += g.num_stages();
+  return stages;
+}
+
+// The baseline keeps its 16 timelines, as the window does.
+void BM_VlmS16_Simulate16Times(benchmark::State& state) {
+  const VlmSWindow& w = VlmS16();
+  for (auto _ : state) {
+    std::vector<sim::Timeline> timelines;
+    timelines.reserve(w.iterations.size());
+    for (const sim::WindowIteration& it : w.iterations) {
+      auto timeline = sim::Simulate(*it.graph, *it.schedule, w.cluster);
+      Check(timeline.status());
+      timelines.push_back(*std::move(timeline));
+    }
+    benchmark::DoNotOptimize(timelines);
+  }
+  state.counters["stages"] = WindowStages(w);
+  state.SetItemsProcessed(state.iterations() * WindowStages(w));
+}
+BENCHMARK(BM_VlmS16_Simulate16Times)->Unit(benchmark::kMicrosecond);
+
+void BM_VlmS16_Window(benchmark::State& state) {
+  const VlmSWindow& w = VlmS16();
+  double steady_s = 0;
+  for (auto _ : state) {
+    auto window = sim::SimulateWindow(w.iterations, w.cluster, {.warmup_iterations = 2});
+    Check(window.status());
+    steady_s = window->steady.iteration_time_s;
+    benchmark::DoNotOptimize(window);
+  }
+  state.counters["stages"] = WindowStages(w);
+  state.counters["steady_iteration_ms"] = steady_s * 1e3;
+  state.SetItemsProcessed(state.iterations() * WindowStages(w));
+}
+BENCHMARK(BM_VlmS16_Window)->Unit(benchmark::kMicrosecond);
+
+// Search-loop settings (no transfer lists or memory curves), both ways.
+constexpr sim::SimOptions kSearchOptions{.record_transfers = false,
+                                         .record_memory_curves = false};
+
+void BM_VlmS16_Simulate16TimesNoRecording(benchmark::State& state) {
+  const VlmSWindow& w = VlmS16();
+  for (auto _ : state) {
+    std::vector<sim::Timeline> timelines;
+    timelines.reserve(w.iterations.size());
+    for (const sim::WindowIteration& it : w.iterations) {
+      auto timeline = sim::Simulate(*it.graph, *it.schedule, w.cluster, kSearchOptions);
+      Check(timeline.status());
+      timelines.push_back(*std::move(timeline));
+    }
+    benchmark::DoNotOptimize(timelines);
+  }
+  state.SetItemsProcessed(state.iterations() * WindowStages(w));
+}
+BENCHMARK(BM_VlmS16_Simulate16TimesNoRecording)->Unit(benchmark::kMicrosecond);
+
+void BM_VlmS16_WindowNoRecording(benchmark::State& state) {
+  const VlmSWindow& w = VlmS16();
+  for (auto _ : state) {
+    auto window = sim::SimulateWindow(w.iterations, w.cluster,
+                                      {.sim = kSearchOptions, .warmup_iterations = 2});
+    Check(window.status());
+    benchmark::DoNotOptimize(window);
+  }
+  state.SetItemsProcessed(state.iterations() * WindowStages(w));
+}
+BENCHMARK(BM_VlmS16_WindowNoRecording)->Unit(benchmark::kMicrosecond);
+
+// The same window with the encoder's last forward of every image putting its tokens into a
+// pool of 8 images that the LLM's first forward of the microbatch gets from (FlowTrain-style).
+void BM_VlmS16_WindowWithBuffer(benchmark::State& state) {
+  const VlmSWindow& w = VlmS16();
+  std::vector<sim::WindowIteration> iterations = w.iterations;
+  constexpr int64_t kImageBytes = 2048 * 1792 * 2;
+  for (sim::WindowIteration& it : iterations) {
+    const StageGraph& g = *it.graph;
+    std::vector<int> images(16, 0);
+    for (StageId s = 0; s < g.num_stages(); ++s) {
+      const graph::Stage& st = g.stage(s);
+      if (st.module == 0 && st.pass == Pass::kForward && st.group == g.num_groups() - 1) {
+        it.buffer_uses.push_back({.stage = s, .buffer = 0, .action = sim::BufferAction::kPut,
+                                  .bytes = kImageBytes});
+        ++images[st.microbatch];
+      }
+    }
+    for (StageId s = 0; s < g.num_stages(); ++s) {
+      const graph::Stage& st = g.stage(s);
+      if (st.module == 1 && st.pass == Pass::kForward && st.group == 0 && st.chunk == 1) {
+        it.buffer_uses.push_back({.stage = s, .buffer = 0, .action = sim::BufferAction::kGet,
+                                  .bytes = images[st.microbatch] * kImageBytes});
+      }
+    }
+  }
+  const sim::WindowOptions options{.buffers = {{.name = "image-tokens",
+                                                .capacity_bytes = 8 * kImageBytes}},
+                                   .warmup_iterations = 2};
+  double stall_s = 0;
+  for (auto _ : state) {
+    auto window = sim::SimulateWindow(iterations, w.cluster, options);
+    Check(window.status());
+    stall_s = window->buffers[0].producer_stall_s;
+    benchmark::DoNotOptimize(window);
+  }
+  state.counters["stages"] = WindowStages(w);
+  state.counters["producer_stall_ms"] = stall_s * 1e3;
+  state.SetItemsProcessed(state.iterations() * WindowStages(w));
+}
+BENCHMARK(BM_VlmS16_WindowWithBuffer)->Unit(benchmark::kMicrosecond);
 
 // ---- VLM-XL-16k with encoder DP != LLM DP (a user placement, unfolded) -------------------------
 

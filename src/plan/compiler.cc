@@ -4,15 +4,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <utility>
 
+#include "weft/sim/buffer_slots.h"
+
 namespace weft::plan {
 
 namespace {
-
-constexpr double kTimeEpsS = 1e-12;
 
 struct PendingRecv {
   BufferId buffer = 0;
@@ -146,15 +147,6 @@ std::vector<GradReduce> GradReducesOf(const graph::StageGraph& graph,
   const std::vector<int64_t> parts = SplitByWeight(graph.group(group).grad_sync_bytes, weights);
   for (size_t i = 0; i < out.size(); ++i) out[i].bytes = parts[i];
   return out;
-}
-
-// Index of the first element of `sorted_times` (non-decreasing) in [begin, end) that satisfies
-// `pred` (monotone false→true), or `end`.
-template <typename Pred>
-int FirstSlot(const std::vector<double>& sorted_times, int begin, int end, Pred pred) {
-  auto it = std::partition_point(sorted_times.begin() + begin, sorted_times.begin() + end,
-                                 [&](double t) { return !pred(t); });
-  return static_cast<int>(it - sorted_times.begin());
 }
 
 }  // namespace
@@ -332,7 +324,7 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
           new_buffer(gu, edge, std::move(tensor), std::move(name), std::move(samples));
       outputs[edge.from].push_back(b);
       inputs[edge.to].push_back(b);
-      add_event(gv, pos[edge.to] + 1, kSlotFree, b, -1, edge.to);
+      add_event(gv, sim::FreeSlot(pos[edge.to]), kSlotFree, b, -1, edge.to);
       continue;
     }
     const BufferId send = new_buffer(gu, edge, tensor, name, samples);
@@ -342,20 +334,21 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
     add_event(gu, pos[edge.from] + 1, kSlotIsend, send, gv, edge.from);
     inputs[edge.to].push_back(recv);
     add_event(gv, pos[edge.to], kSlotWaitRecv, recv, gu, edge.to);
-    add_event(gv, pos[edge.to] + 1, kSlotFree, recv, -1, edge.to);
+    add_event(gv, sim::FreeSlot(pos[edge.to]), kSlotFree, recv, -1, edge.to);
 
     const double t_post = timeline.stages[edge.from].end_s;
     const double t_arrive =
         has_transfer[e] ? transfer_end_s[e] : timeline.stages[edge.to].start_s;
-    // wait_send: first later compute starting at/after the arrival, else the end of the list.
-    const int n_u = static_cast<int>(schedule.order[gu].size());
-    const int ws_slot = FirstSlot(starts[gu], pos[edge.from] + 1, n_u,
-                                  [&](double start) { return start >= t_arrive - kTimeEpsS; });
+    // wait_send and irecv slots: the rule of sim/buffer_slots.h (the simulator's memory replay
+    // counts the buffers at the same slots).
+    const std::vector<double>& starts_u = starts[gu];
+    const int ws_slot =
+        sim::WaitSendSlot(pos[edge.from] + 1, static_cast<int>(schedule.order[gu].size()),
+                          t_arrive, [&](int32_t q) { return starts_u[q]; });
     add_event(gu, ws_slot, kSlotWaitSend, send, gv, edge.from);
-    // irecv: the first compute on the receiver that ends after the sender posts.
-    const int slot = std::min(
-        pos[edge.to], FirstSlot(ends[gv], 0, pos[edge.to],
-                                [&](double end) { return end > t_post + kTimeEpsS; }));
+    const std::vector<double>& ends_v = ends[gv];
+    const int slot =
+        sim::IrecvSlot(0, pos[edge.to], t_post, [&](int32_t q) { return ends_v[q]; });
     channels[{gu, gv}].push_back(PendingRecv{.buffer = recv,
                                              .src = gu,
                                              .t_post_s = t_post,
@@ -373,8 +366,9 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
     for (size_t k = 1; k < recvs.size(); ++k) {
       recvs[k].t_key_s = std::max(recvs[k].t_key_s, recvs[k - 1].t_key_s);
     }
-    for (size_t k = recvs.size(); k-- > 1;) {
-      recvs[k - 1].slot = std::min(recvs[k - 1].slot, recvs[k].slot);
+    int32_t later_slot = std::numeric_limits<int32_t>::max();
+    for (size_t k = recvs.size(); k-- > 0;) {
+      recvs[k].slot = sim::KeepChannelOrder(recvs[k].slot, later_slot);
     }
     irecvs[channel.second].insert(irecvs[channel.second].end(), recvs.begin(), recvs.end());
   }

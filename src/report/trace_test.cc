@@ -168,5 +168,74 @@ TEST(ChromeTrace, RejectsATimelineOfAnotherGraph) {
   EXPECT_EQ(ChromeTrace(c.graph, c.timeline).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(ChromeWindowTrace, ShowsIterationsOnTheWindowClockAndBufferOccupancy) {
+  // An encoder group puts each microbatch's tokens into a pool the LLM group gets from; three
+  // iterations of a 2-group pipeline.
+  graph::StageGraph g;
+  g.SetModuleNames({"vit", "llm"});
+  g.AddGroup({.first_gpu = 0, .num_gpus = 1, .optimizer_bytes = 2'000'000'000, .label = "vit"});
+  g.AddGroup({.first_gpu = 1, .num_gpus = 1, .optimizer_bytes = 2'000'000'000, .label = "llm"});
+  std::vector<sim::BufferUse> uses;
+  sched::Schedule schedule{.order = {{}, {}}};
+  for (int mb = 0; mb < 3; ++mb) {
+    const auto enc = g.AddStage({.group = 0, .module = 0, .microbatch = mb, .latency_s = 1e-3});
+    const auto llm = g.AddStage({.group = 1, .module = 1, .microbatch = mb, .latency_s = 2e-3});
+    schedule.order[0].push_back(enc);
+    schedule.order[1].push_back(llm);
+    uses.push_back({.stage = enc, .buffer = 0, .action = sim::BufferAction::kPut, .bytes = 4});
+    uses.push_back({.stage = llm, .buffer = 0, .action = sim::BufferAction::kGet, .bytes = 4});
+  }
+  ASSERT_TRUE(g.Finalize().ok());
+  const std::vector<sim::WindowIteration> iterations(
+      3, {.graph = &g, .schedule = &schedule, .buffer_uses = uses});
+  auto window = sim::SimulateWindow(iterations, testing::TestCluster(),
+                                    {.buffers = {{.name = "pool", .capacity_bytes = 8}},
+                                     .warmup_iterations = 1});
+  ASSERT_TRUE(window.ok()) << window.status().ToString();
+  auto trace = ChromeWindowTrace(iterations, *window, {.title = "flowtrain"});
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  const TraceEventCounts counts = CountTraceEvents(*trace);
+  EXPECT_EQ(counts.stages, 3 * g.num_stages());
+  EXPECT_EQ(counts.iteration_spans, 3 * g.num_groups());
+  EXPECT_EQ(counts.group_tail, 3 * 2);  // an optimizer step per group and iteration
+  int buffer_points = 0, memory_points = 0;
+  std::set<std::string> buffer_processes;
+  for (const json& e : (*trace)["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      buffer_processes.insert(e["args"]["name"].get<std::string>());
+    }
+    if (e["ph"] == "C" && e["name"] == "buffer pool") {
+      ++buffer_points;
+      EXPECT_EQ(e["pid"], g.num_groups() + 1);
+      EXPECT_LE(e["args"]["bytes"].get<int64_t>(), 8);
+    }
+    if (e["ph"] == "C" && e["name"] == "memory") ++memory_points;
+    if (e["ph"] != "X") continue;
+    // Every complete event names its iteration and sits at that iteration's origin.
+    ASSERT_TRUE(e["args"].contains("iteration")) << e.dump();
+    const int k = e["args"]["iteration"].get<int>();
+    if (e["tid"] == 1) {
+      const int stage = e["args"]["stage"].get<int>();
+      EXPECT_NEAR(e["ts"].get<double>(),
+                  (window->iteration_origin_s[k] + window->iterations[k].stages[stage].start_s) *
+                      1e6,
+                  1e-6);
+    }
+  }
+  EXPECT_EQ(buffer_points, static_cast<int>(window->buffers[0].occupancy.size()));
+  EXPECT_EQ(buffer_points, 1 + 2 * 3 * 3);  // the start, then a put and a get per microbatch
+  EXPECT_EQ(counts.counters, buffer_points + memory_points);
+  EXPECT_TRUE(buffer_processes.count("buffers"));
+  EXPECT_EQ((*trace)["otherData"]["iterations"], 3);
+  EXPECT_EQ((*trace)["otherData"]["buffers"][0]["name"], "pool");
+  // The string form parses back to the same trace.
+  auto text = ChromeWindowTraceString(iterations, *window, {.title = "flowtrain"});
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(json::parse(*text), *trace);
+  // A window given the wrong graphs is refused.
+  EXPECT_EQ(ChromeWindowTrace(std::span(iterations).first(2), *window).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace weft::report

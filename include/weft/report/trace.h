@@ -15,13 +15,20 @@
 //       "send <module> <pass> mb<microbatch>", args with bytes, link, from/to stage ids;
 //     - a counter ("ph": "C") named "memory" with args {"GiB": value}: one event per memory point.
 //   - times in microseconds from the iteration start (+ time_offset_s).
+// A window of iterations (sim::SimulateWindow; ChromeWindowTrace) uses the same tracks on the
+// window's clock (each iteration's events at its origin): every complete event's args hold
+// {"iteration": k}; tid 3 "iterations" shows each group's span of each iteration ("iteration
+// k", its first stage to the end of its tail); each bounded buffer is a counter track named
+// "buffer <name>" with args {"bytes": occupancy} on a process "buffers" after the groups.
 // Thread-safety: pure functions.
+#include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "weft/graph/stage_graph.h"
 #include "weft/sim/timeline.h"
+#include "weft/sim/window.h"
 
 namespace weft::report {
 
@@ -41,6 +48,7 @@ struct TraceEventCounts {
   int transfers = 0;
   int counters = 0;
   int group_tail = 0;
+  int iteration_spans = 0;  // window traces
   int metadata = 0;
 };
 
@@ -58,5 +66,16 @@ TraceEventCounts CountTraceEvents(const nlohmann::json& trace);
 StatusOr<std::string> ChromeTraceString(const graph::StageGraph& graph,
                                         const sim::Timeline& timeline,
                                         const TraceOptions& options = {});
+
+// One trace of a window: `iterations` are the window's inputs (their graphs), `window` its
+// result. InvalidArgument when the counts differ or a timeline does not belong to its graph.
+StatusOr<nlohmann::json> ChromeWindowTrace(std::span<const sim::WindowIteration> iterations,
+                                           const sim::WindowResult& window,
+                                           const TraceOptions& options = {});
+
+// ChromeWindowTrace(...) dumped like ChromeTraceString.
+StatusOr<std::string> ChromeWindowTraceString(std::span<const sim::WindowIteration> iterations,
+                                              const sim::WindowResult& window,
+                                              const TraceOptions& options = {});
 
 }  // namespace weft::report

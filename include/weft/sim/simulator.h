@@ -21,8 +21,11 @@
 //    group of cross-group edges), allocated and freed at CompilePlan's slots; the peak equals
 //    plan::ValidatePlan's replay of that plan per rank, byte for byte
 //    (src/plan/sim_plan_memory_property_test.cc).
-// Thread-safety: Simulate is a pure function; call it concurrently on shared inputs.
+// Thread-safety: Simulate is a pure function; call it concurrently on shared inputs. A
+// Simulator object (below) is used by one thread at a time.
 #include <cstdint>
+#include <memory>
+#include <span>
 
 #include "weft/common/status.h"
 #include "weft/graph/stage_graph.h"
@@ -31,6 +34,14 @@
 #include "weft/spec/cluster.h"
 
 namespace weft::sim {
+
+namespace internal {
+class Engine;
+}  // namespace internal
+struct WindowIteration;
+struct WindowOptions;
+struct WindowCarry;
+struct WindowResult;
 
 struct SimOptions {
   bool record_transfers = true;       // fill Timeline::transfers (off in search loops)
@@ -56,6 +67,31 @@ StatusOr<Timeline> Simulate(const graph::StageGraph& graph,
                             const sched::Schedule& schedule,
                             const spec::ClusterSpec& cluster,
                             const SimOptions& options = {});
+
+// A simulator that keeps its scratch memory (per-stage state, the plan's slot tables, send
+// lists) between calls, for a thread that simulates many graphs (a search, a benchmark): the
+// same results as Simulate and SimulateWindow, without allocating and first-touching that
+// memory on every call. Not thread-safe: one per thread; it owns its scratch. Movable.
+class Simulator {
+ public:
+  Simulator();
+  ~Simulator();
+  Simulator(Simulator&&) noexcept;
+  Simulator& operator=(Simulator&&) noexcept;
+
+  StatusOr<Timeline> Simulate(const graph::StageGraph& graph,
+                              const sched::Schedule& schedule,
+                              const spec::ClusterSpec& cluster,
+                              const SimOptions& options = {});
+  // See weft/sim/window.h.
+  StatusOr<WindowResult> SimulateWindow(std::span<const WindowIteration> iterations,
+                                        const spec::ClusterSpec& cluster,
+                                        const WindowOptions& options,
+                                        const WindowCarry& carry);
+
+ private:
+  std::unique_ptr<internal::Engine> engine_;
+};
 
 // Link and time of one transfer of `bytes` between two groups (exposed for cost estimates and
 // tests). The same DeviceGroup object → (kSameGroup, 0).
