@@ -127,7 +127,8 @@ StatusOr<MeasuredIteration> IterationFromJson(const json& j, const std::string& 
     MeasuredRank rank;
     WEFT_RETURN_IF_ERROR(Reader::Int(rj, rpath, "rank", &rank.rank));
     if (rank.rank != static_cast<int>(r)) {
-      return Reader::Bad(rpath + ".rank", rj["rank"], fmt::format("must equal its position ({})", r));
+      return Reader::Bad(rpath + ".rank", rj["rank"],
+                         fmt::format("must equal its position ({})", r));
     }
     WEFT_RETURN_IF_ERROR(Seconds(rj, rpath, "wall_s", &rank.wall_s));
     it.ranks.push_back(rank);

@@ -66,7 +66,8 @@ TEST(Measured, RoundTripIsExactAndDeterministic) {
                         "{\"action\":2,\"group\":0,\"instances\":[0,1],\"measured_s\":0.003,"
                         "\"planned_s\":0.001,\"rank\":0,\"replica\":0,\"stage\":{\"chunk\":0,"
                         "\"mb\":1,\"module\":0,\"pass\":\"forward\",\"sub\":0},\"tokens\":25}"));
-  EXPECT_THAT(text, HasSubstr("\"ranks\": [{\"rank\":0,\"wall_s\":0.5},{\"rank\":1,\"wall_s\":1.5}],"));
+  EXPECT_THAT(text,
+              HasSubstr("\"ranks\": [{\"rank\":0,\"wall_s\":0.5},{\"rank\":1,\"wall_s\":1.5}],"));
   // The bytes nlohmann writes for the same values.
   const nlohmann::json doc = nlohmann::json::parse(text);
   EXPECT_THAT(text, HasSubstr(doc["iterations"][1]["stages"][0].dump()));

@@ -536,7 +536,8 @@ StatusOr<RankData> RankDataFromJson(const json& j, const std::string& path, int 
   int declared_index = index;
   WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "rank", &declared_index));
   if (declared_index != index) {
-    return Reader::Bad(path + ".rank", j["rank"], fmt::format("must equal its position ({})", index));
+    return Reader::Bad(path + ".rank", j["rank"],
+                       fmt::format("must equal its position ({})", index));
   }
   WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "replica", &rank.replica));
   WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "group", &rank.group));

@@ -99,8 +99,9 @@ TEST(PlanJson, WritesTheDocumentedSchema) {
   const std::string text = PlanToJson(testing::TwoRankOneFOneB());
   EXPECT_THAT(text, StartsWith("{\n  \"schema\": \"weft.plan/v3\",\n"));
   // A plan compiled from a bare graph has empty data tables, still written.
-  EXPECT_THAT(text, EndsWith("\n  ],\n  \"data\": {\n    \"samples\": [],\n    \"sequences\": [],\n"
-                             "    \"microbatches\": [],\n    \"ranks\": []\n  }\n}\n"));
+  EXPECT_THAT(text, EndsWith("\n  ],\n  \"data\": {\n    \"samples\": [],\n"
+                             "    \"sequences\": [],\n    \"microbatches\": [],\n"
+                             "    \"ranks\": []\n  }\n}\n"));
   EXPECT_THAT(text, HasSubstr("\"replica\": 0,\n  \"num_replicas\": 2,\n  \"num_ranks\": 2,\n"));
   EXPECT_THAT(text, HasSubstr("{\"consumer\":{\"chunk\":0,\"mb\":0,\"module\":0,\"pass\":\"forward\","
                               "\"rank\":1,\"sub\":0},\"dtype\":\"bf16\",\"id\":0,\"name\":\"act0\","
@@ -117,11 +118,16 @@ TEST(PlanJson, WritesTheDocumentedSchema) {
 
 TEST(PlanJson, WritesTheDataTablesOneEntryALine) {
   const std::string text = PlanToJson(testing::TwoRankOneFOneBWithData());
-  EXPECT_THAT(text, HasSubstr("  \"data\": {\n    \"samples\": [\n      {\"id\":100,\"text_tokens\":10},\n"));
-  EXPECT_THAT(text, HasSubstr("    \"sequences\": [\n      {\"llm_tokens\":21,\"samples\":[0,1]},\n"));
-  EXPECT_THAT(text, HasSubstr("    \"microbatches\": [\n      {\"instances\":[[{\"item\":-1,\"samples\":[0,1],"
-                              "\"tokens\":[10,11]}]],\"microbatch\":0,\"replica\":0,\"sequences\":[0]},\n"));
-  EXPECT_THAT(text, HasSubstr("    \"ranks\": [\n      {\"chunks\":[{\"chunk\":0,\"first_layer\":0,\"module\":0,"
+  EXPECT_THAT(text, HasSubstr("  \"data\": {\n    \"samples\": [\n"
+                              "      {\"id\":100,\"text_tokens\":10},\n"));
+  EXPECT_THAT(text, HasSubstr("    \"sequences\": [\n"
+                              "      {\"llm_tokens\":21,\"samples\":[0,1]},\n"));
+  EXPECT_THAT(text, HasSubstr("    \"microbatches\": [\n"
+                              "      {\"instances\":[[{\"item\":-1,\"samples\":[0,1],"
+                              "\"tokens\":[10,11]}]],\"microbatch\":0,\"replica\":0,"
+                              "\"sequences\":[0]},\n"));
+  EXPECT_THAT(text, HasSubstr("    \"ranks\": [\n"
+                              "      {\"chunks\":[{\"chunk\":0,\"first_layer\":0,\"module\":0,"
                               "\"module_replica\":0,\"num_layers\":2}],\"group\":0,\"rank\":0,"
                               "\"replica\":0},\n"));
   // The bytes are nlohmann's dump() of the same values (keys in byte order).
@@ -173,11 +179,13 @@ TEST(PlanJson, DataTablesAreRequiredAndChecked) {
                 .status()
                 .message(),
             "data.microbatches[0].instances has 2 entries; more than 1 (len(modules))");
-  EXPECT_EQ(PlanFromJson(Replace(good, "\"tokens\":[10,11]}", "\"tokens\":[10,11],\"unpadded_tokens\":22}"))
+  EXPECT_EQ(PlanFromJson(Replace(good, "\"tokens\":[10,11]}",
+                                 "\"tokens\":[10,11],\"unpadded_tokens\":22}"))
                 .status()
                 .message(),
             "data.microbatches[0].instances[0][0].unpadded_tokens = 22; must be <= 21");
-  EXPECT_EQ(PlanFromJson(Replace(good, "\"module\":0,\"module_replica\"", "\"module\":1,\"module_replica\""))
+  EXPECT_EQ(PlanFromJson(Replace(good, "\"module\":0,\"module_replica\"",
+                                 "\"module\":1,\"module_replica\""))
                 .status()
                 .message(),
             "data.ranks[0].chunks[0].module = 1; must be < 1 (the number of modules)");

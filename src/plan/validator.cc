@@ -389,8 +389,9 @@ class Validator {
       }
       std::sort(mb_samples[i].begin(), mb_samples[i].end());
       if (static_cast<int>(m.instances.size()) != num_modules) {
-        return InvalidArgumentError(fmt::format("{}.instances has {} lists; the plan has {} modules",
-                                                where, m.instances.size(), num_modules));
+        return InvalidArgumentError(
+            fmt::format("{}.instances has {} lists; the plan has {} modules", where,
+                        m.instances.size(), num_modules));
       }
       for (int module = 0; module < num_modules; ++module) {
         const std::vector<InstanceData>& list = m.instances[module];

@@ -88,6 +88,9 @@ struct PlannedIteration {
   IterationPlan plan;
   IterationEvaluation evaluation;
   cost::Recompute recompute_used = cost::Recompute::kNone;
+  // The batch planned (Planner::Plan / Fallback): Compile ships its samples, sequences and the
+  // microbatches' instances in the plan's data tables (plan::PlanData).
+  spec::Batch batch;
 };
 
 }  // namespace weft::strategy
