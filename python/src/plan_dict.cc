@@ -1,8 +1,6 @@
 // Shared by weft.plan and weft.PlannerService: see plan_dict.h.
 #include "plan_dict.h"
 
-#include <algorithm>
-
 #include "weft/plan/plan_json.h"
 #include "weft/plan/validator.h"
 
@@ -29,7 +27,6 @@ Status CompileReplica0(const planning::Planner& planner, int64_t iteration,
                        const planning::PlannedIteration& planned, CompiledReplica& out) {
   if (planned.plan.replicas.empty()) return InvalidArgumentError("the plan has no replicas");
   out.microbatches = planned.plan.replicas[0].microbatches;
-  out.replica_microbatches = {out.microbatches};
   plan::ValidationReport report;
   WEFT_ASSIGN_OR_RETURN(auto compiled, planner.Compile(planned, 0, iteration, &report));
   out.validation = report.BriefReport();
@@ -46,9 +43,7 @@ Status CompileWorldPlan(const planning::Planner& planner, int64_t iteration,
   plan::ValidationReport report;
   WEFT_ASSIGN_OR_RETURN(auto world, planner.CompileWorld(planned, iteration, &report));
   out.microbatches.clear();
-  out.replica_microbatches.clear();
   for (const auto& r : planned.plan.replicas) {
-    out.replica_microbatches.push_back(r.microbatches);
     out.microbatches.insert(out.microbatches.end(), r.microbatches.begin(),
                             r.microbatches.end());
   }
@@ -109,15 +104,15 @@ py::dict PlannedIterationDict(const planning::Planner& planner, int64_t iteratio
                               : setup.job.PipelineSize();
   d["dp"] = folded ? static_cast<int>(planned.plan.replicas.size())
                    : setup.job.DataParallelSize();
+  // For reading; the runtime takes all of it from plan_json's data tables.
   d["num_microbatches"] = static_cast<int>(compiled.microbatches.size());
   d["microbatches"] = compiled.microbatches;
-  d["replica_microbatches"] = compiled.replica_microbatches;
   d["world"] = compiled.world;
   d["num_ranks"] = compiled.num_ranks;
   d["batch"] = BatchToDict(batch);
   py::list modules, chunks;
   for (const auto& mod : setup.job.model.modules) modules.append(mod.name);
-  auto chunk_dict = [&](const planning::Chunk& ch) {
+  for (const auto& ch : fixed.placement.chunks) {
     py::dict c;
     c["module"] = ch.module;
     c["module_name"] = setup.job.model.modules.at(ch.module).name;
@@ -126,28 +121,10 @@ py::dict PlannedIterationDict(const planning::Planner& planner, int64_t iteratio
     c["group"] = ch.group;
     c["chunk"] = ch.chunk;
     c["replica"] = ch.replica;  // the module's DP replica (unfolded placements; else 0)
-    return c;
-  };
-  for (const auto& ch : fixed.placement.chunks) chunks.append(chunk_dict(ch));
-  // Per rank of plan_json: the plan replica whose microbatches its `mb` indices refer to, the
-  // placement group it runs and that group's chunks.
-  py::list ranks;
-  const int per_replica = std::max(1, compiled.ranks_per_replica);
-  for (int r = 0; r < compiled.num_ranks; ++r) {
-    py::dict rd;
-    rd["rank"] = r;
-    rd["replica"] = r / per_replica;
-    rd["group"] = r % per_replica;
-    py::list held;
-    for (const auto& ch : fixed.placement.chunks) {
-      if (ch.group == r % per_replica) held.append(chunk_dict(ch));
-    }
-    rd["chunks"] = held;
-    ranks.append(rd);
+    chunks.append(c);
   }
   d["modules"] = modules;
   d["chunks"] = chunks;
-  d["ranks"] = ranks;
   d["placement"] = fixed.placement.Describe(setup.job.model);
   return d;
 }

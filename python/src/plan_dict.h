@@ -22,11 +22,9 @@ planning::JobOptions MakeJobOptions(const std::string& model, const std::string&
 // world plan of every replica (Planner::CompileWorld).
 struct CompiledReplica {
   // Sequence indices per microbatch, as planned: replica 0's, or for a world plan every
-  // replica's in replica order (the iteration's microbatches).
+  // replica's in replica order (the iteration's microbatches). For reading only: the plan's
+  // data tables carry them for the runtime (plan::PlanData).
   std::vector<std::vector<int>> microbatches;
-  // Per plan replica its microbatches: the list a rank's `mb` indices refer to (rank r belongs
-  // to replica r / ranks_per_replica).
-  std::vector<std::vector<std::vector<int>>> replica_microbatches;
   std::string plan_json;
   std::string validation;  // the validator's brief report
   bool world = false;
@@ -47,8 +45,8 @@ Status CompileWorldPlan(const planning::Planner& planner, int64_t iteration,
 // The simulated summary of an iteration (iteration_time_s, mfu, ...).
 void FillSummary(py::dict& d, const planning::PlannedIteration& p);
 
-// The dict weft.plan returns: summary, plan_json, placement chunks, batch, microbatches, and per
-// rank of plan_json its replica, group and chunks (`ranks`).
+// The dict weft.plan returns: summary, plan_json (weft.plan/v3: the runtime needs nothing else),
+// and for reading the placement chunks, the batch and the microbatches.
 py::dict PlannedIterationDict(const planning::Planner& planner, int64_t iteration,
                               const planning::PlannedIteration& planned, const spec::Batch& batch,
                               const CompiledReplica& compiled);

@@ -51,7 +51,12 @@ def test_plan_returns_valid_plan_and_summary():
     assert r["pipeline_size"] == 2 and r["num_microbatches"] == 4
     assert r["iteration_time_s"] > 0 and 0 < r["mfu"] < 1 and 0 <= r["bubble_ratio"] < 1
     plan = json.loads(r["plan_json"])
-    assert plan["schema"] == "weft.plan/v2" and len(plan["ranks"]) == 2
+    assert plan["schema"] == "weft.plan/v3" and len(plan["ranks"]) == 2
+    # The plan carries its data: the batch's samples, its microbatches, each rank's chunks.
+    assert len(plan["data"]["samples"]) == len(r["batch"]["samples"])
+    assert [m["sequences"] for m in plan["data"]["microbatches"]] == r["microbatches"]
+    assert [c["num_layers"] for c in plan["data"]["ranks"][1]["chunks"]] == \
+        [c["num_layers"] for c in r["chunks"] if c["group"] == 1]
     assert weft.validate_plan(r["plan_json"])["brief"].startswith("valid plan")
     assert sum(c["num_layers"] for c in r["chunks"] if c["module_name"] == "llm") == 4
 

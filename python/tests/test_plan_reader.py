@@ -1,4 +1,4 @@
-"""weft.validate_plan on hostile input: one-line ValueError, never a crash (plan schema v2)."""
+"""weft.validate_plan on hostile input: one-line ValueError, never a crash (plan schema v3)."""
 import json
 import pathlib
 
@@ -34,7 +34,11 @@ def test_deep_json_raises_value_error_with_one_line():
      "ranks[0].actions[0].stage.module = 1; must be < 1 (the number of modules)"),
     (lambda p: p.__setitem__("schema", "weft.plan/v1"),
      "weft.plan/v1 is no longer read; regenerate it with `weft plan ... --out FILE` "
-     "(writes weft.plan/v2)"),
+     "(writes weft.plan/v3)"),
+    (lambda p: p.__setitem__("schema", "weft.plan/v2"),
+     "weft.plan/v2 is no longer read; regenerate it with `weft plan ... --out FILE` "
+     "(writes weft.plan/v3)"),
+    (lambda p: p.__delitem__("data"), "data: missing"),
 ])
 def test_out_of_range_fields_raise_value_error_naming_field_and_rule(mutate, expected):
     plan = json.loads(_good())

@@ -15,15 +15,15 @@ def test_plan_execution_matches_single_process_reference():
     # megatron-1f1b, gpipe and zb-h1 plans, 2 iterations each, one after the other on the same
     # 4 worker processes (one pipeline of 4 ranks, one spawn); the reference runs the same batches
     # with the same SGD steps.
-    first, jobs = None, []
+    jobs = []
     for strategy in ["megatron-1f1b", "gpipe", "zb-h1"]:
         f, j = plan_jobs(strategy, iterations=2, gpus=4, pipeline_size=4)
         assert f["pipeline_size"] == 4 and f["dp"] == 1
-        first = first or f
-        assert f["chunks"] == first["chunks"]  # same placement: the workers keep their chunks
         jobs += j
-    runs = run_plans(weft.load_model("tiny-vlm"), first["chunks"], jobs, 4, timeout_s=30)
-    ref = reference("tiny-vlm", first["chunks"], jobs)
+    # Same placement: every plan gives each rank the same chunks (the workers keep theirs).
+    assert all(job["plan"]["data"]["ranks"] == jobs[0]["plan"]["data"]["ranks"] for job in jobs)
+    runs = run_plans(weft.load_model("tiny-vlm"), jobs, timeout_s=30)
+    ref = reference("tiny-vlm", jobs)
     assert len(runs) == len(jobs) == 6
     for job, got, want in zip(jobs, runs, ref):
         name = job["summary"]["strategy"]
@@ -49,15 +49,15 @@ def _broken(remove_op=None, move=None):
 
 
 def test_missing_irecv_fails_naming_rank_action_and_peer():
-    first, jobs = _broken(remove_op="irecv")
+    _, jobs = _broken(remove_op="irecv")
     with pytest.raises(PlanExecutionError,
                        match=r"rank 1 action \d+ \(wait_recv buf \d+ from rank 0\): no irecv"):
-        run_plans(weft.load_model("tiny-vlm"), first["chunks"], jobs, 2, timeout_s=3)
+        run_plans(weft.load_model("tiny-vlm"), jobs, timeout_s=3)
 
 
 def test_wrong_order_deadlock_times_out_naming_both_ranks():
     # Rank 0 waits for a backward gradient before it sends any activation: both ranks wait.
-    first, jobs = _broken(move=(0, "wait_recv"))
+    _, jobs = _broken(move=(0, "wait_recv"))
     plan = jobs[0]["plan"]
     # The moved wait has no irecv before it: post its irecv first so it truly blocks.
     acts = plan["ranks"][0]["actions"]
@@ -65,7 +65,7 @@ def test_wrong_order_deadlock_times_out_naming_both_ranks():
                  if a["op"] == "irecv" and a["buffer"] == acts[0]["buffer"])
     acts.insert(0, acts.pop(irecv))
     with pytest.raises(PlanExecutionError) as e:
-        run_plans(weft.load_model("tiny-vlm"), first["chunks"], jobs, 2, timeout_s=3)
+        run_plans(weft.load_model("tiny-vlm"), jobs, timeout_s=3)
     msg = str(e.value)
     assert "rank 0 action 1 (wait_recv" in msg and "timed out after 3 s" in msg
     assert "rank 1 action" in msg
@@ -85,8 +85,8 @@ def test_more_strategies_match_the_reference_over_three_iterations(strategy, ran
     # separated partitioning and searched orders: 3 iterations of fresh batches each.
     first, jobs = plan_jobs(strategy, iterations=3, gpus=ranks, pipeline_size=ranks)
     assert first["pipeline_size"] == ranks and first["dp"] == 1
-    runs = run_plans(weft.load_model("tiny-vlm"), first["chunks"], jobs, ranks, timeout_s=30)
-    ref = reference("tiny-vlm", first["chunks"], jobs)
+    runs = run_plans(weft.load_model("tiny-vlm"), jobs, timeout_s=30)
+    ref = reference("tiny-vlm", jobs)
     for it, (got, want) in enumerate(zip(runs, ref)):
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-5), (strategy, it)
         assert max_relative_error(got["grads"], want["grads"]) < 1e-5, (strategy, it)

@@ -34,25 +34,24 @@ def test_parse_plan_types_every_action_once():
 
 
 def test_unknown_op_is_refused_when_the_plan_is_loaded_naming_rank_and_action():
-    first, jobs = plan_jobs("megatron-1f1b", iterations=1)
+    _, jobs = plan_jobs("megatron-1f1b", iterations=1)
     jobs[0]["plan"]["ranks"][1]["actions"][3]["op"] = "fwd"
     with pytest.raises(ValueError, match=r"rank 1 action 3: unknown op 'fwd'; must be one of "
                        r"forward, .*all_reduce_grads"):
         parse_plan(jobs[0]["plan"])
     # run_plans parses before it starts any worker.
     with pytest.raises(ValueError, match=r"rank 1 action 3: unknown op 'fwd'"):
-        run_plans(weft.load_model("tiny-vlm"), first["chunks"], jobs, 2, timeout_s=3)
+        run_plans(weft.load_model("tiny-vlm"), jobs, timeout_s=3)
 
 
 def test_every_op_has_an_executor_method():
-    first, _ = _one_rank_job()
-    ex = RankExecutor(0, weft.load_model("tiny-vlm"), first["chunks"], 1, 0.1, 5.0)
+    ex = RankExecutor(0, weft.load_model("tiny-vlm"), 1, 0.1, 5.0)
     assert set(ex._handlers) == set(Op)
 
 
 def _with_all_reduce(plan: dict, dp: int) -> dict:
     """The plan with an all_reduce_grads of every module after its last backward (a v1 plan
-    has none; weft.plan/v2 compiles them)."""
+    has none; weft.plan/v2 and later compile them)."""
     plan = copy.deepcopy(plan)
     for r in plan["ranks"]:
         acts = r["actions"]
@@ -70,29 +69,28 @@ def _with_all_reduce(plan: dict, dp: int) -> dict:
 
 
 def test_all_reduce_grads_with_dp_1_is_a_no_op():
-    first, job = _one_rank_job()
+    _, job = _one_rank_job()
     plan = _with_all_reduce(job["plan"], dp=1)
     assert sum(a["op"] == "all_reduce_grads" for a in plan["ranks"][0]["actions"]) == 3
     model = weft.load_model("tiny-vlm")
-    ex = RankExecutor(0, model, first["chunks"], 1, 0.1, 5.0)
+    ex = RankExecutor(0, model, 1, 0.1, 5.0)
     seen = []
-    got = ex.run_iteration(plan, job["batch"], job["microbatches"],
-                           on_action=lambda i, a, t0, t1: seen.append(a.op))
+    got = ex.run_iteration(plan, on_action=lambda i, a, t0, t1: seen.append(a.op))
     assert seen.count(Op.ALL_REDUCE_GRADS) == 3
-    want = reference("tiny-vlm", first["chunks"], [job])[0]
+    want = reference("tiny-vlm", [job])[0]
     assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
     assert max_relative_error(got["grads"], want["grads"]) < 1e-5
 
 
 def test_all_reduce_grads_with_dp_2_needs_the_ranks_it_reduces_with():
     # A one-replica plan of a dp-2 iteration names no ranks: the runtime executes world plans.
-    first, job = _one_rank_job()
+    _, job = _one_rank_job()
     plan = _with_all_reduce(job["plan"], dp=2)
     for a in plan["ranks"][0]["actions"]:
         a.pop("ranks", None)
-    ex = RankExecutor(0, weft.load_model("tiny-vlm"), first["chunks"], 1, 0.1, 5.0)
+    ex = RankExecutor(0, weft.load_model("tiny-vlm"), 1, 0.1, 5.0)
     with pytest.raises(PlanExecutionError,
                        match=r"rank 0 action \d+ \(all_reduce_grads m\d dp 2\): dp = 2 but the "
                        r"plan names no ranks to reduce with \(a one-replica plan\); execute the "
                        r"world plan"):
-        ex.run_iteration(plan, job["batch"], job["microbatches"])
+        ex.run_iteration(plan)

@@ -12,8 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from weft.runtime.executor import PlanExecutionError, RankExecutor, run_plans  # noqa: E402
-from weft.runtime.harness import (max_relative_error, plan_jobs, rank_chunk_table,  # noqa: E402
-                                  reference)
+from weft.runtime.harness import max_relative_error, plan_jobs, reference  # noqa: E402
 from weft.runtime.plan import parse_plan  # noqa: E402
 
 import weft  # noqa: E402
@@ -27,23 +26,30 @@ def test_world_plan_names_every_rank_its_replica_chunks_and_reduce_set():
     assert r["world"] and r["pipeline_size"] == 2 and r["dp"] == 2 and r["num_ranks"] == 4
     plan = json.loads(r["plan_json"])
     assert plan["num_ranks"] == 4 and plan["num_replicas"] == 1
-    for rank in r["ranks"]:
-        q, p = divmod(rank["rank"], 2)
-        assert (rank["replica"], rank["group"]) == (q, p)
-        assert rank["chunks"] == [c for c in r["chunks"] if c["group"] == p]
-        reduces = [a for a in plan["ranks"][rank["rank"]]["actions"]
-                   if a["op"] == "all_reduce_grads"]
+    data = plan["data"]
+    for rank, entry in enumerate(data["ranks"]):
+        q, p = divmod(rank, 2)
+        assert (entry["replica"], entry["group"]) == (q, p)
+        assert [(c["module"], c["chunk"], c["first_layer"], c["num_layers"])
+                for c in entry["chunks"]] == \
+            [(c["module"], c["chunk"], c["first_layer"], c["num_layers"])
+             for c in r["chunks"] if c["group"] == p]
+        reduces = [a for a in plan["ranks"][rank]["actions"] if a["op"] == "all_reduce_grads"]
         assert reduces and all(a["ranks"] == [p, p + 2] and a["dp"] == 2 for a in reduces)
-    # The replicas' microbatches are the iteration's, each sample in exactly one replica.
-    per_replica = r["replica_microbatches"]
-    assert len(per_replica) == 2 and sum(per_replica, []) == r["microbatches"]
-    seqs = [q for mbs in per_replica for mb in mbs for q in mb]
-    assert sorted(seqs) == list(range(len(r["batch"]["sequences"])))
-    # world=False keeps one replica's plan (2 ranks), with the same per-rank description.
+    # The replicas' microbatches are the iteration's, each sequence in exactly one replica.
+    table = data["microbatches"]
+    assert {m["replica"] for m in table} == {0, 1}
+    assert [m["sequences"] for m in table] == r["microbatches"]
+    seqs = [q for m in table for q in m["sequences"]]
+    assert sorted(seqs) == list(range(len(data["sequences"]))) == \
+        list(range(len(r["batch"]["sequences"])))
+    # world=False keeps one replica's plan (2 ranks) with replica 0's microbatches only.
     one = weft.plan("megatron-1f1b", "tiny-vlm", data="coco-llava", gpus=4, pipeline_size=2)
     assert not one["world"] and one["num_ranks"] == 2
-    assert one["microbatches"] == per_replica[0] and one["replica_microbatches"] == [per_replica[0]]
-    assert [x["replica"] for x in one["ranks"]] == [0, 0]
+    one_data = json.loads(one["plan_json"])["data"]
+    assert [x["replica"] for x in one_data["ranks"]] == [0, 0]
+    assert one_data["microbatches"] == [m for m in table if m["replica"] == 0]
+    assert one["microbatches"] == [m["sequences"] for m in one_data["microbatches"]]
 
 
 @pytest.mark.parametrize("strategy", ["megatron-1f1b", "dip"])
@@ -54,8 +60,8 @@ def test_pp2_dp2_matches_the_single_process_reference(strategy):
     first, jobs = plan_jobs(strategy, iterations=3, gpus=4, pipeline_size=2, world=True,
                             budget_s=0.2)
     assert first["num_ranks"] == 4 and first["dp"] == 2
-    runs = run_plans(weft.load_model("tiny-vlm"), rank_chunk_table(first), jobs, 4, timeout_s=30)
-    ref = reference("tiny-vlm", first["chunks"], jobs)
+    runs = run_plans(weft.load_model("tiny-vlm"), jobs, timeout_s=30)
+    ref = reference("tiny-vlm", jobs)
     assert len(runs) == 3
     for it, (got, want) in enumerate(zip(runs, ref)):
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-5), it
@@ -64,8 +70,8 @@ def test_pp2_dp2_matches_the_single_process_reference(strategy):
         assert got["replica_max_rel_diff"] == 0.0  # both replicas hold the same sums
     assert max_relative_error(runs[-1]["params"], ref[-1]["params"]) <= 1e-5
     # Different batches each iteration; the replicas ran disjoint halves of each.
-    assert len({json.dumps(job["batch"]["samples"]) for job in jobs}) == 3
-    plan = parse_plan(jobs[0]["plan"], jobs[0]["rank_replica"])
+    assert len({json.dumps(job["summary"]["batch"]["samples"]) for job in jobs}) == 3
+    plan = parse_plan(jobs[0]["plan"])
     assert plan.rank_replica == (0, 0, 1, 1)
     samples = [set().union(*plan.compute_samples(2, q).values()) for q in (0, 1)]
     assert samples[0] and samples[1] and not samples[0] & samples[1]
@@ -87,7 +93,7 @@ def test_a_collective_a_rank_never_joins_times_out_naming_module_and_ranks():
     del acts[next(i for i, a in enumerate(acts)
                   if a["op"] == "all_reduce_grads" and a["module"] == 0)]
     with pytest.raises(PlanExecutionError) as e:
-        run_plans(weft.load_model("tiny-vlm"), rank_chunk_table(first), jobs, 2, timeout_s=3)
+        run_plans(weft.load_model("tiny-vlm"), jobs, timeout_s=3)
     msg = str(e.value)
     assert ("rank 0 action" in msg and "(all_reduce_grads m0 dp 2 ranks [0, 1]): " in msg
             and "the all-reduce of module 0 (vision) over ranks [0, 1]: rank 1 never joined"
@@ -105,29 +111,39 @@ def test_a_collective_a_rank_never_joins_times_out_naming_module_and_ranks():
 def test_reduce_set_members_must_hold_the_same_layers():
     # A chunk table where the two members of the LLM's reduce set hold different layers is
     # refused before any collective runs.
-    first, jobs = _pp1_dp2_job()
-    table = copy.deepcopy(rank_chunk_table(first))
-    llm = next(c for c in table[1] if c["module_name"] == "llm")
-    llm["num_layers"] -= 1
-    ex = RankExecutor(0, weft.load_model("tiny-vlm"), table, 1, 0.1, 5.0)
+    _, jobs = _pp1_dp2_job()
+    plan = copy.deepcopy(jobs[0]["plan"])
+    llm = plan["modules"].index("llm")
+    next(c for c in plan["data"]["ranks"][1]["chunks"] if c["module"] == llm)["num_layers"] -= 1
+    ex = RankExecutor(0, weft.load_model("tiny-vlm"), 1, 0.1, 5.0)
     with pytest.raises(PlanExecutionError,
                        match=r"all_reduce_grads of module 2 \(llm\) over ranks \[0, 1\]: rank 0 "
                        r"holds layers \[0, 4\), rank 1 \[0, 3\) \(members must hold the same "
                        r"layers\)"):
-        ex.ensure_groups(parse_plan(jobs[0]["plan"], jobs[0]["rank_replica"]))
+        ex.ensure_groups(parse_plan(plan))
 
 
-def test_rank_replica_and_reduce_sets_are_checked_when_the_plan_is_loaded():
+def test_plan_tables_are_checked_when_the_plan_is_loaded():
     _, jobs = _pp1_dp2_job()
-    with pytest.raises(ValueError, match=r"rank_replica \[0\] must give a replica >= 0 for each "
-                       r"of the plan's 2 ranks"):
-        parse_plan(jobs[0]["plan"], [0])
+    bad = copy.deepcopy(jobs[0]["plan"])
+    bad["data"]["ranks"].pop()
+    with pytest.raises(ValueError, match=r"plan: data.ranks has 1 entries; the plan has 2 ranks"):
+        parse_plan(bad)
+    bad = copy.deepcopy(jobs[0]["plan"])
+    bad["data"]["ranks"][1]["replica"] = 5
+    with pytest.raises(ValueError, match=r"rank 1 action \d+: microbatch 0 of replica 5 is not "
+                       r"in data.microbatches"):
+        parse_plan(bad)
     bad = copy.deepcopy(jobs[0]["plan"])
     a = next(a for a in bad["ranks"][1]["actions"] if a["op"] == "all_reduce_grads")
     a["ranks"] = [0]
     with pytest.raises(ValueError, match=r"rank 1 action \d+: all_reduce_grads ranks = \[0\]; "
                        r"must be 2 ascending ranks < 2, rank 1 included"):
-        parse_plan(bad, jobs[0]["rank_replica"])
+        parse_plan(bad)
+    bad = copy.deepcopy(jobs[0]["plan"])
+    bad["schema"] = "weft.plan/v2"
+    with pytest.raises(ValueError, match=r"plan: weft.plan/v2 is no longer read .* regenerate"):
+        parse_plan(bad)
 
 
 def test_train_cli_runs_data_parallel(capsys):
@@ -150,8 +166,7 @@ def test_planner_service_serves_world_plans():
     want = weft.plan("megatron-1f1b", "tiny-vlm", data="coco-llava", gpus=4, world=True)
     assert got["world"] and got["num_ranks"] == 4
     assert json.loads(got["plan_json"]) == json.loads(want["plan_json"])
-    assert got["ranks"] == want["ranks"]
-    assert got["replica_microbatches"] == want["replica_microbatches"]
+    assert got["microbatches"] == want["microbatches"]
 
 
 def _run_placement(model: str, placement: str, data: str):
@@ -160,8 +175,8 @@ def _run_placement(model: str, placement: str, data: str):
     first, jobs = plan_jobs("manual", model, iterations=3, data=data, gpus=4,
                             placement=str(PLACEMENTS / placement), world=True)
     assert first["num_ranks"] == 4
-    runs = run_plans(weft.load_model(model), rank_chunk_table(first), jobs, 4, timeout_s=30)
-    ref = reference(model, first["chunks"], jobs)
+    runs = run_plans(weft.load_model(model), jobs, timeout_s=30)
+    ref = reference(model, jobs)
     for it, (got, want) in enumerate(zip(runs, ref)):
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-5), it
         assert max_relative_error(got["grads"], want["grads"]) <= 1e-5, it
@@ -181,9 +196,12 @@ def test_heterogeneous_dp_placement_matches_the_reference():
     # dp 1 on ranks 2-3 (presets/placements/tiny-vlm-hetero-dp.yaml): one unfolded replica, each
     # microbatch's images split over both encoder replicas and gathered into the LLM's first
     # stage; the encoder's gradients all-reduced over ranks [0, 1].
-    first, jobs = _run_placement("tiny-vlm", "tiny-vlm-hetero-dp.yaml", "coco-llava")
-    assert [x["replica"] for x in first["ranks"]] == [0, 0, 0, 0]
+    _, jobs = _run_placement("tiny-vlm", "tiny-vlm-hetero-dp.yaml", "coco-llava")
     plan = jobs[0]["plan"]
+    assert [x["replica"] for x in plan["data"]["ranks"]] == [0, 0, 0, 0]
+    # The encoder's two module replicas on ranks 0 and 1 hold the same layers.
+    assert [[c["module_replica"] for c in plan["data"]["ranks"][r]["chunks"]] for r in (0, 1)] == \
+        [[0, 0], [1, 1]]
     assert _senders_into(plan, 2) == {0, 1}
     reduces = {(a["module"], tuple(a["ranks"])) for r in plan["ranks"] for a in r["actions"]
                if a["op"] == "all_reduce_grads"}
@@ -205,8 +223,8 @@ def test_cornstarch_plans_execute_with_gradient_equivalence(strategy, valm_data)
                             pipeline_size=4, world=True)
     n = first["num_ranks"]
     assert 2 <= n <= 4
-    runs = run_plans(weft.load_model("tiny-valm"), rank_chunk_table(first), jobs, n, timeout_s=30)
-    ref = reference("tiny-valm", first["chunks"], jobs)
+    runs = run_plans(weft.load_model("tiny-valm"), jobs, timeout_s=30)
+    ref = reference("tiny-valm", jobs)
     for it, (got, want) in enumerate(zip(runs, ref)):
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-5), it
         assert max_relative_error(got["grads"], want["grads"]) <= 1e-5, it

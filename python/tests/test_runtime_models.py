@@ -10,28 +10,31 @@ torch = pytest.importorskip("torch")
 
 from weft.runtime.executor import run_plans  # noqa: E402
 from weft.runtime.harness import max_relative_error, plan_jobs, reference  # noqa: E402
-from weft.runtime.model import MicrobatchData, audio_window_tokens  # noqa: E402
+from weft.runtime.model import MicrobatchData  # noqa: E402
+from weft.runtime.plan import parse_plan  # noqa: E402
 
 import weft  # noqa: E402
 
 
 def test_valm_token_counts_match_weft_workload(valm_data):
-    # The runtime's samples have exactly the tokens weft planned for: audio windows padded to
-    # max_source_positions for the encoder, unpadded for the LM; LM sequences = images + audio +
-    # text.
+    # The runtime's samples have exactly the tokens weft planned for, read from the plan's data
+    # tables: audio windows padded to max_source_positions for the encoder, unpadded for the
+    # projector and the LM; LM sequences = images + audio + text.
     r = weft.plan("megatron-1f1b", "tiny-valm", data=valm_data, iteration=0, seed=1, gpus=4,
                   pipeline_size=4)
     model = weft.load_model("tiny-valm")
+    plan = parse_plan(json.loads(r["plan_json"]))
     batch = r["batch"]
-    for seqs in r["microbatches"]:
-        mb = MicrobatchData(model, batch, seqs, 1, 1.0)
+    assert [list(plan.data.microbatches[k].sequences) for k in sorted(plan.data.microbatches)] \
+        == r["microbatches"]
+    for key in sorted(plan.data.microbatches):
+        seqs = list(plan.data.microbatches[key].sequences)
+        mb = MicrobatchData(model, plan, plan.data.microbatches[key], 1, 1.0)
         audio = weft.module_workload("tiny-valm", "audio", batch, seqs)
         assert len(mb.audio_features) == sum(sum(i) for i in audio) > 0
         assert mb.audio_mask.shape == (len(mb.audio_features),) * 2
-        assert len(mb.audio_keep) == sum(
-            sum(audio_window_tokens(model["modules"][1], c["duration_s"]))
-            for q in seqs for s in batch["sequences"][q]["sample_indices"]
-            for c in batch["samples"][s]["audios"])
+        assert len(mb.audio_keep) == sum(sum(i) for i in weft.module_workload(
+            "tiny-valm", "audio_projector", batch, seqs)) < len(mb.audio_features)
         llm = weft.module_workload("tiny-valm", "llm", batch, seqs)
         assert sum(mb.llm_segments) == sum(sum(i) for i in llm)
         assert len(mb.pixels) == sum(sum(i) for i in weft.module_workload(
@@ -41,15 +44,14 @@ def test_valm_token_counts_match_weft_workload(valm_data):
 def test_valm_plan_execution_matches_single_process_reference(valm_data):
     # megatron-1f1b and zb-h1 plans, 3 iterations each (different batches), on one spawn of 4
     # workers; the reference runs the same batches with the same SGD steps.
-    first, jobs = None, []
+    jobs = []
     for strategy in ["megatron-1f1b", "zb-h1"]:
         f, j = plan_jobs(strategy, "tiny-valm", iterations=3, data=valm_data, gpus=4, pipeline_size=4)
         assert f["pipeline_size"] == 4
-        first = first or f
-        assert f["chunks"] == first["chunks"]
         jobs += j
-    runs = run_plans(weft.load_model("tiny-valm"), first["chunks"], jobs, 4, timeout_s=30)
-    ref = reference("tiny-valm", first["chunks"], jobs)
+    assert all(job["plan"]["data"]["ranks"] == jobs[0]["plan"]["data"]["ranks"] for job in jobs)
+    runs = run_plans(weft.load_model("tiny-valm"), jobs, timeout_s=30)
+    ref = reference("tiny-valm", jobs)
     want_params = ref[-1]["params"]
     names = set()
     for job, got, want in zip(jobs, runs, ref):
@@ -72,13 +74,13 @@ def test_valm_dip_sub_microbatches_match_the_reference(valm_data):
     # DIP slices each module's instances into sub-microbatches (images, audio windows, clips,
     # sequences); the stage graph routes each slice's rows to the consumer slices that hold its
     # samples, and the runtime executes exactly that routing: same loss, gradients and weights.
-    first, jobs = plan_jobs("dip", "tiny-valm", iterations=2, data=valm_data, gpus=4,
-                            pipeline_size=4, budget_s=0.3)
+    _, jobs = plan_jobs("dip", "tiny-valm", iterations=2, data=valm_data, gpus=4,
+                        pipeline_size=4, budget_s=0.3)
     subs = {(a["stage"]["module"], a["stage"].get("sub", 0)) for job in jobs
             for r in job["plan"]["ranks"] for a in r["actions"] if a["op"] == "forward"}
     assert {m for m, s in subs if s > 0} >= {0, 1}, subs  # both encoders are sliced
-    runs = run_plans(weft.load_model("tiny-valm"), first["chunks"], jobs, 4, timeout_s=30)
-    ref = reference("tiny-valm", first["chunks"], jobs)
+    runs = run_plans(weft.load_model("tiny-valm"), jobs, timeout_s=30)
+    ref = reference("tiny-valm", jobs)
     for got, want in zip(runs, ref):
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
         assert max_relative_error({k: torch.as_tensor(v) for k, v in got["grads"].items()},
@@ -105,15 +107,17 @@ def test_t2v_plan_execution_matches_single_process_reference(tmp_path, strategy)
     # with the DiT's activations down its chunks (and their gradient back to the LLM). 4 ranks,
     # 2 iterations of different batches.
     data = _t2v_data(tmp_path / "t2v.jsonl")
-    first, jobs = plan_jobs(strategy, "tiny-t2v", iterations=2, data=data, gpus=4,
-                            pipeline_size=4, budget_s=0.3)
+    _, jobs = plan_jobs(strategy, "tiny-t2v", iterations=2, data=data, gpus=4,
+                        pipeline_size=4, budget_s=0.3)
     model = weft.load_model("tiny-t2v")
-    mb = MicrobatchData(model, jobs[0]["batch"], jobs[0]["microbatches"][0], 1, 1.0)
+    # The DiT's latent tokens per video are the plan's (weft's 16 fps / 16 s rule, in C++ only).
+    plan = parse_plan(jobs[0]["plan"])
+    mb = MicrobatchData(model, plan, plan.data.microbatches[(0, 0)], 1, 1.0)
     assert [len(v[2]) for v in mb.videos] == [
-        sum(i) for i in weft.module_workload("tiny-t2v", "dit", jobs[0]["batch"],
-                                             jobs[0]["microbatches"][0])]
-    runs = run_plans(model, first["chunks"], jobs, 4, timeout_s=30)
-    ref = reference("tiny-t2v", first["chunks"], jobs)
+        sum(i) for i in weft.module_workload("tiny-t2v", "dit", jobs[0]["summary"]["batch"],
+                                             jobs[0]["summary"]["microbatches"][0])]
+    runs = run_plans(model, jobs, timeout_s=30)
+    ref = reference("tiny-t2v", jobs)
     names = set()
     for got, want in zip(runs, ref):
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)

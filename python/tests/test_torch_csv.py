@@ -157,7 +157,7 @@ def test_cli_validates_and_exports_a_compiled_plan(tmp_path):
     schedules._validate_schedule(actions, 2, 2, 4)
     schedules._simulate_comms_compute(actions, lambda s: s, 2)
     bad = tmp_path / "bad.json"
-    bad.write_text(plan.read_text().replace("weft.plan/v2", "weft.plan/v9"))
+    bad.write_text(plan.read_text().replace("weft.plan/v3", "weft.plan/v9"))
     refused = subprocess.run([cli, "validate", str(bad)], capture_output=True, text=True)
     assert refused.returncode == 2
-    assert "schema = \"weft.plan/v9\"; expected \"weft.plan/v2\"" in refused.stderr
+    assert "schema = \"weft.plan/v9\"; expected \"weft.plan/v3\"" in refused.stderr

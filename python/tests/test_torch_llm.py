@@ -28,7 +28,8 @@ schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
 import weft  # noqa: E402
 from weft.runtime.executor import run_plans  # noqa: E402
 from weft.runtime.harness import max_relative_error  # noqa: E402
-from weft.runtime.model import MicrobatchData, ModuleChunk, batch_llm_tokens  # noqa: E402
+from weft.runtime.model import MicrobatchData, ModuleChunk  # noqa: E402
+from weft.runtime.plan import parse_plan  # noqa: E402
 
 NUM_RANKS = 4
 NUM_MICROBATCHES = 8
@@ -155,9 +156,8 @@ def test_torch_runtime_runs_weft_plans_of_the_tiny_llm_like_weft(tmp_path, strat
 
     # 1. weft's executor.
     model = weft.load_model(str(model_path))
-    job = {"iteration": 0, "plan": json.loads(r["plan_json"]), "batch": batch,
-           "microbatches": r["microbatches"]}
-    [ran] = run_plans(model, r["chunks"], [job], NUM_RANKS, seed=SEED, timeout_s=30)
+    job = {"iteration": 0, "plan": json.loads(r["plan_json"])}
+    [ran] = run_plans(model, [job], seed=SEED, timeout_s=30)
 
     # 2. The same compiled plan, exported by the CLI to torch's CSV.
     plan_path = tmp_path / "plan.json"
@@ -174,8 +174,11 @@ def test_torch_runtime_runs_weft_plans_of_the_tiny_llm_like_weft(tmp_path, strat
     schedules._simulate_comms_compute(actions, lambda s: s % NUM_RANKS, layers)
 
     # Inputs from weft's own MicrobatchData (same RNG draws as the executor), microbatch order.
-    denom = float(batch_llm_tokens(batch))
-    mbs = [MicrobatchData(model, batch, seqs, SEED, denom) for seqs in r["microbatches"]]
+    plan = parse_plan(job["plan"])
+    denom = float(plan.data.loss_tokens)
+    assert denom == sum(s["llm_tokens"] for s in batch["sequences"])
+    mbs = [MicrobatchData(model, plan, plan.data.microbatches[key], SEED, denom)
+           for key in sorted(plan.data.microbatches)]
     for mb in mbs:
         assert mb.llm_segments == [TEXT_TOKENS]
         assert torch.equal(mb.llm_mask, mbs[0].llm_mask)

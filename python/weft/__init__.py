@@ -19,6 +19,7 @@ from _weft import (  # noqa: F401
     read_samples,
     simulate,
     strategy_names,
+    validate_measured,
     validate_plan,
 )
 
@@ -26,5 +27,6 @@ __all__ = [
     "PlannerService",
     "chunk_cost", "generate_samples", "generator_profiles", "layer_cost", "list_presets",
     "load_cluster", "load_model", "module_spec_fields", "module_workload", "normalize_plan",
-    "pack", "plan", "read_samples", "simulate", "strategy_names", "validate_plan",
+    "pack", "plan", "read_samples", "simulate", "strategy_names", "validate_measured",
+    "validate_plan",
 ]

@@ -16,6 +16,7 @@ every iteration first (weft.plan), then runs them.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import torch
@@ -23,7 +24,8 @@ import torch
 import weft
 from weft.runtime.executor import PlanExecutionError, run_streamed
 from weft.runtime.harness import (SEARCH_STRATEGIES, OnlinePlannerSource, max_relative_error,
-                                  plan_jobs, rank_chunk_table, reference)
+                                  plan_jobs, reference)
+from weft.runtime.measured import write_measured
 from weft.runtime.trace import write_trace
 
 
@@ -66,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="online: bound every search by deterministic work units instead of time "
                    "(same seed, same plans)")
     p.add_argument("--trace", default="", help="write a measured Chrome trace (JSON) here")
+    p.add_argument("--measured", default="",
+                   help="write the measured iterations (weft.measured/v1 JSON: per compute stage "
+                   "its plan stage, shape and seconds; per rank the wall time) here")
     a = p.parse_args(argv)
     if a.iterations <= 0:
         print(f"error: --iterations = {a.iterations}; must be > 0", file=sys.stderr)
@@ -109,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
               f"pipeline ranks x DP {first['dp']} = {first['num_ranks']} processes; use --procs "
               f"{first['num_ranks']} (or a multiple of the pipeline size)", file=sys.stderr)
         return 2
-    folded = len(first["replica_microbatches"]) * first["pipeline_size"] == first["num_ranks"]
+    # Folded: every replica runs the pipeline's ranks (the plan's data.ranks name the replicas).
+    replicas = {x["replica"] for x in json.loads(first["plan_json"])["data"]["ranks"]}
+    folded = len(replicas) * first["pipeline_size"] == first["num_ranks"]
     shape = (f"pp {first['pipeline_size']} x dp {first['dp']}" if folded
              else "per-module placement")
     print(f"{a.strategy} on {first['model']}: {first['num_ranks']} ranks ({shape}), "
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     def next_job(i: int, prev: dict | None) -> dict | None:
         return jobs[i] if i < len(jobs) else None
     try:
-        runs = run_streamed(model, rank_chunk_table(first), first["num_ranks"],
+        runs = run_streamed(model, first["num_ranks"],
                             None if online else next_job, source=source if online else None,
                             seed=a.seed, timeout_s=a.timeout_s, record=bool(a.trace),
                             keep_grads=a.check)
@@ -127,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     except PlanExecutionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    refs = reference(a.model, first["chunks"], jobs, seed=a.seed) if a.check else None
+    refs = reference(a.model, jobs, seed=a.seed) if a.check else None
     errors = []
     for it, (job, run) in enumerate(zip(jobs, runs)):
         line = (f"iteration {it}: loss {run['loss']:.6f}  wall {run['wall_s'] * 1e3:.1f} ms  "
@@ -149,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
                               for it, (job, run) in enumerate(zip(jobs, runs))],
                     title=f"{a.strategy} on {first['model']} (measured)")
         print(f"wrote {a.trace}")
+    if a.measured:
+        write_measured(a.measured, [run["measured"] for run in runs])
+        print(f"wrote {a.measured}")
     if refs:
         worst = max(range(len(errors)), key=errors.__getitem__)
         ok = errors[worst] <= 1e-5

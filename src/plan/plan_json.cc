@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "json_io.h"
 #include "weft/common/strict_input.h"
 #include "weft/common/text.h"
 
@@ -20,69 +21,20 @@ namespace weft::plan {
 
 namespace {
 
-using nlohmann::json;
+using internal::CheckDepth;
+using internal::json;
+using internal::kMaxInt32;
+using internal::Reader;
 
 constexpr graph::Recompute kAllRecompute[] = {graph::Recompute::kNone, graph::Recompute::kSelective,
                                               graph::Recompute::kFull, graph::Recompute::kOffload};
-constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxShapeDim = kMaxInt32;  // 2^31 - 1
 constexpr size_t kMaxShapeRank = 8;
 
-// Writes a plan's JSON by appending to one string. The bytes are those nlohmann::json's dump()
-// gives for the same values (the writer used to build a json tree per buffer and action, which
-// cost several times the rest of `weft plan --out`): objects list their keys in byte order
-// (nlohmann's std::map), integers in decimal, doubles in nlohmann's own shortest round-trip form
-// ("null" when not finite), strings escaped as dump() escapes them. Fixed text (keys and
-// punctuation) is appended as whole literals.
-class JsonWriter {
+// The plan's own parts (stages, actions, buffers, data tables) on top of the shared writer.
+class PlanWriter : public internal::JsonWriter {
  public:
-  explicit JsonWriter(std::string& out) : out_(out) {}
-
-  void Raw(std::string_view text) { out_.append(text); }
-  void Int(int64_t value) {
-    if (value >= 0 && value < 10) {  // most stage fields and many ids
-      out_.push_back(static_cast<char>('0' + value));
-      return;
-    }
-    char buffer[24];
-    const auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
-    out_.append(buffer, static_cast<size_t>(end - buffer));
-  }
-  void Double(double value) {
-    if (!std::isfinite(value)) {
-      out_.append("null");
-      return;
-    }
-    // What nlohmann's serializer calls for a double (its buffer holds 64 characters too).
-    char buffer[64];
-    const char* end = nlohmann::detail::to_chars(buffer, buffer + sizeof(buffer), value);
-    out_.append(buffer, static_cast<size_t>(end - buffer));
-  }
-  void String(std::string_view text) {
-    // Printable ASCII other than '"' and '\\' is written as is; anything else (escapes, UTF-8,
-    // which dump() also checks) goes through nlohmann.
-    const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
-      return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-    });
-    if (!plain) {
-      out_.append(json(text).dump());
-      return;
-    }
-    out_.push_back('"');
-    out_.append(text);
-    out_.push_back('"');
-  }
-  template <typename Range>
-  void IntList(const Range& values) {
-    out_.push_back('[');
-    bool first = true;
-    for (const auto value : values) {
-      if (!first) out_.push_back(',');
-      first = false;
-      Int(value);
-    }
-    out_.push_back(']');
-  }
+  using JsonWriter::JsonWriter;
 
   // {"chunk":..,"mb":..,"module":..,["pass":"..",]["rank":..,]"sub":..}: a StageRef; with its
   // compute pass for non-compute actions and buffer ends, with its rank for buffer ends.
@@ -186,9 +138,98 @@ class JsonWriter {
     Raw("}");
   }
 
- private:
-  std::string& out_;
+  // ,\n  "data": {samples, sequences, microbatches, ranks}: one sample / sequence / microbatch /
+  // rank a line, keys in byte order like every object of the plan.
+  void WriteData(const PlanData& d) {
+    auto list = [&](std::string_view key, const auto& entries, auto write_entry, bool last) {
+      Raw("    \"");
+      Raw(key);
+      Raw("\": [");
+      for (size_t i = 0; i < entries.size(); ++i) {
+        Raw(i == 0 ? "\n      " : ",\n      ");
+        write_entry(entries[i], i);
+      }
+      Raw(entries.empty() ? "]" : "\n    ]");
+      Raw(last ? "\n" : ",\n");
+    };
+    Raw(",\n  \"data\": {\n");
+    list("samples", d.samples, [&](const SampleData& s, size_t) {
+      Raw(R"({"id":)");
+      Int(s.id);
+      Raw(R"(,"text_tokens":)");
+      Int(s.text_tokens);
+      Raw("}");
+    }, false);
+    list("sequences", d.sequences, [&](const SequenceData& q, size_t) {
+      Raw(R"({"llm_tokens":)");
+      Int(q.llm_tokens);
+      Raw(R"(,"samples":)");
+      IntList(q.samples);
+      Raw("}");
+    }, false);
+    list("microbatches", d.microbatches, [&](const MicrobatchData& m, size_t) {
+      Raw(R"({"instances":[)");
+      for (size_t module = 0; module < m.instances.size(); ++module) {
+        if (module > 0) Raw(",");
+        Raw("[");
+        for (size_t k = 0; k < m.instances[module].size(); ++k) {
+          if (k > 0) Raw(",");
+          WriteInstance(m.instances[module][k]);
+        }
+        Raw("]");
+      }
+      Raw(R"(],"microbatch":)");
+      Int(m.microbatch);
+      Raw(R"(,"replica":)");
+      Int(m.replica);
+      Raw(R"(,"sequences":)");
+      IntList(m.sequences);
+      Raw("}");
+    }, false);
+    list("ranks", d.ranks, [&](const RankData& r, size_t index) {
+      Raw(R"({"chunks":[)");
+      for (size_t c = 0; c < r.chunks.size(); ++c) {
+        const ChunkData& chunk = r.chunks[c];
+        Raw(c == 0 ? R"({"chunk":)" : R"(,{"chunk":)");
+        Int(chunk.chunk);
+        Raw(R"(,"first_layer":)");
+        Int(chunk.first_layer);
+        Raw(R"(,"module":)");
+        Int(chunk.module);
+        Raw(R"(,"module_replica":)");
+        Int(chunk.module_replica);
+        Raw(R"(,"num_layers":)");
+        Int(chunk.num_layers);
+        Raw("}");
+      }
+      Raw(R"(],"group":)");
+      Int(r.group);
+      Raw(R"(,"rank":)");
+      Int(static_cast<int64_t>(index));
+      Raw(R"(,"replica":)");
+      Int(r.replica);
+      Raw("}");
+    }, true);
+    Raw("  }");
+  }
+
+  // {"item":..,"samples":[..],"tokens":[..][,"unpadded_tokens":..]}: unpadded_tokens only for a
+  // padded instance (else it equals Σ tokens).
+  void WriteInstance(const InstanceData& inst) {
+    Raw(R"({"item":)");
+    Int(inst.item);
+    Raw(R"(,"samples":)");
+    IntList(inst.samples);
+    Raw(R"(,"tokens":)");
+    IntList(inst.tokens);
+    if (inst.unpadded_tokens != inst.TotalTokens()) {
+      Raw(R"(,"unpadded_tokens":)");
+      Int(inst.unpadded_tokens);
+    }
+    Raw("}");
+  }
 };
+
 
 // Roughly the bytes PlanToJson writes (ints taken as 8 characters with their comma), so that the
 // output is allocated about once instead of doubling through ~25 copies of a 15 MB plan.
@@ -201,213 +242,19 @@ size_t EstimatedJsonBytes(const ExecutionPlan& plan) {
       bytes += 200 + 8 * (a.inputs.size() + a.outputs.size() + a.samples.size() + a.ranks.size());
     }
   }
+  const PlanData& d = plan.data;
+  bytes += 128 + 40 * d.samples.size();
+  for (const SequenceData& q : d.sequences) bytes += 40 + 8 * q.samples.size();
+  for (const MicrobatchData& m : d.microbatches) {
+    bytes += 80 + 8 * m.sequences.size();
+    for (const auto& list : m.instances) {
+      for (const InstanceData& inst : list) bytes += 48 + 16 * inst.tokens.size();
+    }
+  }
+  for (const RankData& r : d.ranks) bytes += 64 + 96 * r.chunks.size();
   return bytes;
 }
 
-// Rejects text nested deeper than `max_depth` before any tree is built: a scan of the brackets
-// outside strings. (nlohmann's parser and the destructor of its tree recurse per level, so an
-// 80,000-deep array would overflow the stack.)
-Status CheckDepth(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) {
-        return InvalidArgumentError(fmt::format(
-            "byte {}: JSON nested deeper than {} levels (ReadOptions::max_depth)", i, max_depth));
-      }
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return OkStatus();
-}
-
-std::string MaxText(int64_t max_value) {
-  if (max_value == kMaxPlanBytes) return fmt::format("{} (2^50)", max_value);
-  return fmt::format("{}", max_value);
-}
-
-// Field access with path-named, one-line errors.
-class Reader {
- public:
-  explicit Reader(const ReadOptions& options) : options_(options) {}
-
-  static std::string Show(const json& v) {
-    std::string s;
-    if (v.is_array() && v.size() > 16) {
-      s = fmt::format("[... {} entries]", v.size());
-    } else if (v.is_object() && v.size() > 16) {
-      s = fmt::format("{{... {} keys}}", v.size());
-    } else {
-      s = v.dump();
-    }
-    if (s.size() > 60) s = s.substr(0, 57) + "...";
-    return Shown(s);
-  }
-  // Input text in a message: printable ASCII as is, other bytes escaped (one line, no raw bytes).
-  static std::string Shown(std::string_view s) {
-    const bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
-    return plain ? std::string(s) : QuoteForMessage(s, 60);
-  }
-  static Status Bad(const std::string& path, const json& v, std::string_view rule) {
-    return InvalidArgumentError(fmt::format("{} = {}; {}", path, Show(v), rule));
-  }
-  static std::string Join(const std::string& path, std::string_view key) {
-    return path.empty() ? std::string(key) : path + "." + std::string(key);
-  }
-
-  // Every key of object `obj` is in `known` (a misspelt optional field is not silently dropped).
-  static Status KnownKeys(const json& obj, const std::string& path,
-                          const std::vector<std::string>& known) {
-    const std::string* key = FirstUnknownKey(obj, known);
-    if (key == nullptr) return OkStatus();
-    return Bad(Join(path, Shown(*key)), obj[*key],
-               fmt::format("unknown key{}", DidYouMean(*key, known)));
-  }
-
-  static StatusOr<const json*> Get(const json& obj, const std::string& path, std::string_view key,
-                                   bool required = true) {
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      if (!required) return static_cast<const json*>(nullptr);
-      return InvalidArgumentError(fmt::format("{}: missing", Join(path, key)));
-    }
-    return &*it;
-  }
-
-  // An integer in [min_value, max_value] (max_value must fit Int); values that do not fit are
-  // refused, never wrapped.
-  template <typename Int>
-  static Status IntegerValue(const json& v, const std::string& path, Int* out, int64_t min_value,
-                             int64_t max_value) {
-    if (!v.is_number_integer()) return Bad(path, v, "must be an integer");
-    if (v.is_number_unsigned()) {
-      const uint64_t u = v.get<uint64_t>();
-      if (u > static_cast<uint64_t>(max_value)) {
-        return Bad(path, v, fmt::format("must be <= {}", MaxText(max_value)));
-      }
-      if (static_cast<int64_t>(u) < min_value) {
-        return Bad(path, v, fmt::format("must be >= {}", min_value));
-      }
-      *out = static_cast<Int>(u);
-      return OkStatus();
-    }
-    const int64_t x = v.get<int64_t>();
-    if (x < min_value) return Bad(path, v, fmt::format("must be >= {}", min_value));
-    if (x > max_value) return Bad(path, v, fmt::format("must be <= {}", MaxText(max_value)));
-    *out = static_cast<Int>(x);
-    return OkStatus();
-  }
-
-  template <typename Int>
-  static Status Integer(const json& obj, const std::string& path, std::string_view key, Int* out,
-                        bool required, int64_t min_value, int64_t max_value) {
-    static_assert(sizeof(Int) >= 4);
-    WEFT_ASSIGN_OR_RETURN(const json* v, Get(obj, path, key, required));
-    if (v == nullptr) return OkStatus();
-    return IntegerValue(*v, Join(path, key), out, min_value, max_value);
-  }
-  // An int field (int32 range).
-  static Status Int(const json& obj, const std::string& path, std::string_view key, int* out,
-                    int64_t min_value = 0, bool required = true) {
-    return Integer(obj, path, key, out, required, min_value, kMaxInt32);
-  }
-  // A byte count (or another int64 quantity) in [min_value, 2^50].
-  static Status Bytes(const json& obj, const std::string& path, std::string_view key, int64_t* out,
-                      bool required = true, int64_t min_value = 0) {
-    return Integer(obj, path, key, out, required, min_value, kMaxPlanBytes);
-  }
-
-  static Status Number(const json& obj, const std::string& path, std::string_view key, double* out,
-                       bool required = true) {
-    WEFT_ASSIGN_OR_RETURN(const json* v, Get(obj, path, key, required));
-    if (v == nullptr) return OkStatus();
-    if (!v->is_number()) return Bad(Join(path, key), *v, "must be a number");
-    const double x = v->get<double>();
-    if (!std::isfinite(x) || x < 0) return Bad(Join(path, key), *v, "must be finite and >= 0");
-    *out = x;
-    return OkStatus();
-  }
-
-  static Status String(const json& obj, const std::string& path, std::string_view key,
-                       std::string* out, bool required = true) {
-    WEFT_ASSIGN_OR_RETURN(const json* v, Get(obj, path, key, required));
-    if (v == nullptr) return OkStatus();
-    if (!v->is_string()) return Bad(Join(path, key), *v, "must be a string");
-    *out = v->get<std::string>();
-    return OkStatus();
-  }
-
-  // An array of at most `limit` entries (`limit_name` names the ReadOptions field).
-  static StatusOr<const json*> Array(const json& obj, const std::string& path, std::string_view key,
-                                     int64_t limit, std::string_view limit_name,
-                                     bool required = true) {
-    WEFT_ASSIGN_OR_RETURN(const json* v, Get(obj, path, key, required));
-    if (v == nullptr) return v;
-    if (!v->is_array()) return Bad(Join(path, key), *v, "must be an array");
-    if (static_cast<int64_t>(v->size()) > limit) {
-      return InvalidArgumentError(fmt::format("{} has {} entries; more than {} ({})",
-                                              Join(path, key), v->size(), limit, limit_name));
-    }
-    return v;
-  }
-
-  static StatusOr<const json*> Object(const json& obj, const std::string& path,
-                                      std::string_view key) {
-    WEFT_ASSIGN_OR_RETURN(const json* v, Get(obj, path, key));
-    if (!v->is_object()) return Bad(Join(path, key), *v, "must be an object");
-    return v;
-  }
-
-  // A list of integers in [min_value, max_value], at most max_list_length long.
-  template <typename Int>
-  Status IntList(const json& obj, const std::string& path, std::string_view key,
-                 std::vector<Int>* out, int64_t min_value, int64_t max_value) const {
-    WEFT_ASSIGN_OR_RETURN(const json* arr, Array(obj, path, key, options_.max_list_length,
-                                                 "ReadOptions::max_list_length"));
-    out->clear();
-    out->reserve(arr->size());
-    for (size_t i = 0; i < arr->size(); ++i) {
-      Int x = 0;
-      WEFT_RETURN_IF_ERROR(IntegerValue((*arr)[i], fmt::format("{}[{}]", Join(path, key), i), &x,
-                                        min_value, max_value));
-      out->push_back(x);
-    }
-    return OkStatus();
-  }
-
-  // Sample ids: int32 >= 0, strictly ascending.
-  Status Samples(const json& obj, const std::string& path, std::vector<int32_t>* out) const {
-    WEFT_RETURN_IF_ERROR(IntList(obj, path, "samples", out, 0, kMaxInt32));
-    for (size_t i = 1; i < out->size(); ++i) {
-      if ((*out)[i] <= (*out)[i - 1]) {
-        return Bad(fmt::format("{}.samples[{}]", path, i), (*out)[i],
-                   fmt::format("must be > the previous entry ({}): samples are strictly ascending",
-                               (*out)[i - 1]));
-      }
-    }
-    return OkStatus();
-  }
-
-  const ReadOptions& options() const { return options_; }
-
- private:
-  const ReadOptions& options_;
-};
 
 StatusOr<graph::Pass> ParsePass(const std::string& path, const json& v) {
   if (v.is_string()) {
@@ -623,6 +470,158 @@ StatusOr<RankPlan> RankFromJson(const json& j, const std::string& path, int inde
   return rank;
 }
 
+// An array entry that must be an object with only `known` keys.
+Status EntryObject(const json& j, const std::string& path, const std::vector<std::string>& known) {
+  if (!j.is_object()) return Reader::Bad(path, j, "must be an object");
+  return Reader::KnownKeys(j, path, known);
+}
+
+StatusOr<InstanceData> InstanceFromJson(const json& j, const std::string& path,
+                                        const Reader& reader) {
+  WEFT_RETURN_IF_ERROR(EntryObject(j, path, {"item", "samples", "tokens", "unpadded_tokens"}));
+  InstanceData inst;
+  WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "item", &inst.item, -1));
+  WEFT_RETURN_IF_ERROR(reader.IntList(j, path, "tokens", &inst.tokens, 0, kMaxInt32));
+  WEFT_RETURN_IF_ERROR(reader.IntList(j, path, "samples", &inst.samples, 0, kMaxInt32));
+  if (inst.samples.size() != inst.tokens.size()) {
+    return Reader::Bad(path + ".samples", j["samples"],
+                       fmt::format("must have one sample per segment ({}, as tokens)",
+                                   inst.tokens.size()));
+  }
+  const int64_t total = inst.TotalTokens();
+  inst.unpadded_tokens = total;
+  WEFT_RETURN_IF_ERROR(
+      Reader::Integer(j, path, "unpadded_tokens", &inst.unpadded_tokens, false, 0, total));
+  return inst;
+}
+
+StatusOr<MicrobatchData> MicrobatchFromJson(const json& j, const std::string& path,
+                                            const Reader& reader, const PlanContext& ctx) {
+  WEFT_RETURN_IF_ERROR(
+      EntryObject(j, path, {"replica", "microbatch", "sequences", "instances"}));
+  MicrobatchData m;
+  WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "replica", &m.replica));
+  WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "microbatch", &m.microbatch));
+  WEFT_RETURN_IF_ERROR(reader.IntList(j, path, "sequences", &m.sequences, 0, kMaxInt32));
+  WEFT_ASSIGN_OR_RETURN(const json* modules,
+                        Reader::Array(j, path, "instances", ctx.num_modules, "len(modules)"));
+  if (static_cast<int>(modules->size()) != ctx.num_modules) {
+    return Reader::Bad(path + ".instances", *modules,
+                       fmt::format("must have one list per module ({})", ctx.num_modules));
+  }
+  m.instances.resize(modules->size());
+  for (size_t module = 0; module < modules->size(); ++module) {
+    const std::string mpath = fmt::format("{}.instances[{}]", path, module);
+    const json& list = (*modules)[module];
+    if (!list.is_array()) return Reader::Bad(mpath, list, "must be an array");
+    if (static_cast<int64_t>(list.size()) > reader.options().max_list_length) {
+      return InvalidArgumentError(fmt::format("{} has {} entries; more than {} ({})", mpath,
+                                              list.size(), reader.options().max_list_length,
+                                              "ReadOptions::max_list_length"));
+    }
+    m.instances[module].reserve(list.size());
+    for (size_t k = 0; k < list.size(); ++k) {
+      WEFT_ASSIGN_OR_RETURN(InstanceData inst,
+                            InstanceFromJson(list[k], fmt::format("{}[{}]", mpath, k), reader));
+      m.instances[module].push_back(std::move(inst));
+    }
+  }
+  return m;
+}
+
+StatusOr<RankData> RankDataFromJson(const json& j, const std::string& path, int index,
+                                    const Reader& reader, const PlanContext& ctx) {
+  WEFT_RETURN_IF_ERROR(EntryObject(j, path, {"rank", "replica", "group", "chunks"}));
+  RankData rank;
+  int declared_index = index;
+  WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "rank", &declared_index));
+  if (declared_index != index) {
+    return Reader::Bad(path + ".rank", j["rank"],
+                       fmt::format("must equal its position ({})", index));
+  }
+  WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "replica", &rank.replica));
+  WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "group", &rank.group));
+  WEFT_ASSIGN_OR_RETURN(const json* chunks,
+                        Reader::Array(j, path, "chunks", reader.options().max_list_length,
+                                      "ReadOptions::max_list_length"));
+  for (size_t c = 0; c < chunks->size(); ++c) {
+    const std::string cpath = fmt::format("{}.chunks[{}]", path, c);
+    const json& cj = (*chunks)[c];
+    WEFT_RETURN_IF_ERROR(EntryObject(
+        cj, cpath, {"module", "chunk", "first_layer", "num_layers", "module_replica"}));
+    ChunkData chunk;
+    WEFT_RETURN_IF_ERROR(Reader::Int(cj, cpath, "module", &chunk.module));
+    WEFT_RETURN_IF_ERROR(ModuleInRange(cj, cpath, chunk.module, ctx.num_modules));
+    WEFT_RETURN_IF_ERROR(Reader::Int(cj, cpath, "chunk", &chunk.chunk));
+    WEFT_RETURN_IF_ERROR(Reader::Int(cj, cpath, "first_layer", &chunk.first_layer));
+    WEFT_RETURN_IF_ERROR(Reader::Int(cj, cpath, "num_layers", &chunk.num_layers));
+    WEFT_RETURN_IF_ERROR(Reader::Int(cj, cpath, "module_replica", &chunk.module_replica));
+    rank.chunks.push_back(chunk);
+  }
+  return rank;
+}
+
+// The "data" object (plan_data.h). Formats and ranges only; how the tables fit the actions is
+// ValidatePlan's.
+StatusOr<PlanData> DataFromJson(const json& doc, const Reader& reader, const PlanContext& ctx) {
+  WEFT_ASSIGN_OR_RETURN(const json* d, Reader::Object(doc, "", "data"));
+  WEFT_RETURN_IF_ERROR(
+      Reader::KnownKeys(*d, "data", {"samples", "sequences", "microbatches", "ranks"}));
+  const int64_t limit = reader.options().max_list_length;
+  constexpr std::string_view kLimitName = "ReadOptions::max_list_length";
+  PlanData data;
+  WEFT_ASSIGN_OR_RETURN(const json* samples,
+                        Reader::Array(*d, "data", "samples", limit, kLimitName));
+  data.samples.reserve(samples->size());
+  for (size_t i = 0; i < samples->size(); ++i) {
+    const std::string path = fmt::format("data.samples[{}]", i);
+    const json& j = (*samples)[i];
+    WEFT_RETURN_IF_ERROR(EntryObject(j, path, {"id", "text_tokens"}));
+    SampleData s;
+    WEFT_RETURN_IF_ERROR(Reader::Integer(j, path, "id", &s.id, true,
+                                         std::numeric_limits<int64_t>::min(),
+                                         std::numeric_limits<int64_t>::max()));
+    WEFT_RETURN_IF_ERROR(Reader::Int(j, path, "text_tokens", &s.text_tokens));
+    data.samples.push_back(s);
+  }
+  WEFT_ASSIGN_OR_RETURN(const json* sequences,
+                        Reader::Array(*d, "data", "sequences", limit, kLimitName));
+  data.sequences.reserve(sequences->size());
+  for (size_t i = 0; i < sequences->size(); ++i) {
+    const std::string path = fmt::format("data.sequences[{}]", i);
+    const json& j = (*sequences)[i];
+    WEFT_RETURN_IF_ERROR(EntryObject(j, path, {"samples", "llm_tokens"}));
+    SequenceData q;
+    WEFT_RETURN_IF_ERROR(reader.IntList(j, path, "samples", &q.samples, 0, kMaxInt32));
+    WEFT_RETURN_IF_ERROR(Reader::Bytes(j, path, "llm_tokens", &q.llm_tokens));
+    data.sequences.push_back(std::move(q));
+  }
+  WEFT_ASSIGN_OR_RETURN(const json* microbatches,
+                        Reader::Array(*d, "data", "microbatches", limit, kLimitName));
+  data.microbatches.reserve(microbatches->size());
+  for (size_t i = 0; i < microbatches->size(); ++i) {
+    WEFT_ASSIGN_OR_RETURN(MicrobatchData m,
+                          MicrobatchFromJson((*microbatches)[i],
+                                             fmt::format("data.microbatches[{}]", i), reader, ctx));
+    data.microbatches.push_back(std::move(m));
+  }
+  WEFT_ASSIGN_OR_RETURN(const json* ranks,
+                        Reader::Array(*d, "data", "ranks", reader.options().max_ranks,
+                                      "ReadOptions::max_ranks"));
+  if (!ranks->empty() && static_cast<int>(ranks->size()) != ctx.num_ranks) {
+    return Reader::Bad("data.ranks", *ranks,
+                       fmt::format("must have one entry per rank ({}) or none", ctx.num_ranks));
+  }
+  data.ranks.reserve(ranks->size());
+  for (size_t r = 0; r < ranks->size(); ++r) {
+    WEFT_ASSIGN_OR_RETURN(RankData rank,
+                          RankDataFromJson((*ranks)[r], fmt::format("data.ranks[{}]", r),
+                                           static_cast<int>(r), reader, ctx));
+    data.ranks.push_back(std::move(rank));
+  }
+  return data;
+}
+
 Status SizeWithinLimit(int64_t size_bytes, const ReadOptions& options) {
   if (size_bytes > options.max_file_bytes) {
     return InvalidArgumentError(fmt::format("{} bytes; larger than {} bytes (ReadOptions::max_file_bytes)",
@@ -636,7 +635,7 @@ Status SizeWithinLimit(int64_t size_bytes, const ReadOptions& options) {
 std::string PlanToJson(const ExecutionPlan& plan) {
   std::string out;
   out.reserve(EstimatedJsonBytes(plan));
-  JsonWriter w(out);
+  PlanWriter w(out);
   w.Raw("{\n");
   w.Raw("  \"schema\": ");
   w.String(plan.version);
@@ -684,8 +683,9 @@ std::string PlanToJson(const ExecutionPlan& plan) {
     w.Raw(rank.actions.empty() ? "]\n" : "\n      ]\n");
     w.Raw("    }");
   }
-  w.Raw(plan.ranks.empty() ? "]\n" : "\n  ]\n");
-  w.Raw("}\n");
+  w.Raw(plan.ranks.empty() ? "]" : "\n  ]");
+  w.WriteData(plan.data);
+  w.Raw("\n}\n");
   return out;
 }
 
@@ -709,14 +709,14 @@ StatusOr<ExecutionPlan> PlanFromJsonUnchecked(std::string_view text, const ReadO
   if (!doc.is_object()) return Reader::Bad("(top level)", doc, "must be an object");
   WEFT_RETURN_IF_ERROR(Reader::KnownKeys(doc, "", {"schema", "model", "strategy", "iteration",
                                                    "replica", "num_replicas", "num_ranks",
-                                                   "modules", "ranks"}));
+                                                   "modules", "ranks", "data"}));
   const Reader reader(options);
   ExecutionPlan plan;
   WEFT_RETURN_IF_ERROR(Reader::String(doc, "", "schema", &plan.version));
-  if (plan.version == kPlanSchemaVersionV1) {
+  if (plan.version == kPlanSchemaVersionV1 || plan.version == kPlanSchemaVersionV2) {
     return InvalidArgumentError(fmt::format(
         "{} is no longer read; regenerate it with `weft plan ... --out FILE` (writes {})",
-        kPlanSchemaVersionV1, kPlanSchemaVersion));
+        plan.version, kPlanSchemaVersion));
   }
   if (plan.version != kPlanSchemaVersion) {
     return Reader::Bad("schema", doc["schema"], fmt::format("expected \"{}\"", kPlanSchemaVersion));
@@ -755,6 +755,7 @@ StatusOr<ExecutionPlan> PlanFromJsonUnchecked(std::string_view text, const ReadO
                                                       static_cast<int>(r), reader, ctx));
     plan.ranks.push_back(std::move(rank));
   }
+  WEFT_ASSIGN_OR_RETURN(plan.data, DataFromJson(doc, reader, ctx));
   return plan;
 }
 }  // namespace

@@ -18,6 +18,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::EndsWith;
 using ::testing::StartsWith;
+using ::testing::StrEq;
 
 // Replaces the first occurrence of `from` in `text` (which must exist).
 std::string Replace(std::string text, const std::string& from, const std::string& to) {
@@ -50,6 +51,12 @@ ExecutionPlan RichPlan() {
   plan.ranks[0].buffers[0].rows = 4096;
   plan.ranks[1].actions[2].stage.sub_microbatch = 2;
   plan.ranks[1].buffers[0].consumer.stage.sub_microbatch = 2;
+  plan.data = testing::TwoRankOneFOneBWithData().data;
+  plan.data.samples[2].id = -(int64_t{1} << 62);  // any int64 id
+  plan.data.microbatches[1].instances[0].push_back(
+      {.tokens = {1500}, .samples = {3}, .item = 2, .unpadded_tokens = 38});  // a padded window
+  plan.data.ranks[1].chunks.push_back(
+      {.module = 0, .chunk = 1, .first_layer = 4, .num_layers = 1, .module_replica = 3});
   return plan;
 }
 
@@ -90,7 +97,11 @@ TEST(PlanJson, FormatsStringsAndNumbersAsNlohmannDumps) {
 
 TEST(PlanJson, WritesTheDocumentedSchema) {
   const std::string text = PlanToJson(testing::TwoRankOneFOneB());
-  EXPECT_THAT(text, StartsWith("{\n  \"schema\": \"weft.plan/v2\",\n"));
+  EXPECT_THAT(text, StartsWith("{\n  \"schema\": \"weft.plan/v3\",\n"));
+  // A plan compiled from a bare graph has empty data tables, still written.
+  EXPECT_THAT(text, EndsWith("\n  ],\n  \"data\": {\n    \"samples\": [],\n"
+                             "    \"sequences\": [],\n    \"microbatches\": [],\n"
+                             "    \"ranks\": []\n  }\n}\n"));
   EXPECT_THAT(text, HasSubstr("\"replica\": 0,\n  \"num_replicas\": 2,\n  \"num_ranks\": 2,\n"));
   EXPECT_THAT(text, HasSubstr("{\"consumer\":{\"chunk\":0,\"mb\":0,\"module\":0,\"pass\":\"forward\","
                               "\"rank\":1,\"sub\":0},\"dtype\":\"bf16\",\"id\":0,\"name\":\"act0\","
@@ -105,17 +116,90 @@ TEST(PlanJson, WritesTheDocumentedSchema) {
   EXPECT_THAT(text, HasSubstr("{\"bytes\":1024,\"dp\":2,\"module\":0,\"op\":\"all_reduce_grads\"}"));
 }
 
-TEST(PlanJson, VersionOneIsRefusedWithHowToRegenerate) {
-  const std::string text =
-      Replace(PlanToJson(testing::TwoRankOneFOneB()), "weft.plan/v2", "weft.plan/v1");
-  auto plan = PlanFromJson(text);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(plan.status().message(),
-            "weft.plan/v1 is no longer read; regenerate it with `weft plan ... --out FILE` "
-            "(writes weft.plan/v2)");
-  auto other = PlanFromJson(Replace(text, "weft.plan/v1", "weft.plan/v3"));
-  EXPECT_EQ(other.status().message(), "schema = \"weft.plan/v3\"; expected \"weft.plan/v2\"");
+TEST(PlanJson, WritesTheDataTablesOneEntryALine) {
+  const std::string text = PlanToJson(testing::TwoRankOneFOneBWithData());
+  EXPECT_THAT(text, HasSubstr("  \"data\": {\n    \"samples\": [\n"
+                              "      {\"id\":100,\"text_tokens\":10},\n"));
+  EXPECT_THAT(text, HasSubstr("    \"sequences\": [\n"
+                              "      {\"llm_tokens\":21,\"samples\":[0,1]},\n"));
+  EXPECT_THAT(text, HasSubstr("    \"microbatches\": [\n"
+                              "      {\"instances\":[[{\"item\":-1,\"samples\":[0,1],"
+                              "\"tokens\":[10,11]}]],\"microbatch\":0,\"replica\":0,"
+                              "\"sequences\":[0]},\n"));
+  EXPECT_THAT(text, HasSubstr("    \"ranks\": [\n"
+                              "      {\"chunks\":[{\"chunk\":0,\"first_layer\":0,\"module\":0,"
+                              "\"module_replica\":0,\"num_layers\":2}],\"group\":0,\"rank\":0,"
+                              "\"replica\":0},\n"));
+  // The bytes are nlohmann's dump() of the same values (keys in byte order).
+  const nlohmann::json doc = nlohmann::json::parse(text);
+  EXPECT_THAT(text, HasSubstr(doc["data"]["microbatches"][1].dump()));
+  EXPECT_THAT(text, HasSubstr(doc["data"]["ranks"][1].dump()));
+  // unpadded_tokens is written only for a padded instance.
+  ExecutionPlan padded = testing::TwoRankOneFOneBWithData();
+  padded.data.microbatches[0].instances[0][0].unpadded_tokens = 20;
+  EXPECT_THAT(PlanToJson(padded), HasSubstr("\"tokens\":[10,11],\"unpadded_tokens\":20}"));
+}
+
+TEST(PlanJson, EarlierVersionsAreRefusedWithHowToRegenerate) {
+  const std::string good = PlanToJson(testing::TwoRankOneFOneB());
+  for (std::string_view old : {"weft.plan/v1", "weft.plan/v2"}) {
+    auto plan = PlanFromJson(Replace(good, "weft.plan/v3", std::string(old)));
+    ASSERT_FALSE(plan.ok());
+    EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(plan.status().message(),
+              fmt::format("{} is no longer read; regenerate it with `weft plan ... --out FILE` "
+                          "(writes weft.plan/v3)",
+                          old));
+  }
+  auto other = PlanFromJson(Replace(good, "weft.plan/v3", "weft.plan/v4"));
+  EXPECT_EQ(other.status().message(), "schema = \"weft.plan/v4\"; expected \"weft.plan/v3\"");
+}
+
+TEST(PlanJson, DataTablesAreRequiredAndChecked) {
+  const std::string good = PlanToJson(testing::TwoRankOneFOneBWithData());
+  ASSERT_TRUE(PlanFromJson(good).ok()) << PlanFromJson(good).status().ToString();
+  nlohmann::json doc = nlohmann::json::parse(good);
+  doc.erase("data");
+  EXPECT_EQ(PlanFromJson(doc.dump()).status().message(), "data: missing");
+  doc = nlohmann::json::parse(good);
+  doc["data"].erase("sequences");
+  EXPECT_EQ(PlanFromJson(doc.dump()).status().message(), "data.sequences: missing");
+  EXPECT_THAT(PlanFromJson(Replace(good, "\"text_tokens\":10", "\"text_tokens\":-1"))
+                  .status()
+                  .message(),
+              StrEq("data.samples[0].text_tokens = -1; must be >= 0"));
+  EXPECT_THAT(PlanFromJson(Replace(good, "\"samples\": [", "\"sampels\": [")).status().message(),
+              EndsWith("unknown key (did you mean 'samples'?)"));
+  EXPECT_EQ(PlanFromJson(Replace(good, "\"tokens\":[10,11]", "\"tokens\":[10]"))
+                .status()
+                .message(),
+            "data.microbatches[0].instances[0][0].samples = [0,1]; must have one sample per "
+            "segment (1, as tokens)");
+  EXPECT_EQ(PlanFromJson(Replace(good, "\"instances\":[[{", "\"instances\":[[],[{"))
+                .status()
+                .message(),
+            "data.microbatches[0].instances has 2 entries; more than 1 (len(modules))");
+  EXPECT_EQ(PlanFromJson(Replace(good, "\"tokens\":[10,11]}",
+                                 "\"tokens\":[10,11],\"unpadded_tokens\":22}"))
+                .status()
+                .message(),
+            "data.microbatches[0].instances[0][0].unpadded_tokens = 22; must be <= 21");
+  EXPECT_EQ(PlanFromJson(Replace(good, "\"module\":0,\"module_replica\"",
+                                 "\"module\":1,\"module_replica\""))
+                .status()
+                .message(),
+            "data.ranks[0].chunks[0].module = 1; must be < 1 (the number of modules)");
+  EXPECT_EQ(PlanFromJson(Replace(good, "\"rank\":1,\"replica\"", "\"rank\":0,\"replica\""))
+                .status()
+                .message(),
+            "data.ranks[1].rank = 0; must equal its position (1)");
+  doc = nlohmann::json::parse(good);
+  doc["data"]["ranks"].erase(1);
+  EXPECT_EQ(PlanFromJson(doc.dump()).status().message(),
+            "data.ranks = [{\"chunks\":[{\"chunk\":0,\"first_layer\":0,\"module\":0,\"module..."
+            "; must have one entry per rank (2) or none");
+  EXPECT_EQ(PlanFromJson(good, {.max_list_length = 3}).status().message(),
+            "data.samples has 4 entries; more than 3 (ReadOptions::max_list_length)");
 }
 
 TEST(PlanJson, MalformedFieldsNameTheirPath) {
@@ -305,13 +389,13 @@ TEST(PlanJson, ReadPlanFilePrefixesThePath) {
   const std::string path = (dir / "bad.json").string();
   const std::string good = PlanToJson(testing::TwoRankOneFOneB());
   auto write = [&](const std::string& text) { std::ofstream(path, std::ios::binary) << text; };
-  write(Replace(good, "weft.plan/v2", "weft.plan/v0"));
+  write(Replace(good, "weft.plan/v3", "weft.plan/v0"));
   EXPECT_EQ(ReadPlanFile(path).status().message(),
-            path + ": schema = \"weft.plan/v0\"; expected \"weft.plan/v2\"");
-  write(Replace(good, "weft.plan/v2", "weft.plan/v1"));
+            path + ": schema = \"weft.plan/v0\"; expected \"weft.plan/v3\"");
+  write(Replace(good, "weft.plan/v3", "weft.plan/v2"));
   EXPECT_EQ(ReadPlanFile(path).status().message(),
-            path + ": weft.plan/v1 is no longer read; regenerate it with `weft plan ... --out "
-                   "FILE` (writes weft.plan/v2)");
+            path + ": weft.plan/v2 is no longer read; regenerate it with `weft plan ... --out "
+                   "FILE` (writes weft.plan/v3)");
   write(std::string(80000, '[') + std::string(80000, ']'));
   EXPECT_EQ(ReadPlanFile(path).status().message(),
             path + ": byte 32: JSON nested deeper than 32 levels (ReadOptions::max_depth)");

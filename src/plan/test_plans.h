@@ -170,4 +170,36 @@ inline ExecutionPlan TwoRankOneFOneB() {
   return plan;
 }
 
+// TwoRankOneFOneB with its data tables (plan_data.h): 4 samples packed into 2 sequences of 2,
+// microbatch mb = sequence mb (replica 0), one LLM instance each whose segments are its two
+// samples; rank r holds layers [2r, 2r + 2) of module 0 in slot 0. Every compute names its
+// microbatch's samples and its one instance.
+inline ExecutionPlan TwoRankOneFOneBWithData() {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  PlanData& d = plan.data;
+  for (int i = 0; i < 4; ++i) d.samples.push_back({.id = 100 + i, .text_tokens = 10 + i});
+  d.sequences = {{.samples = {0, 1}, .llm_tokens = 21}, {.samples = {2, 3}, .llm_tokens = 25}};
+  for (int mb = 0; mb < 2; ++mb) {
+    InstanceData llm{.tokens = {10 + 2 * mb, 11 + 2 * mb},
+                     .samples = {2 * mb, 2 * mb + 1},
+                     .item = -1,
+                     .unpadded_tokens = 21 + 4 * mb};
+    d.microbatches.push_back(
+        {.replica = 0, .microbatch = mb, .sequences = {mb}, .instances = {{llm}}});
+  }
+  for (int r = 0; r < 2; ++r) {
+    d.ranks.push_back({.replica = 0,
+                       .group = r,
+                       .chunks = {{.module = 0, .chunk = 0, .first_layer = 2 * r,
+                                   .num_layers = 2, .module_replica = 0}}});
+    for (Action& a : plan.ranks[r].actions) {
+      if (!IsCompute(a.kind)) continue;
+      a.samples = {2 * a.stage.microbatch, 2 * a.stage.microbatch + 1};
+      a.instance_begin = 0;
+      a.instance_end = 1;
+    }
+  }
+  return plan;
+}
+
 }  // namespace weft::plan::testing

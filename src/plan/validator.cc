@@ -118,6 +118,7 @@ class Validator {
       refs_[r].resize(plan_.ranks[r].actions.size());
       WEFT_RETURN_IF_ERROR(CheckStructure(r));
     }
+    WEFT_RETURN_IF_ERROR(CheckData());
     WEFT_RETURN_IF_ERROR(CheckMatching());
     WEFT_RETURN_IF_ERROR(CheckCollectives());
     Status memory_error;
@@ -327,6 +328,166 @@ class Validator {
         return InvalidArgumentError(fmt::format(
             "[{}] = {}; must be > the previous entry ({}): samples are strictly ascending", k,
             samples[k], samples[k - 1]));
+      }
+    }
+    return OkStatus();
+  }
+
+  // The data tables (plan_data.h), when the plan has them: the tables' ids in range and in
+  // order, and every compute action's microbatch, instances, samples and chunk found in them.
+  Status CheckData() const {
+    const PlanData& d = plan_.data;
+    if (d.empty()) return OkStatus();
+    const int num_samples = static_cast<int>(d.samples.size());
+    const int num_sequences = static_cast<int>(d.sequences.size());
+    const int num_modules = static_cast<int>(plan_.module_names.size());
+    auto sample_error = [&](const std::string& where, int32_t s) {
+      return InvalidArgumentError(fmt::format(
+          "{} = {}; must be in [0, {}) (the samples of data.samples)", where, s, num_samples));
+    };
+    if (static_cast<int>(d.ranks.size()) != num_ranks_) {
+      return InvalidArgumentError(fmt::format("data.ranks has {} entries; the plan has {} ranks",
+                                              d.ranks.size(), num_ranks_));
+    }
+    for (int q = 0; q < num_sequences; ++q) {
+      const std::vector<int32_t>& samples = d.sequences[q].samples;
+      for (size_t k = 0; k < samples.size(); ++k) {
+        if (samples[k] < 0 || samples[k] >= num_samples) {
+          return sample_error(fmt::format("data.sequences[{}].samples[{}]", q, k), samples[k]);
+        }
+      }
+    }
+    // Per microbatch its samples (those of its sequences), sorted: every sample an instance or a
+    // compute of the microbatch names is one of them.
+    std::vector<std::vector<int32_t>> mb_samples(d.microbatches.size());
+    auto in_microbatch = [&](size_t index, int32_t s) {
+      return std::binary_search(mb_samples[index].begin(), mb_samples[index].end(), s);
+    };
+    for (size_t i = 0; i < d.microbatches.size(); ++i) {
+      const MicrobatchData& m = d.microbatches[i];
+      const std::string where = fmt::format("data.microbatches[{}]", i);
+      const bool first_of_replica = i == 0 || d.microbatches[i - 1].replica != m.replica;
+      const bool in_order =
+          m.replica >= 0 &&
+          (first_of_replica ? m.microbatch == 0 && (i == 0 || d.microbatches[i - 1].replica <
+                                                                  m.replica)
+                            : m.microbatch == d.microbatches[i - 1].microbatch + 1);
+      if (!in_order) {
+        return InvalidArgumentError(fmt::format(
+            "{} is (replica {}, microbatch {}); the table must be sorted by replica with each "
+            "replica's microbatches numbered 0, 1, ... without gaps",
+            where, m.replica, m.microbatch));
+      }
+      for (size_t k = 0; k < m.sequences.size(); ++k) {
+        if (m.sequences[k] < 0 || m.sequences[k] >= num_sequences) {
+          return InvalidArgumentError(fmt::format(
+              "{}.sequences[{}] = {}; must be in [0, {}) (the sequences of data.sequences)",
+              where, k, m.sequences[k], num_sequences));
+        }
+        const auto& samples = d.sequences[m.sequences[k]].samples;
+        mb_samples[i].insert(mb_samples[i].end(), samples.begin(), samples.end());
+      }
+      std::sort(mb_samples[i].begin(), mb_samples[i].end());
+      if (static_cast<int>(m.instances.size()) != num_modules) {
+        return InvalidArgumentError(
+            fmt::format("{}.instances has {} lists; the plan has {} modules", where,
+                        m.instances.size(), num_modules));
+      }
+      for (int module = 0; module < num_modules; ++module) {
+        const std::vector<InstanceData>& list = m.instances[module];
+        for (size_t k = 0; k < list.size(); ++k) {
+          const InstanceData& inst = list[k];
+          const std::string at = fmt::format("{}.instances[{}][{}]", where, module, k);
+          if (inst.samples.size() != inst.tokens.size()) {
+            return InvalidArgumentError(fmt::format("{}: {} samples for {} segments", at,
+                                                    inst.samples.size(), inst.tokens.size()));
+          }
+          for (size_t j = 0; j < inst.samples.size(); ++j) {
+            const int32_t s = inst.samples[j];
+            if (s < 0 || s >= num_samples) {
+              return sample_error(fmt::format("{}.samples[{}]", at, j), s);
+            }
+            if (!in_microbatch(i, s)) {
+              return InvalidArgumentError(fmt::format(
+                  "{}.samples[{}] = {}; not a sample of the microbatch's sequences", at, j, s));
+            }
+            if (inst.tokens[j] < 0) {
+              return InvalidArgumentError(
+                  fmt::format("{}.tokens[{}] = {}; must be >= 0", at, j, inst.tokens[j]));
+            }
+          }
+          if (inst.unpadded_tokens < 0 || inst.unpadded_tokens > inst.TotalTokens()) {
+            return InvalidArgumentError(fmt::format("{}.unpadded_tokens = {}; must be in [0, {}]",
+                                                    at, inst.unpadded_tokens,
+                                                    inst.TotalTokens()));
+          }
+        }
+      }
+    }
+    for (int r = 0; r < num_ranks_; ++r) {
+      const RankData& rd = d.ranks[r];
+      for (size_t c = 0; c < rd.chunks.size(); ++c) {
+        const ChunkData& chunk = rd.chunks[c];
+        if (chunk.module < 0 || chunk.module >= num_modules || chunk.chunk < 0 ||
+            chunk.first_layer < 0 || chunk.num_layers < 0) {
+          return InvalidArgumentError(fmt::format(
+              "data.ranks[{}].chunks[{}] = (module {}, chunk {}, layers {} + {}); need a module "
+              "< {} and the rest >= 0",
+              r, c, chunk.module, chunk.chunk, chunk.first_layer, chunk.num_layers, num_modules));
+        }
+        for (size_t e = 0; e < c; ++e) {
+          if (rd.chunks[e].module == chunk.module && rd.chunks[e].chunk == chunk.chunk) {
+            return InvalidArgumentError(fmt::format(
+                "data.ranks[{}].chunks[{}]: module {} has a chunk in slot {} already ([{}])", r,
+                c, chunk.module, chunk.chunk, e));
+          }
+        }
+      }
+      for (size_t b = 0; b < plan_.ranks[r].buffers.size(); ++b) {
+        const std::vector<int32_t>& samples = plan_.ranks[r].buffers[b].samples;
+        if (!samples.empty() && samples.back() >= num_samples) {  // ascending (CheckStructure)
+          return sample_error(fmt::format("ranks[{}].buffers[{}].samples[{}]", r, b,
+                                          samples.size() - 1),
+                              samples.back());
+        }
+      }
+      const std::vector<Action>& actions = plan_.ranks[r].actions;
+      int last_mb = -1, index = -1;  // computes of one microbatch tend to come in runs
+      for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+        const Action& a = actions[i];
+        if (!IsCompute(a.kind)) continue;
+        if (a.stage.microbatch != last_mb) {
+          last_mb = a.stage.microbatch;
+          index = d.FindMicrobatch(rd.replica, last_mb);
+        }
+        if (index < 0) {
+          return Error(r, i, fmt::format("microbatch {} of replica {} (data.ranks[{}].replica) is "
+                                         "not in data.microbatches",
+                                         a.stage.microbatch, rd.replica, r));
+        }
+        const int num_instances =
+            static_cast<int>(d.microbatches[index].instances[a.stage.module].size());
+        if (a.instance_end > num_instances) {
+          return Error(r, i, fmt::format("instances [{}, {}); the microbatch has {} instances of "
+                                         "module {} (data.microbatches[{}])",
+                                         a.instance_begin, a.instance_end, num_instances,
+                                         a.stage.module, index));
+        }
+        for (int32_t s : a.samples) {
+          if (!in_microbatch(index, s)) {
+            return Error(r, i, fmt::format("sample {} is not in microbatch {} of replica {} "
+                                           "(data.microbatches[{}])",
+                                           s, a.stage.microbatch, rd.replica, index));
+          }
+        }
+        const bool held = std::any_of(rd.chunks.begin(), rd.chunks.end(), [&](const ChunkData& c) {
+          return c.module == a.stage.module && c.chunk == a.stage.chunk;
+        });
+        if (!held) {
+          return Error(r, i, fmt::format("the rank holds no chunk of module {} in slot {} "
+                                         "(data.ranks[{}].chunks)",
+                                         a.stage.module, a.stage.chunk, r));
+        }
       }
     }
     return OkStatus();

@@ -383,5 +383,66 @@ TEST(ValidatePlan, GradientAllReduceFollowsTheModulesLastWeightGradientOncePerRa
   EXPECT_EQ(report->ranks[0].num_actions, 17);
 }
 
+
+// The data tables (plan_data.h): present tables must fit each other and the actions.
+TEST(ValidatePlan, DataTablesMustFitTheActions) {
+  const ExecutionPlan good = testing::TwoRankOneFOneBWithData();
+  ASSERT_TRUE(ValidatePlan(good).ok()) << ValidatePlan(good).status().ToString();
+  auto message = [](const ExecutionPlan& plan) {
+    auto report = ValidatePlan(plan);
+    return report.ok() ? std::string("OK") : report.status().message();
+  };
+  ExecutionPlan plan = good;
+  plan.data.ranks.pop_back();
+  EXPECT_EQ(message(plan), "data.ranks has 1 entries; the plan has 2 ranks");
+  plan = good;
+  plan.data.sequences[1].samples[1] = 4;
+  EXPECT_EQ(message(plan),
+            "data.sequences[1].samples[1] = 4; must be in [0, 4) (the samples of data.samples)");
+  plan = good;
+  plan.data.microbatches[1].microbatch = 2;
+  EXPECT_EQ(message(plan),
+            "data.microbatches[1] is (replica 0, microbatch 2); the table must be sorted by "
+            "replica with each replica's microbatches numbered 0, 1, ... without gaps");
+  plan = good;
+  plan.data.microbatches[0].sequences = {7};
+  EXPECT_EQ(message(plan), "data.microbatches[0].sequences[0] = 7; must be in [0, 2) (the "
+                           "sequences of data.sequences)");
+  plan = good;
+  plan.data.microbatches[0].instances[0][0].samples = {0, 2};
+  EXPECT_EQ(message(plan), "data.microbatches[0].instances[0][0].samples[1] = 2; not a sample "
+                           "of the microbatch's sequences");
+  plan = good;
+  plan.data.microbatches[0].instances.push_back({});
+  EXPECT_EQ(message(plan), "data.microbatches[0].instances has 2 lists; the plan has 1 modules");
+  plan = good;
+  plan.data.ranks[1].replica = 1;
+  EXPECT_EQ(message(plan), "rank 1 action 2 (forward m0 c0 mb0): microbatch 0 of replica 1 "
+                           "(data.ranks[1].replica) is not in data.microbatches");
+  plan = good;
+  plan.ranks[0].actions[2].instance_end = 2;
+  EXPECT_EQ(message(plan), "rank 0 action 2 (forward m0 c0 mb1): instances [0, 2); the "
+                           "microbatch has 1 instances of module 0 (data.microbatches[1])");
+  plan = good;
+  plan.ranks[0].actions[2].samples = {0, 3};
+  EXPECT_EQ(message(plan), "rank 0 action 2 (forward m0 c0 mb1): sample 0 is not in microbatch "
+                           "1 of replica 0 (data.microbatches[1])");
+  plan = good;
+  plan.data.ranks[1].chunks[0].chunk = 1;
+  EXPECT_EQ(message(plan), "rank 1 action 2 (forward m0 c0 mb0): the rank holds no chunk of "
+                           "module 0 in slot 0 (data.ranks[1].chunks)");
+  plan = good;
+  plan.data.ranks[0].chunks.push_back(plan.data.ranks[0].chunks[0]);
+  EXPECT_EQ(message(plan), "data.ranks[0].chunks[1]: module 0 has a chunk in slot 0 already ([0])");
+  plan = good;
+  plan.ranks[0].buffers[0].samples = {1, 9};
+  EXPECT_EQ(message(plan), "ranks[0].buffers[0].samples[1] = 9; must be in [0, 4) (the samples "
+                           "of data.samples)");
+  // Without tables (a plan compiled from a bare graph) nothing of this is checked.
+  plan = good;
+  plan.data = {};
+  EXPECT_EQ(message(plan), "OK");
+}
+
 }  // namespace
 }  // namespace weft::plan

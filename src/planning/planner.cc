@@ -310,6 +310,40 @@ StatusOr<plan::ExecutionPlan> Planner::CompileUnvalidated(const PlannedIteration
 
 namespace {
 
+// ---- plan-v3: the plan's data tables (plan::PlanData), what a runtime reads ----
+// Rank r of `compiled` runs group r % ranks_per_replica of replica first_replica + r /
+// ranks_per_replica, holding that group's chunks of the static placement.
+Status AttachPlanData(const Job& job, const Placement& placement, const PlannedIteration& planned,
+                      int first_replica, int ranks_per_replica, plan::ExecutionPlan& compiled) {
+  if (ranks_per_replica != static_cast<int>(placement.groups.size())) {
+    return InternalError("a plan of " + std::to_string(ranks_per_replica) +
+                         " ranks per replica for a placement of " +
+                         std::to_string(placement.groups.size()) + " groups");
+  }
+  std::vector<std::vector<plan::ChunkData>> by_group(placement.groups.size());
+  for (const Chunk& c : placement.chunks) {
+    by_group[c.group].push_back({.module = c.module, .chunk = c.chunk,
+                                    .first_layer = c.first_layer, .num_layers = c.num_layers,
+                                    .module_replica = c.replica});
+  }
+  std::vector<std::vector<std::vector<int>>> microbatches;
+  for (const ReplicaPlan& r : planned.plan.replicas) microbatches.push_back(r.microbatches);
+  std::vector<plan::RankData> ranks(compiled.num_ranks());
+  for (int r = 0; r < compiled.num_ranks(); ++r) {
+    ranks[r] = {.replica = first_replica + r / ranks_per_replica,
+                .group = r % ranks_per_replica,
+                .chunks = by_group[r % ranks_per_replica]};
+  }
+  if (planned.plan.batch == nullptr) {
+    return InvalidArgumentError("the planned iteration carries no batch (plan it with "
+                                "Planner::Plan)");
+  }
+  WEFT_ASSIGN_OR_RETURN(compiled.data, plan::MakePlanData(job.model, *planned.plan.batch,
+                                                          microbatches,
+                                                          std::move(ranks), job.workload));
+  return OkStatus();
+}
+
 StatusOr<plan::ValidationReport> ValidateCompiled(const plan::ExecutionPlan& compiled,
                                                   const PlannedIteration& planned,
                                                   int64_t iteration, const std::string& what) {
@@ -337,6 +371,8 @@ StatusOr<plan::ExecutionPlan> Planner::Compile(const PlannedIteration& planned, 
                                                plan::ValidationReport* report) const {
   WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan compiled,
                         CompileUnvalidated(planned, replica, iteration));
+  WEFT_RETURN_IF_ERROR(AttachPlanData(setup_->job, static_plan_.placement, planned, replica,
+                                      compiled.num_ranks(), compiled));
   WEFT_ASSIGN_OR_RETURN(plan::ValidationReport validated,
                         ValidateCompiled(compiled, planned, iteration,
                                          "replica " + std::to_string(replica)));
@@ -393,6 +429,8 @@ StatusOr<plan::ExecutionPlan> Planner::CompileWorld(const PlannedIteration& plan
           "r" + std::to_string(r / ranks_per_replica) + "/" + world.ranks[r].label;
     }
   }
+  WEFT_RETURN_IF_ERROR(AttachPlanData(setup_->job, static_plan_.placement, planned, 0,
+                                      ranks_per_replica, world));
   WEFT_ASSIGN_OR_RETURN(plan::ValidationReport validated,
                         ValidateCompiled(world, planned, iteration, "world plan"));
   if (report != nullptr) *report = std::move(validated);

@@ -26,7 +26,8 @@ import json, sys
 good, tmp = sys.argv[1], sys.argv[2]
 open(f"{tmp}/deep.json", "w").write("[" * 80000 + "]" * 80000)
 text = open(good).read()
-open(f"{tmp}/v1.json", "w").write(text.replace("weft.plan/v2", "weft.plan/v1"))
+open(f"{tmp}/v1.json", "w").write(text.replace("weft.plan/v3", "weft.plan/v1"))
+open(f"{tmp}/v2.json", "w").write(text.replace("weft.plan/v3", "weft.plan/v2"))
 plan = json.loads(text)
 plan["ranks"][0]["static_bytes"] = 9223372036854775807
 json.dump(plan, open(f"{tmp}/huge.json", "w"))
@@ -47,6 +48,7 @@ PY
 
 expect_refused "$tmp/deep.json" "JSON nested deeper than 32 levels" validate "$tmp/deep.json"
 expect_refused "$tmp/v1.json" "weft.plan/v1 is no longer read; regenerate it" validate "$tmp/v1.json"
+expect_refused "$tmp/v2.json" "weft.plan/v2 is no longer read; regenerate it with .weft plan \.\.\. --out FILE. \(writes weft.plan/v3\)" validate "$tmp/v2.json"
 expect_refused "$tmp/huge.json" "ranks\[0\]\.static_bytes = 9223372036854775807; must be <=" validate "$tmp/huge.json"
 expect_refused "$tmp/peer.json" "peer = 4294967296; must be <= 2147483647" validate "$tmp/peer.json"
 expect_refused "$tmp/module.json" "stage\.module = 1; must be < 1" validate "$tmp/module.json"

@@ -12,6 +12,22 @@ for s in megatron-1f1b gpipe zb-h1 optimus nnscaler; do
   "$WEFT" plan --model vlm-s --data mixed --strategy "$s" --out "$tmp/$s.json" > /dev/null
   "$WEFT" validate "$tmp/$s.json" | grep -q "^OK"
 done
+# weft.plan/v3 carries its data: every rank's entry with its chunks, the microbatches with their
+# instances, every microbatch the actions name.
+python3 - "$tmp/megatron-1f1b.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["schema"] == "weft.plan/v3", p["schema"]
+d = p["data"]
+assert len(d["ranks"]) == p["num_ranks"] and all(r["chunks"] for r in d["ranks"])
+assert d["samples"] and d["sequences"] and d["microbatches"]
+mbs = {(m["replica"], m["microbatch"]) for m in d["microbatches"]}
+for r, rank in enumerate(p["ranks"]):
+    for a in rank["actions"]:
+        if a["op"] in ("forward", "backward", "backward_input", "backward_weight"):
+            assert (d["ranks"][r]["replica"], a["stage"]["mb"]) in mbs
+assert all(len(m["instances"]) == len(p["modules"]) for m in d["microbatches"])
+PY
 "$WEFT" plan --model vlm-s --data mixed --strategy megatron-1f1b --iterations 3 --out-dir "$tmp/plans" > "$tmp/plan.txt"
 [ "$(ls "$tmp/plans" | wc -l)" = 3 ]
 grep -q "budget" "$tmp/plan.txt"

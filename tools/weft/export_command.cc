@@ -66,7 +66,7 @@ void RegisterExportCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--format", args->format,
                   "torch-csv (compute + send/recv cells) or torch-csv-compute-only")
       ->capture_default_str();
-  cmd->add_option("--plan", args->plan_path, "plan file (JSON, weft.plan/v2)")
+  cmd->add_option("--plan", args->plan_path, "plan file (JSON, weft.plan/v3)")
       ->required()
       ->check(InputFileCheck(kMaxPlanFileBytes));
   cmd->add_option("--out", args->out, "output file, - for stdout")->capture_default_str();

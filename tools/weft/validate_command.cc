@@ -46,13 +46,13 @@ void RegisterValidateCommand(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<ValidateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "validate",
-      "Check that an execution plan (JSON, schema weft.plan/v2) can run: matching isend/irecv per\n"
+      "Check that an execution plan (JSON, schema weft.plan/v3) can run: matching isend/irecv per\n"
       "rank pair (order, shape, dtype), inputs ready before use, no use after free, no deadlock,\n"
       "memory under capacity, buffer ends and samples consistent. Prints OK and a summary, or the\n"
       "first error on one line (exit code 2). Files over 1 GiB, nested deeper than 32 levels or\n"
       "with out-of-range numbers are refused before validation (docs/plan_schema.md).\n\n"
       "Example:\n  weft validate plan.json\n");
-  cmd->add_option("plan", args->plan_path, "plan file (JSON, weft.plan/v2)")
+  cmd->add_option("plan", args->plan_path, "plan file (JSON, weft.plan/v3)")
       ->required()
       ->check(InputFileCheck(kMaxPlanFileBytes));
   cmd->add_flag("--no-memory", args->no_memory, "do not check memory against capacity");

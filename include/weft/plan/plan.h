@@ -5,7 +5,10 @@
 // send or receive (isend / irecv), block until one completes (wait_send / wait_recv), release
 // a buffer (free), or all-reduce a module's gradients over the data-parallel replicas
 // (all_reduce_grads). It follows the action sets of DynaPipe, PipeWeaver (Table 2) and DIP (§6.3).
-// One plan is one DP replica's iteration (`replica` of `num_replicas`).
+// One plan is one DP replica's iteration (`replica` of `num_replicas`), or a world plan of every
+// replica's ranks (Planner::CompileWorld). `data` (plan_data.h) carries what the actions compute
+// on: the batch's samples and sequences, the microbatch table with each module's instances, and
+// per rank its replica, group and chunks.
 //
 // Buffers are the tensors that cross stage boundaries (one per data edge of the stage graph):
 // the producer's output, and on the consumer's rank the receive buffer. They are declared per
@@ -24,13 +27,16 @@
 
 #include "weft/common/status.h"
 #include "weft/graph/stage_graph.h"
+#include "weft/plan/plan_data.h"
 
 namespace weft::plan {
 
 // The schema identifier written to and required from JSON plans (docs/plan_schema.md).
-inline constexpr std::string_view kPlanSchemaVersion = "weft.plan/v2";
-// The previous schema, refused with a message that says how to regenerate the file.
+inline constexpr std::string_view kPlanSchemaVersion = "weft.plan/v3";
+// Earlier schemas, refused with a message that says how to regenerate the file (v2 had no data
+// tables: a runtime got the batch and microbatches on the side).
 inline constexpr std::string_view kPlanSchemaVersionV1 = "weft.plan/v1";
+inline constexpr std::string_view kPlanSchemaVersionV2 = "weft.plan/v2";
 
 using BufferId = int64_t;
 
@@ -157,6 +163,8 @@ struct ExecutionPlan {
   int num_replicas = 1;  // data-parallel replicas of the iteration
   std::vector<std::string> module_names;  // every action's module indexes it
   std::vector<RankPlan> ranks;  // index = rank
+  // The data tables (plan_data.h); empty for a plan compiled from a bare stage graph.
+  PlanData data;
 
   int num_ranks() const { return static_cast<int>(ranks.size()); }
   // The buffer `id` on `rank`, or nullptr.

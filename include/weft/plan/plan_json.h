@@ -1,13 +1,14 @@
 #pragma once
-// JSON form of an ExecutionPlan, schema "weft.plan/v2" (docs/plan_schema.md).
+// JSON form of an ExecutionPlan, schema "weft.plan/v3" (docs/plan_schema.md): the ranks' actions
+// and buffers, and the data tables (plan_data.h) under "data".
 // Reading is hardened against hostile or corrupt files: the size and the nesting depth are
 // checked before the JSON tree is built, every integer must fit its field's range (nothing is
 // wrapped or truncated; byte counts <= 2^50), counts are limited (ReadOptions), module indices
 // must name a module, and the first problem stops reading with a one-line message naming the
 // field path and the rule:
 //   "ranks[1].actions[4].op = \"fwd\"; must be one of forward, backward, ..."
-// ReadPlanFile prefixes the file name: "plan.json: schema = \"weft.plan/v3\"; expected ...".
-// weft.plan/v1 files are refused with a message that says how to regenerate them.
+// ReadPlanFile prefixes the file name: "plan.json: schema = \"weft.plan/v9\"; expected ...".
+// weft.plan/v1 and v2 files are refused with a message that says how to regenerate them.
 // Reading does not validate the plan's semantics (matching, deadlock, memory): ValidatePlan does.
 // Thread-safety: pure functions.
 #include <cstdint>
@@ -28,12 +29,13 @@ inline constexpr int64_t kMaxPlanFileBytes = int64_t{1} << 30;
 // Limits of the reader; a plan beyond one is refused naming the limit.
 struct ReadOptions {
   int64_t max_file_bytes = kMaxPlanFileBytes;  // size of the file / text
-  int max_depth = 32;                         // JSON nesting of arrays and objects (a plan needs 6)
+  int max_depth = 32;                         // JSON nesting of arrays and objects (a plan needs 8)
   int max_ranks = 4096;                       // entries of `ranks`
   int max_modules = 4096;                     // entries of `modules`
   int64_t max_buffers_per_rank = int64_t{1} << 24;
   int64_t max_actions_per_rank = int64_t{1} << 24;
-  int64_t max_list_length = int64_t{1} << 20;  // entries of inputs / outputs / samples / shape
+  // Entries of inputs / outputs / samples / shape and of each data table and instance list.
+  int64_t max_list_length = int64_t{1} << 20;
 };
 
 // Compact per action (one action per line) so large plans stay diff-able; deterministic.

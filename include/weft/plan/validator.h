@@ -2,6 +2,11 @@
 // PlanValidator: proves that an ExecutionPlan can run.
 //  1. Structure: peers and buffers exist, compute kinds match their stage pass, batch groups are
 //     contiguous runs of isend/irecv.
+//     Data tables (plan_data.h), when the plan has them: one entry per rank; sequence, sample and
+//     microbatch ids in range; microbatches sorted by (replica, microbatch), numbered without
+//     gaps, one instance list per module whose samples belong to the microbatch; every compute
+//     action's (replica, mb) in the table, its instances within the module's list, its samples
+//     in the microbatch and its (module, chunk) among the rank's chunks.
 //  2. Matching: per ordered rank pair (a → b), the k-th isend on a to b and the k-th irecv on b
 //     from a carry buffers of equal shape and dtype, and the counts are equal (NCCL semantics).
 //  3. Data flow, per rank in order: a compute action reads only buffers that are ready (produced

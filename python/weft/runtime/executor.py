@@ -1,18 +1,26 @@
 """Executes weft execution plans with one worker process per rank of the plan.
 
 A plan is one pipeline (weft.plan) or a world plan (weft.plan(..., world=True): every rank of
-every data-parallel replica). Each worker builds only the model chunks its rank holds (the
-per-rank chunk table, rank_chunks), then runs its rank's actions in order, one executor method
-per op (weft.runtime.plan.Op): forward / backward / backward_input / backward_weight on chunks,
-isend / irecv of boundary buffers over torch.distributed (gloo on 127.0.0.1), wait_send /
-wait_recv (polled with a timeout, never hanging), free, and all_reduce_grads: a SUM all-reduce of
-the module's gradients over the action's `ranks`, on a gloo process group per (module, ranks)
-(created from the plan, in the same order on every rank; docs/runtime.md). Errors name the rank,
-the action index, the action and the peer; a collective that a member never joins times out
-naming the module, the ranks and the members that never arrived.
+every data-parallel replica), schema weft.plan/v3: it carries its data tables, so a job is the
+plan alone. Each worker builds only the model chunks its rank holds (the plan's
+data.ranks[rank].chunks, the same in every plan of a run), then runs its rank's actions in
+order, one executor method per op (weft.runtime.plan.Op): forward / backward / backward_input /
+backward_weight on chunks, isend / irecv of boundary buffers over torch.distributed (gloo on
+127.0.0.1), wait_send / wait_recv (polled with a timeout, never hanging), free, and
+all_reduce_grads: a SUM all-reduce of the module's gradients over the action's `ranks`, on a
+gloo process group per (module, ranks) (created from the plan, in the same order on every rank;
+docs/runtime.md). Errors name the rank, the action index, the action and the peer; a collective
+that a member never joins times out naming the module, the ranks and the members that never
+arrived.
+
+Every iteration also yields a measured record (weft.measured/v1, weft.runtime.measured): per
+executed compute action its plan stage, shape (instances and tokens from the plan's tables) and
+measured seconds, per rank the iteration's wall time. A test may slow one module's pass down
+for one input shape (inject_slowdown) to check that a planner learns it.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import queue as queue_mod
@@ -26,35 +34,21 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from weft.runtime.model import MicrobatchData, ModuleChunk, batch_llm_tokens
-from weft.runtime.plan import Action, ExecutionPlan, Op, StageKey, parse_plan
+from weft.runtime.measured import measured_iteration
+from weft.runtime.model import MicrobatchData, ModuleChunk
+from weft.runtime.plan import PASSES, Action, Chunk, ExecutionPlan, Op, StageKey, parse_plan
 
 
 class PlanExecutionError(RuntimeError):
     """A rank could not execute its plan (bad plan, timeout, shape mismatch)."""
 
 
-def rank_chunks(chunks: list, num_ranks: Optional[int] = None) -> list[list[dict]]:
-    """Per rank of the plan, the chunks it holds ({module, first_layer, num_layers, chunk, ...}).
-
-    `chunks` is either that table already (a list of lists: weft.plan's
-    [r["chunks"] for r in result["ranks"]], what a world plan needs: rank r of replica q holds
-    group r % G's chunks) or a placement's chunk list (dicts with `group`), whose group g runs
-    as rank g: one pipeline, or an unfolded placement's world plan (one rank per group)."""
-    if all(isinstance(c, (list, tuple)) for c in chunks):
-        table = [list(c) for c in chunks]
-        if num_ranks is not None and len(table) != num_ranks:
-            raise ValueError(f"chunk table has {len(table)} ranks; the run has {num_ranks}")
-        return table
-    n = num_ranks if num_ranks is not None else 1 + max((c["group"] for c in chunks), default=-1)
-    return [[c for c in chunks if c["group"] == r] for r in range(n)]
-
-
-def module_layers(table: list[list[dict]], rank: int, module: int) -> list[tuple[int, int]]:
-    """The layers of `module` that `rank` holds, as sorted maximal ranges (first, count): two
-    ranks whose chunks cut the same layers differently hold the same parameters."""
-    layers = sorted({layer for c in table[rank] if c["module"] == module
-                     for layer in range(c["first_layer"], c["first_layer"] + c["num_layers"])})
+def module_layers(plan: ExecutionPlan, rank: int, module: int) -> list[tuple[int, int]]:
+    """The layers of `module` that `rank` of the plan holds (its data.ranks chunk table), as
+    sorted maximal ranges (first, count): two ranks whose chunks cut the same layers differently
+    hold the same parameters."""
+    layers = sorted({layer for c in plan.data.ranks[rank].chunks if c.module == module
+                     for layer in range(c.first_layer, c.first_layer + c.num_layers)})
     out: list[tuple[int, int]] = []
     for layer in layers:
         if out and out[-1][0] + out[-1][1] == layer:
@@ -64,20 +58,72 @@ def module_layers(table: list[list[dict]], rank: int, module: int) -> list[tuple
     return out
 
 
+def load_plan(plan: dict | ExecutionPlan) -> ExecutionPlan:
+    """A parsed plan that can run: parse_plan's checks, and its data tables present (a plan
+    compiled from a bare stage graph has none). Raises ValueError naming the problem."""
+    if not isinstance(plan, ExecutionPlan):
+        plan = parse_plan(plan)
+    if not plan.data.has_data:
+        raise ValueError("plan: no data tables (a plan compiled from a bare stage graph); run a "
+                         "plan from weft.plan(...) or `weft plan ... --out FILE`")
+    return plan
+
+
+@dataclasses.dataclass(frozen=True)
+class Slowdown:
+    """Test-only: after each compute action of `module` in pass `pass_` (whose stage has
+    `tokens` tokens in the plan's tables, any when None) sleep (factor - 1) x its measured time,
+    so that the action takes `factor` times as long."""
+    module: int
+    pass_: str
+    factor: float
+    tokens: Optional[int] = None
+
+    @staticmethod
+    def parse(model: dict, spec: Optional[dict]) -> Optional["Slowdown"]:
+        """From {"module": name, "pass": "forward", "factor": 3.0, "tokens": N (optional)};
+        ValueError naming a bad field."""
+        if spec is None:
+            return None
+        names = [m["name"] for m in model["modules"]]
+        unknown = set(spec) - {"module", "pass", "factor", "tokens"}
+        if unknown:
+            raise ValueError(f"inject_slowdown: unknown keys {sorted(unknown)}")
+        if spec.get("module") not in names:
+            raise ValueError(f"inject_slowdown: module = {spec.get('module')!r}; must be one of "
+                             f"{', '.join(names)}")
+        if spec.get("pass", "forward") not in PASSES:
+            raise ValueError(f"inject_slowdown: pass = {spec.get('pass')!r}; must be one of "
+                             f"{', '.join(PASSES)}")
+        factor = spec.get("factor")
+        if not isinstance(factor, (int, float)) or isinstance(factor, bool) or \
+                not 1.0 <= factor <= 1000.0:
+            raise ValueError(f"inject_slowdown: factor = {factor!r}; must be in [1, 1000]")
+        tokens = spec.get("tokens")
+        if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool)
+                                   or tokens < 0):
+            raise ValueError(f"inject_slowdown: tokens = {tokens!r}; must be an integer >= 0")
+        return Slowdown(names.index(spec["module"]), spec.get("pass", "forward"), float(factor),
+                        tokens)
+
+    def matches(self, a: Action, tokens: int) -> bool:
+        return (a.op.is_compute and a.stage.module == self.module and a.op.value == self.pass_
+                and (self.tokens is None or tokens == self.tokens))
+
+
 class _Iteration:
     """What one rank holds during one iteration of a plan."""
 
-    def __init__(self, plan: ExecutionPlan, rank: int, batch: dict,
-                 microbatches: list[list[int]], step: int):
+    def __init__(self, plan: ExecutionPlan, rank: int, step: int):
         self.plan = plan
         self.step = step  # iterations this executor ran before (names the collectives' keys)
         self.rank_plan = plan.ranks[rank]
         # The stage data of this rank's replica (a world plan numbers microbatches per replica).
-        replica = plan.rank_replica[rank] if plan.rank_replica else 0
-        self.stage_instances = plan.replica_instances[replica] if plan.replica_instances else {}
-        self.stage_samples = plan.replica_samples[replica] if plan.replica_samples else {}
-        self.batch, self.microbatches = batch, microbatches
-        self.denom = float(batch_llm_tokens(batch))
+        self.replica = plan.data.ranks[rank].replica
+        self.group = plan.data.ranks[rank].group
+        self.stage_instances = plan.replica_instances.get(self.replica, {})
+        self.stage_samples = plan.replica_samples.get(self.replica, {})
+        self.denom = float(plan.data.loss_tokens)
         self.mb_data: dict[int, MicrobatchData] = {}
         # (module, microbatch, sub) -> (data view, instance range)
         self.views: dict[tuple[int, int, int], tuple[MicrobatchData, tuple[int, int]]] = {}
@@ -95,30 +141,24 @@ class RankExecutor:
 
     run_iteration executes a plan's actions for this rank in order, one method per Op (a
     dispatch table; the plan is parsed into typed actions once per iteration by parse_plan).
-    chunks: the per-rank chunk table or a placement's chunk list (rank_chunks). store: the
-    torch.distributed store of the workers (a collective's members record their arrival there,
-    so that a timeout names who never joined; None: not recorded). The data-parallel process
-    groups are created from each plan's all_reduce_grads `ranks` (ensure_groups)."""
+    The rank's chunks come from the first plan it runs (data.ranks[rank].chunks); every later
+    plan must give it the same chunks. store: the torch.distributed store of the workers (a
+    collective's members record their arrival there, so that a timeout names who never joined;
+    None: not recorded). The data-parallel process groups are created from each plan's
+    all_reduce_grads `ranks` (ensure_groups). slowdown: test-only (Slowdown)."""
 
-    def __init__(self, rank: int, model: dict, chunks: list, seed: int, lr: float,
-                 timeout_s: float, store=None):
+    def __init__(self, rank: int, model: dict, seed: int, lr: float, timeout_s: float,
+                 store=None, slowdown: Optional[Slowdown] = None):
         self.rank, self.model, self.seed, self.lr, self.timeout_s = rank, model, seed, lr, timeout_s
         self.store = store
-        self.table = rank_chunks(chunks)
-        if rank >= len(self.table):
-            raise PlanExecutionError(f"rank {rank}: the chunk table has {len(self.table)} ranks")
+        self.slowdown = slowdown
         self.module_names = [m["name"] for m in model["modules"]]
         self.history: list[int] = []  # iterations run, in order
         self._step = 0  # iterations started
         # Process group per (module, ranks) of an all_reduce_grads with more than one member.
         self.groups: dict[tuple[int, tuple[int, ...]], object] = {}
         self.chunks: dict[tuple[int, int], ModuleChunk] = {}
-        for c in self.table[rank]:
-            key = (c["module"], c["chunk"])
-            if key in self.chunks:
-                raise PlanExecutionError(f"rank {rank}: two chunks of m{key[0]} in slot {key[1]}")
-            self.chunks[key] = ModuleChunk(model, c["module"], c["first_layer"],
-                                           c["num_layers"], seed)
+        self.chunk_table: Optional[tuple[Chunk, ...]] = None  # this rank's, from the first plan
         self._handlers = {
             Op.FORWARD: self._forward,
             Op.BACKWARD: self._backward,
@@ -133,6 +173,29 @@ class RankExecutor:
         }
         missing = set(Op) - set(self._handlers)
         assert not missing, f"no executor method for {missing}"
+
+    def ensure_chunks(self, plan: ExecutionPlan) -> None:
+        """Builds this rank's chunks from the plan's chunk table the first time; afterwards the
+        plan must give the rank the same chunks (its parameters persist across iterations)."""
+        if self.rank >= len(plan.data.ranks):
+            raise PlanExecutionError(f"rank {self.rank}: the plan has {len(plan.data.ranks)} "
+                                     f"ranks")
+        table = plan.data.ranks[self.rank].chunks
+        if self.chunk_table is not None:
+            if table != self.chunk_table:
+                raise PlanExecutionError(
+                    f"rank {self.rank}: the plan's chunks {_describe_chunks(table)} are not the "
+                    f"ones this worker holds {_describe_chunks(self.chunk_table)} (the placement "
+                    f"must stay the same across iterations)")
+            return
+        for c in table:
+            key = (c.module, c.chunk)
+            if key in self.chunks:
+                raise PlanExecutionError(f"rank {self.rank}: two chunks of m{key[0]} in slot "
+                                         f"{key[1]}")
+            self.chunks[key] = ModuleChunk(self.model, c.module, c.first_layer, c.num_layers,
+                                           self.seed)
+        self.chunk_table = table
 
     def params(self) -> dict[str, torch.nn.Parameter]:
         out = {}
@@ -156,10 +219,14 @@ class RankExecutor:
 
     def _microbatch(self, it: _Iteration, a: Action, mb: int) -> MicrobatchData:
         if mb not in it.mb_data:
-            if mb >= len(it.microbatches):
-                self._fail(a, f"microbatch {mb} not in the batch ({len(it.microbatches)})")
-            it.mb_data[mb] = MicrobatchData(self.model, it.batch, it.microbatches[mb],
-                                            self.seed, it.denom)
+            entry = it.plan.data.microbatches.get((it.replica, mb))
+            if entry is None:
+                self._fail(a, f"microbatch {mb} of replica {it.replica} is not in the plan's "
+                           f"data.microbatches")
+            try:
+                it.mb_data[mb] = MicrobatchData(self.model, it.plan, entry, self.seed, it.denom)
+            except ValueError as e:
+                self._fail(a, str(e))
         return it.mb_data[mb]
 
     def _view(self, it: _Iteration, a: Action, key: tuple[int, int, int]):
@@ -358,11 +425,12 @@ class RankExecutor:
         module. Checks first that the members of each (module, ranks) hold the same layers of
         the module: the all-reduce pairs their parameters by name."""
         collectives = plan.collectives()
+        n = len(plan.data.ranks)
         for module, members in collectives:
-            layers = module_layers(self.table, members[0], module)
+            layers = module_layers(plan, members[0], module) if members[0] < n else None
             for r in members[1:]:
-                if r >= len(self.table) or module_layers(self.table, r, module) != layers:
-                    other = module_layers(self.table, r, module) if r < len(self.table) else None
+                if r >= n or module_layers(plan, r, module) != layers:
+                    other = module_layers(plan, r, module) if r < n else None
                     raise PlanExecutionError(
                         f"all_reduce_grads of {self._module_name(module)} over ranks "
                         f"{list(members)}: rank {members[0]} holds layers "
@@ -434,45 +502,53 @@ class RankExecutor:
 
     # --- one iteration ------------------------------------------------------------------------
 
-    def run_iteration(self, plan: dict | ExecutionPlan, batch: dict,
-                      microbatches: list[list[int]], on_action=None,
-                      replica_microbatches: Optional[list[list[list[int]]]] = None,
-                      rank_replica: Optional[list[int]] = None) -> dict:
+    def run_iteration(self, plan: dict | ExecutionPlan, on_action=None) -> dict:
         """Runs this rank's actions of `plan` (a parsed JSON dict, parsed here once, or an
-        ExecutionPlan) on `batch` (the global batch: losses are divided by its denominator),
-        then the SGD step. Returns {loss, grads}.
-
-        microbatches: the microbatches the rank's `mb` indices refer to. A world plan of several
-        replicas instead gives replica_microbatches (per replica) and rank_replica (per rank its
-        replica: weft.plan's ranks[r]["replica"]); this rank takes its replica's list.
+        ExecutionPlan; weft.plan/v3 with its data tables: every shape comes from them), then
+        the SGD step. Losses are divided by the LLM tokens of the plan's whole global batch.
+        Returns {loss, grads, stages}: stages are the measured records of this rank's compute
+        actions (weft.measured/v1 stage dicts, in action order).
         on_action, when given, is called as on_action(index, action, t_start_s, t_end_s) after
         each action, with time.perf_counter() timestamps taken around the action."""
-        if not isinstance(plan, ExecutionPlan):
-            plan = parse_plan(plan, rank_replica)
+        try:
+            plan = load_plan(plan)
+        except ValueError as e:
+            raise PlanExecutionError(f"rank {self.rank}: {e}") from None
         if self.rank >= len(plan.ranks):
             raise PlanExecutionError(f"rank {self.rank}: the plan has {len(plan.ranks)} ranks")
-        if replica_microbatches is not None:
-            replica = plan.rank_replica[self.rank] if plan.rank_replica else 0
-            if replica >= len(replica_microbatches):
-                raise PlanExecutionError(f"rank {self.rank}: replica {replica} has no "
-                                         f"microbatches ({len(replica_microbatches)} given)")
-            microbatches = replica_microbatches[replica]
+        self.ensure_chunks(plan)
         for a in plan.ranks[self.rank].actions:
             if a.op.is_compute and (a.stage.module, a.stage.chunk) not in self.chunks:
                 raise PlanExecutionError(
                     f"rank {self.rank} action {a.index} ({a.describe()}): this rank holds no "
                     f"such chunk (it holds {sorted(self.chunks)} as (module, chunk))")
         self.ensure_groups(plan)
-        it = _Iteration(plan, self.rank, batch, microbatches, self._step)
+        it = _Iteration(plan, self.rank, self._step)
         self._step += 1
         handlers = self._handlers
+        stages: list[dict] = []
+        slowdown = self.slowdown
         for a in it.rank_plan.actions:
-            if on_action is None:
-                handlers[a.op](it, a)
-            else:
-                t_start_s = time.perf_counter()
-                handlers[a.op](it, a)
-                on_action(a.index, a, t_start_s, time.perf_counter())
+            t_start_s = time.perf_counter()
+            handlers[a.op](it, a)
+            t_end_s = time.perf_counter()
+            if a.op.is_compute:
+                st = a.stage
+                tokens = plan.data.instance_tokens(it.replica, st.microbatch, st.module,
+                                                   *a.instances)
+                if slowdown is not None and slowdown.matches(a, tokens):
+                    time.sleep((slowdown.factor - 1.0) * (t_end_s - t_start_s))
+                    t_end_s = time.perf_counter()
+                stages.append({
+                    "action": a.index, "group": it.group, "instances": list(a.instances),
+                    "measured_s": t_end_s - t_start_s,
+                    "planned_s": float(a.raw.get("latency_s", 0.0)), "rank": self.rank,
+                    "replica": it.replica,
+                    "stage": {"chunk": st.chunk, "mb": st.microbatch, "module": st.module,
+                              "pass": a.op.value, "sub": st.sub},
+                    "tokens": tokens})
+            if on_action is not None:
+                on_action(a.index, a, t_start_s, t_end_s)
         if it.sends or it.recvs:
             raise PlanExecutionError(
                 f"rank {self.rank}: end of plan with posts never waited for: sends "
@@ -484,16 +560,16 @@ class RankExecutor:
                 if p.grad is not None:
                     p -= self.lr * p.grad
                 p.grad = None
-        return {"loss": it.loss, "grads": grads}
+        return {"loss": it.loss, "grads": grads, "stages": stages}
 
     def param_values(self) -> dict[str, torch.Tensor]:
         """Copies of this rank's parameters by global name (after the last SGD step)."""
         return {n: p.detach().clone() for n, p in self.params().items()}
 
 
-def _stream_worker(rank: int, world: int, port: int, model: dict, chunks: list, seed: int,
-                   lr: float, timeout_s: float, record: bool, keep_grads: bool, keep_params: bool,
-                   jobs, results, source=None) -> None:
+def _stream_worker(rank: int, world: int, port: int, model: dict, seed: int, lr: float,
+                   timeout_s: float, record: bool, keep_grads: bool, keep_params: bool,
+                   jobs, results, source=None, slowdown: Optional[Slowdown] = None) -> None:
     try:
         torch.set_num_threads(1)
         pg_timeout = timedelta(seconds=max(timeout_s, 30))
@@ -502,7 +578,7 @@ def _stream_worker(rank: int, world: int, port: int, model: dict, chunks: list, 
         store = dist.TCPStore("127.0.0.1", port, world, False, pg_timeout)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
                                 timeout=pg_timeout)
-        ex = RankExecutor(rank, model, chunks, seed, lr, timeout_s, store=store)
+        ex = RankExecutor(rank, model, seed, lr, timeout_s, store=store, slowdown=slowdown)
         # With a source, rank 0 plans (source() gives its next_job) and broadcasts every job to
         # the other ranks over torch.distributed; else each job comes from the parent's queue.
         next_job = source() if source is not None and rank == 0 else None
@@ -516,20 +592,18 @@ def _stream_worker(rank: int, world: int, port: int, model: dict, chunks: list, 
                 job = jobs.get()
             if job is None:
                 break
+            iteration = job.get("iteration", job["plan"].get("iteration", 0))
             records: list[tuple[int, float, float]] = []
             on_action = (lambda i, a, t0, t1: records.append((i, t0, t1))) if record else None
             dist.barrier()
             t0 = time.perf_counter()
-            r = ex.run_iteration(job["plan"], job["batch"], job["microbatches"],
-                                 on_action=on_action,
-                                 replica_microbatches=job.get("replica_microbatches"),
-                                 rank_replica=job.get("rank_replica"))
+            r = ex.run_iteration(job["plan"], on_action=on_action)
             wall_s = time.perf_counter() - t0
             grads = {n: g.numpy() for n, g in r["grads"].items()} if keep_grads else {}
-            out = {"step": len(ex.history), "iteration": job["iteration"], "loss": r["loss"],
-                   "wall_s": wall_s, "grads": grads, "records": records}
-            ex.history.append(job["iteration"])
-            previous = {"iteration": job["iteration"], "loss": r["loss"], "wall_s": wall_s}
+            out = {"step": len(ex.history), "iteration": iteration, "loss": r["loss"],
+                   "wall_s": wall_s, "grads": grads, "records": records, "stages": r["stages"]}
+            ex.history.append(iteration)
+            previous = {"iteration": iteration, "loss": r["loss"], "wall_s": wall_s}
             if source is not None and rank == 0:
                 out["job"] = job  # the parent learns the plan from the rank that made it
             results.put(("ok", rank, out))
@@ -555,6 +629,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _describe_chunks(chunks) -> str:
+    return "[" + ", ".join(f"m{c.module} c{c.chunk} layers [{c.first_layer}, "
+                           f"{c.first_layer + c.num_layers})" for c in chunks) + "]"
+
+
 def _describe_layers(layers: Optional[list[tuple[int, int]]]) -> str:
     if layers is None:
         return "nothing (no such rank)"
@@ -577,26 +656,38 @@ def _merge_copies(per_rank: list[dict]) -> tuple[dict, float]:
     return out, diff
 
 
-def run_plans(model: dict, chunks: list, jobs: list[dict], num_ranks: int, seed: int = 1,
-              lr: float = 0.1, timeout_s: float = 30.0) -> list[dict]:
-    """Runs the iterations `jobs` ({plan (parsed JSON), batch, microbatches; for a world plan
-    also replica_microbatches and rank_replica}) on num_ranks worker processes; chunks: the
-    per-rank chunk table or a placement's chunk list (rank_chunks). Returns per iteration {loss,
-    grads (all ranks' parameters), wall_s, replica_max_rel_diff}; the last one also has params
-    (every parameter after its SGD step). A parameter held by several ranks (data-parallel
-    replicas) is reported once, from the lowest rank; replica_max_rel_diff is the largest
-    relative difference between the copies (0 when the all-reduce kept them equal). Raises
-    PlanExecutionError with every failing rank's message."""
-    jobs = [dict(job, iteration=job.get("iteration", i)) for i, job in enumerate(jobs)]
+def run_plans(model: dict, jobs: list[dict], seed: int = 1, lr: float = 0.1,
+              timeout_s: float = 30.0, inject_slowdown: Optional[dict] = None) -> list[dict]:
+    """Runs the iterations `jobs` ({plan (parsed weft.plan/v3 JSON), optional iteration}: the
+    plan carries its data and its chunk table) on one worker process per rank of the plans
+    (every plan of a run has the same ranks and chunks). Returns per iteration {loss, grads
+    (all ranks' parameters), wall_s, replica_max_rel_diff, measured}; the last one also has
+    params (every parameter after its SGD step). A parameter held by several ranks
+    (data-parallel replicas) is reported once, from the lowest rank; replica_max_rel_diff is the
+    largest relative difference between the copies (0 when the all-reduce kept them equal).
+    measured: the iteration's weft.measured/v1 record (weft.runtime.measured). inject_slowdown
+    (test-only, Slowdown.parse): {"module", "pass", "factor", "tokens"}. Raises
+    PlanExecutionError with every failing rank's message, ValueError for a malformed plan
+    before any worker starts."""
+    if not jobs:
+        return []
+    jobs = [dict(job, iteration=job.get("iteration", job["plan"].get("iteration", i)))
+            for i, job in enumerate(jobs)]
+    num_ranks = None
     for job in jobs:  # a malformed plan fails here, before any worker starts (ValueError)
-        parse_plan(job["plan"], job.get("rank_replica"))
-    runs = run_streamed(model, chunks, num_ranks,
+        n = len(load_plan(job["plan"]).ranks)
+        if num_ranks is not None and n != num_ranks:
+            raise ValueError(f"run_plans: iteration {job['iteration']}'s plan has {n} ranks; "
+                             f"the first has {num_ranks}")
+        num_ranks = n
+    runs = run_streamed(model, num_ranks,
                         lambda i, _: jobs[i] if i < len(jobs) else None, seed=seed, lr=lr,
-                        timeout_s=timeout_s, keep_grads=True, keep_params=True)
+                        timeout_s=timeout_s, keep_grads=True, keep_params=True,
+                        inject_slowdown=inject_slowdown)
     merged = []
     for run in runs:
         out = {"loss": run["loss"], "wall_s": run["wall_s"],
-               "replica_max_rel_diff": run["replica_max_rel_diff"],
+               "replica_max_rel_diff": run["replica_max_rel_diff"], "measured": run["measured"],
                "grads": {n: torch.from_numpy(g) for n, g in run["grads"].items()}}
         if "params" in run:
             out["params"] = {n: torch.from_numpy(v) for n, v in run["params"].items()}
@@ -604,25 +695,28 @@ def run_plans(model: dict, chunks: list, jobs: list[dict], num_ranks: int, seed:
     return merged
 
 
-def run_streamed(model: dict, chunks: list[dict], num_ranks: int,
+def run_streamed(model: dict, num_ranks: int,
                  next_job: Optional[Callable[[int, Optional[dict]], Optional[dict]]] = None,
                  seed: int = 1, lr: float = 0.1, timeout_s: float = 30.0, record: bool = False,
                  keep_grads: bool = False, keep_params: bool = False,
-                 source: Optional[Callable[[], Callable]] = None) -> list[dict]:
-    """Runs iterations on num_ranks worker processes, one at a time. A job is {iteration, plan
-    (parsed JSON), batch, microbatches, ...}; None = stop. The jobs come either from
-    next_job(i, previous merged result), called here in the parent for job 0 before any iteration
-    runs and for job i + 1 once iteration i has finished on all ranks, or, with `source` (a
-    picklable factory, e.g. OnlinePlannerSource), from rank 0: it calls source() once to get its
-    next_job and broadcasts each job to the other ranks with torch.distributed. Planning ahead
-    happens in next_job's own background threads (PlannerService).
-    Returns per iteration {iteration, loss, wall_s, grads (numpy, when keep_grads),
-    records {rank: [(index, t0, t1)]}, job}; with keep_params the last one also has params (every
-    parameter after its SGD step, numpy). Raises PlanExecutionError with every failing rank's
-    message; a rank that hangs fails on its own wait timeout (timeout_s)."""
+                 source: Optional[Callable[[], Callable]] = None,
+                 inject_slowdown: Optional[dict] = None) -> list[dict]:
+    """Runs iterations on num_ranks worker processes, one at a time. A job is {plan (parsed
+    weft.plan/v3 JSON: its data tables and chunk table are all a worker needs), iteration, ...};
+    None = stop. The jobs come either from next_job(i, previous merged result), called here in
+    the parent for job 0 before any iteration runs and for job i + 1 once iteration i has
+    finished on all ranks, or, with `source` (a picklable factory, e.g. OnlinePlannerSource),
+    from rank 0: it calls source() once to get its next_job and broadcasts each job to the
+    other ranks with torch.distributed. Planning ahead happens in next_job's own background
+    threads (PlannerService).
+    Returns per iteration {iteration, loss, wall_s, grads (numpy, when keep_grads), records
+    {rank: [(index, t0, t1)]}, measured (the weft.measured/v1 record), job}; with keep_params
+    the last one also has params (every parameter after its SGD step, numpy). Raises
+    PlanExecutionError with every failing rank's message; a rank that hangs fails on its own
+    wait timeout (timeout_s). inject_slowdown: test-only, see run_plans."""
     if (next_job is None) == (source is None):
         raise ValueError("run_streamed: give exactly one of next_job and source")
-    chunks = rank_chunks(chunks, num_ranks)
+    slowdown = Slowdown.parse(model, inject_slowdown)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     queues = [ctx.Queue() for _ in range(num_ranks)]
@@ -631,8 +725,9 @@ def run_streamed(model: dict, chunks: list[dict], num_ranks: int,
                           wait_for_workers=False)
     port = store.port
     procs = [ctx.Process(target=_stream_worker,
-                         args=(r, num_ranks, port, model, chunks, seed, lr, timeout_s, record,
-                               keep_grads, keep_params, queues[r], results, source), daemon=True)
+                         args=(r, num_ranks, port, model, seed, lr, timeout_s, record,
+                               keep_grads, keep_params, queues[r], results, source, slowdown),
+                         daemon=True)
              for r in range(num_ranks)]
     for p in procs:
         p.start()
@@ -677,11 +772,15 @@ def run_streamed(model: dict, chunks: list[dict], num_ranks: int,
 
     def merge(job: dict, outs: dict) -> dict:
         grads, diff = _merge_copies([outs[r]["grads"] for r in sorted(outs)])
-        return {"iteration": job["iteration"], "job": job,
+        iteration = outs[0]["iteration"]
+        return {"iteration": iteration, "job": job,
                 "loss": sum(o["loss"] for o in outs.values()),
                 "wall_s": max(o["wall_s"] for o in outs.values()),
                 "grads": grads, "replica_max_rel_diff": diff,
-                "records": {r: o["records"] for r, o in outs.items()}}
+                "records": {r: o["records"] for r, o in outs.items()},
+                "measured": measured_iteration(
+                    job["plan"], iteration,
+                    {r: (o["stages"], o["wall_s"]) for r, o in outs.items()})}
 
     try:
         if source is not None:

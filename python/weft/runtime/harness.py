@@ -8,7 +8,7 @@ import time
 import torch
 
 import weft
-from weft.runtime.executor import run_plans
+from weft.runtime.executor import load_plan, run_plans
 from weft.runtime.model import build_chunks, reference_step
 
 
@@ -25,24 +25,38 @@ def plan_jobs(strategy: str, model: str = "tiny-vlm", iterations: int = 2, data:
     return first, jobs
 
 
-def reference(model_name: str, chunks: list[dict], jobs: list[dict], seed: int = 1,
-              lr: float = 0.1) -> list[dict]:
-    """Single process: same chunks in model order, same batches and microbatches, same SGD.
-    A job's `microbatches` are every microbatch of the iteration (a world plan's job lists all
-    replicas'): the reference runs the whole global batch in one process. `chunks`: a
-    placement's chunk list (replica 0's chunks of each module are the model).
-    Returns per iteration {loss, grads, samples (per microbatch, the batch samples it ran)};
-    the last one also has params (after its SGD step)."""
+def model_chunks(plan) -> list[dict]:
+    """The chunks that make up the model once, from a plan's chunk table (data.ranks): every
+    distinct (module, first_layer, num_layers) of the module's DP replica 0 (the ranks of a
+    world plan's other replicas, and an unfolded placement's other module replicas, hold copies
+    of the same parameters)."""
+    seen, out = set(), []
+    for rank in load_plan(plan).data.ranks:
+        for c in rank.chunks:
+            key = (c.module, c.first_layer, c.num_layers)
+            if c.module_replica == 0 and key not in seen:
+                seen.add(key)
+                out.append({"module": c.module, "first_layer": c.first_layer,
+                            "num_layers": c.num_layers})
+    return out
+
+
+def reference(model_name: str, jobs: list[dict], seed: int = 1, lr: float = 0.1) -> list[dict]:
+    """Single process: the model's chunks from the first plan's chunk table in model order, every
+    microbatch of each job's plan (a world plan's: the whole global batch, every replica's), the
+    same SGD. Returns per iteration {loss, grads, samples (per microbatch, the batch samples it
+    ran)}; the last one also has params (after its SGD step)."""
     model = weft.load_model(model_name)
     # The bindings' topological order of the modules (ModelSpec::TopologicalOrder), then layers.
     position = {m: i for i, m in enumerate(model["topological_order"])}
-    ordered = sorted((c for c in chunks if c.get("replica", 0) == 0),
+    plans = [load_plan(job["plan"]) for job in jobs]
+    ordered = sorted(model_chunks(plans[0]) if plans else [],
                      key=lambda c: (position[c["module"]], c["first_layer"]))
     modules = build_chunks(model, ordered, seed)
     out = []
-    for job in jobs:
+    for plan in plans:
         samples: list[list[int]] = []
-        loss = reference_step(model, modules, job["batch"], job["microbatches"], seed, samples)
+        loss = reference_step(model, modules, plan, seed, samples)
         # Frozen modules' parameters get no gradient (zero here) and no SGD step.
         grads = {n: p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
                  for m in modules for n, p in m.parameter_names().items()}
@@ -66,17 +80,10 @@ def max_relative_error(a: dict, b: dict) -> float:
     return max(float((a[k] - b[k]).abs().max() / max(float(b[k].abs().max()), 1e-12)) for k in a)
 
 
-def rank_chunk_table(r: dict) -> list[list[dict]]:
-    """Per rank of a weft.plan result's plan, the chunks it holds (what the workers build)."""
-    return [x["chunks"] for x in r["ranks"]]
-
-
 def run(strategy: str, model_name: str = "tiny-vlm", iterations: int = 2, timeout_s: float = 30.0,
         **kwargs):
     first, jobs = plan_jobs(strategy, model_name, iterations, **kwargs)
-    model = weft.load_model(model_name)
-    runs = run_plans(model, rank_chunk_table(first), jobs, first["num_ranks"],
-                     timeout_s=timeout_s)
+    runs = run_plans(weft.load_model(model_name), jobs, timeout_s=timeout_s)
     return first, jobs, runs
 
 
@@ -86,14 +93,11 @@ SEARCH_STRATEGIES = ("dip", "dip-interleave", "dip-reorder", "dip-partition-only
 
 
 def job_from_plan(r: dict, plan_wall_s: float) -> dict:
-    """A runtime job ({iteration, plan, batch, microbatches, ...}) from a weft.plan-style dict.
-    microbatches: every microbatch of the plan (all replicas' for a world plan: the reference's);
-    replica_microbatches and rank_replica: which of them each rank's `mb` indices refer to."""
-    return {"iteration": r["iteration"], "plan": json.loads(r["plan_json"]), "batch": r["batch"],
-            "microbatches": r["microbatches"],
-            "replica_microbatches": r.get("replica_microbatches", [r["microbatches"]]),
-            "rank_replica": [x["replica"] for x in r["ranks"]] if "ranks" in r else None,
-            "plan_wall_s": plan_wall_s, "chunks": r["chunks"], "summary": r}
+    """A runtime job from a weft.plan-style dict: the plan (weft.plan/v3, which carries its data
+    and chunk tables: the workers need nothing else) and, for reports, the iteration, the
+    planning wall time and the planner's summary."""
+    return {"iteration": r["iteration"], "plan": json.loads(r["plan_json"]),
+            "plan_wall_s": plan_wall_s, "summary": r}
 
 
 class OnlinePlanner:

@@ -4,16 +4,17 @@ The model is cut into chunks exactly like a weft placement: a chunk is (module, 
 num_layers). Layer parameters are drawn from a generator seeded by (seed, module, layer), so a
 worker that builds only its chunks holds the same weights as a single-process reference.
 
-Token counts follow weft's workload derivation (data::DeriveModuleWorkload): a ViT image is
-(image_size_px / patch_size)^2 patch tokens; the projector sees them merged spatial_merge^2 : 1
-(the merge is the reshape [T, h] -> [T / merge^2, h * merge^2] at the projector's input); an LLM
-packed sequence is the concatenation of its samples, each = its image tokens then its text tokens.
-Attention is block-diagonal per image (ViT) and per sample (LLM, causal).
+Token counts are the plan's (weft.plan/v3 data tables: each microbatch's workload instances per
+module, as data::DeriveModuleWorkload derived them): a ViT image has the patch tokens of its ViT
+instance; the projector sees them merged spatial_merge^2 : 1 (the reshape [T, h] ->
+[T / merge^2, h * merge^2] at the projector's input) into its own instance's tokens; an LLM
+packed sequence is the concatenation of its samples, each = its image tokens, audio tokens, then
+text tokens. Attention is block-diagonal per image (ViT) and per sample (LLM, causal). Nothing
+here derives a token count from sample metadata.
 """
 from __future__ import annotations
 
 import copy
-import math
 import zlib
 
 import torch
@@ -252,73 +253,100 @@ class ModuleChunk(torch.nn.Module):
 
 
 class MicrobatchData:
-    """Seeded input tensors of one microbatch (sequences of a weft batch).
+    """Seeded input tensors of one microbatch of a plan, shaped by the plan's data tables.
 
-    Per sample, in this order: its images (ViT patches), its audio clips (mel features, one
-    attention window = max_source_positions encoder tokens, padded like weft's encoder view; the
-    LLM gets the unpadded ceil(frames / conv_downsample) tokens of each window), then the LLM's
-    tokens: image tokens, audio tokens, text tokens.
+    `plan` is a parsed weft.plan/v3 plan (weft.runtime.plan.ExecutionPlan) and `microbatch` one
+    of its data.microbatches. The microbatch is kept per instance, in weft's workload order
+    (the plan's instance lists): images (ViT, and the vision projector's merged tokens of each),
+    audio windows (audio encoder: padded rows and the unpadded tokens that reach the LLM), audio
+    clips (audio projector), sequences (LLM: one segment per sample), videos (DiT latents).
+    Per sample, in sequence order, its tensors are drawn from a generator seeded by (seed,
+    iteration, sample id): its images (ViT patches), its audio windows (mel features), its LLM
+    token ids and labels, then its videos (noisy latents, targets).
 
-    The microbatch is also kept per instance, in weft's workload order (data::
-    DeriveModuleWorkload): images (ViT and vision projector instances), audio windows (audio
-    encoder), audio clips (audio projector), sequences (LLM). restrict() gives the view of a DIP
-    sub-microbatch, a slice of one module's instances; route() says which output rows of a
-    producer's slice a consumer's slice takes."""
+    restrict() gives the view of a DIP sub-microbatch, a slice of one module's instances;
+    route() says which output rows of a producer's slice a consumer's slice takes."""
 
-    def __init__(self, model: dict, batch: dict, sequence_indices: list[int], seed: int,
-                 loss_denominator: float):
+    def __init__(self, model: dict, plan, microbatch, seed: int, loss_denominator: float):
         self.model = model
-        vit = next((m for m in model["modules"] if m["kind"] == "vit"), None)
-        audio = next((m for m in model["modules"] if m["kind"] == "audio_encoder"), None)
-        llm = next(m for m in model["modules"] if m["kind"] == "llm")
-        patches = merged = patch_dim = 0
-        if vit is not None:
-            grid = vit["image_size_px"] // vit["patch_size"]
-            patches = grid * grid
-            merged = patches // (vit["spatial_merge"] ** 2)
-            patch_dim = vit["in_channels"] * vit["patch_size"] ** 2
-        self.patches, self.merged, self.patch_dim = patches, merged, patch_dim
+        mods = model["modules"]
+
+        def first(kind: str):
+            return next((i for i, m in enumerate(mods) if m["kind"] == kind), None)
+
+        vit_m, audio_m, llm_m, dit_m = (first(k) for k in ("vit", "audio_encoder", "llm", "dit"))
+        vit = mods[vit_m] if vit_m is not None else None
+        audio = mods[audio_m] if audio_m is not None else None
+        dit = mods[dit_m] if dit_m is not None else None
+        self.patch_dim = vit["in_channels"] * vit["patch_size"] ** 2 if vit is not None else 0
         self.feat = audio_feature_size(audio) if audio is not None else 0
-        window = audio["max_source_positions"] if audio is not None else 0
-        # Instances: images (si, item, pixels); windows (si, item, features, kept tokens);
-        # clips (si, item, kept tokens); sequences: [(si, n_img, n_audio, token ids, labels)].
-        dit = next((m for m in model["modules"] if m["kind"] == "dit"), None)
         self.dit_patch = dit_patch_size(dit) if dit is not None else 0
-        self.images, self.windows, self.clips, self.sequences = [], [], [], []
-        self.videos = []  # DiT instances: (si, item, noisy latents, target), weft's order
-        for q in sequence_indices:
-            seq = batch["sequences"][q] if batch["sequences"] else {"sample_indices": [q]}
-            members = []
-            for si in seq["sample_indices"]:
-                sample = batch["samples"][si]
-                g = _generator(seed, batch["iteration"], sample["id"])
-                n_img = len(sample["images"]) if vit is not None else 0
-                for item in range(n_img):
-                    self.images.append((si, item, torch.randn(patches, patch_dim, generator=g)))
-                n_audio = 0
-                clips = sample.get("audios", []) if audio is not None else []
-                for item, clip in enumerate(clips):
-                    kept_clip = 0
-                    for kept in audio_window_tokens(audio, clip["duration_s"]):
-                        self.windows.append((si, item, torch.randn(window, self.feat, generator=g),
-                                             kept))
-                        kept_clip += kept
-                    if kept_clip:
-                        self.clips.append((si, item, kept_clip))
-                    n_audio += kept_clip
-                n_tokens = n_img * merged + n_audio + sample["text_tokens"]
-                members.append((si, n_img, n_audio,
-                                torch.randint(0, llm["vocab_size"], (n_tokens,), generator=g),
-                                torch.randint(0, llm["vocab_size"], (n_tokens,), generator=g)))
-                for item, video in enumerate(sample.get("videos", []) if dit is not None else []):
-                    n = dit_latent_tokens(dit, video)
-                    if n > 0:
-                        self.videos.append((si, item,
-                                            torch.randn(n, self.dit_patch, generator=g),
-                                            torch.randn(n, self.dit_patch, generator=g)))
-            self.sequences.append(members)
+        inst = microbatch.instances
+
+        def of(module) -> list:
+            return list(inst[module]) if module is not None and module < len(inst) else []
+
+        def by_sample(module) -> dict[int, list]:
+            out: dict[int, list] = {}
+            for x in of(module):
+                out.setdefault(x.samples[0], []).append(x)
+            return out
+
+        # The tokens each upstream branch hands the LLM per sample: its last module's instances
+        # (a projector's merged image tokens or unpadded audio tokens), by encoder kind.
+        names = [m["name"] for m in mods]
+        branch_tokens: dict[str, dict[int, int]] = {"vit": {}, "audio_encoder": {}}
+        self.merged_of: dict[tuple[int, int], int] = {}
+        if llm_m is not None:
+            for a, b in model["edges"]:
+                if b != names[llm_m]:
+                    continue
+                p = names.index(a)
+                kind = upstream_encoder_kind(model, a) if mods[p]["kind"] == "mlp_projector" \
+                    else mods[p]["kind"]
+                for x in of(p):
+                    tokens = branch_tokens.setdefault(kind, {})
+                    tokens[x.samples[0]] = tokens.get(x.samples[0], 0) + x.total_tokens
+                    if kind == "vit":
+                        self.merged_of[(x.samples[0], x.item)] = x.total_tokens
+        aproj = next((i for i, m in enumerate(mods) if m["kind"] == "mlp_projector"
+                      and upstream_encoder_kind(model, m["name"]) == "audio_encoder"), None)
+        images_of, windows_of, videos_of = by_sample(vit_m), by_sample(audio_m), by_sample(dit_m)
+        llm_segments = {s: t for x in of(llm_m) for s, t in zip(x.samples, x.tokens)}
+        # Instances: images (si, item, pixels); windows (si, item, features, unpadded tokens);
+        # clips (si, item, tokens); sequences: [(si, image tokens, audio tokens, ids, labels)]
+        # per LLM instance; videos (si, item, noisy latents, target).
+        self.images, self.windows, self.videos = [], [], []
+        self.clips = [(x.samples[0], x.item, x.total_tokens) for x in of(aproj)]
+        members: dict[int, tuple] = {}
+        llm_vocab = mods[llm_m]["vocab_size"] if llm_m is not None else 0
+        samples = [si for q in microbatch.sequences for si in plan.data.sequences[q].samples]
+        for si in samples:
+            g = _generator(seed, plan.iteration, plan.data.samples[si].id)
+            for x in images_of.get(si, []):
+                self.images.append((si, x.item, torch.randn(x.total_tokens, self.patch_dim,
+                                                            generator=g)))
+            for x in windows_of.get(si, []):
+                self.windows.append((si, x.item, torch.randn(x.total_tokens, self.feat,
+                                                             generator=g), x.unpadded_tokens))
+            n_tokens = llm_segments.get(si, 0)
+            n_img = branch_tokens["vit"].get(si, 0)
+            n_audio = branch_tokens["audio_encoder"].get(si, 0)
+            if si in llm_segments and n_tokens - n_img - n_audio != \
+                    plan.data.samples[si].text_tokens:
+                raise ValueError(f"plan data: sample {si} has {n_tokens} LLM tokens; its "
+                                 f"{n_img} image and {n_audio} audio tokens and "
+                                 f"{plan.data.samples[si].text_tokens} text tokens do not add up")
+            members[si] = (si, n_img, n_audio,
+                           torch.randint(0, max(llm_vocab, 1), (n_tokens,), generator=g),
+                           torch.randint(0, max(llm_vocab, 1), (n_tokens,), generator=g))
+            for x in videos_of.get(si, []):
+                self.videos.append((si, x.item,
+                                    torch.randn(x.total_tokens, self.dit_patch, generator=g),
+                                    torch.randn(x.total_tokens, self.dit_patch, generator=g)))
+        self.sequences = [[members[s] for s in x.samples] for x in of(llm_m)]
         # The batch samples of the microbatch (ascending): what its LLM instances hold.
-        self.sample_ids = sorted(m[0] for members in self.sequences for m in members)
+        self.sample_ids = sorted(samples)
         self.loss_denominator = loss_denominator
         self._set_images(self.images)
         self._set_windows(self.windows)
@@ -350,7 +378,7 @@ class MicrobatchData:
     def _set_images(self, images) -> None:
         self.pixels = (torch.cat([p for _, _, p in images]) if images
                        else torch.zeros(0, self.patch_dim))
-        self.vit_segments = [self.patches] * len(images)
+        self.vit_segments = [len(p) for _, _, p in images]
         self.vit_mask = _segment_mask(self.vit_segments, causal=False)
 
     def _set_windows(self, windows) -> None:
@@ -368,8 +396,8 @@ class MicrobatchData:
         offset = 0
         for members in sequences:
             for _, n_img, n_audio, ids, lab in members:
-                image_pos.extend(range(offset, offset + n_img * self.merged))
-                start = offset + n_img * self.merged
+                image_pos.extend(range(offset, offset + n_img))
+                start = offset + n_img
                 audio_pos.extend(range(start, start + n_audio))
                 token_ids.append(ids)
                 labels.append(lab)
@@ -441,13 +469,14 @@ class MicrobatchData:
             return [((si, None), len(ids)) for members in self.sequences[begin:end]
                     for si, _, _, ids, _ in members]
         if kind == "vit":
-            return [((si, item), self.patches) for si, item, _ in self.images[begin:end]]
+            return [((si, item), len(p)) for si, item, p in self.images[begin:end]]
         if kind == "audio_encoder":
             return [((si, item), len(f)) for si, item, f, _ in self.windows[begin:end]]
         if kind == "mlp_projector":
             if upstream_encoder_kind(self.model, spec["name"]) == "audio_encoder":
                 return [((si, item), kept) for si, item, kept in self.clips[begin:end]]
-            return [((si, item), self.merged) for si, item, _ in self.images[begin:end]]
+            return [((si, item), self.merged_of[(si, item)])
+                    for si, item, _ in self.images[begin:end]]
         raise ValueError(f"module {spec['name']} ({kind}) does not feed another module here")
 
     def route(self, producer: int, p_range: tuple[int, int], consumer: int,
@@ -476,44 +505,9 @@ def dit_patch_size(dit: dict) -> int:
     return dit["in_channels"] * dit["patch_size"] ** 2 * max(1, dit["temporal_patch"])
 
 
-def dit_latent_tokens(dit: dict, video: dict) -> int:
-    """Latent tokens of a clip (data::DitLatentTokensForVideo with the default options: 16 fps,
-    clips trimmed to 16 s)."""
-    fps_out, max_s = 16.0, 16.0
-    duration_s = video.get("duration_s", 0.0)
-    if video.get("frames", 0) > 0 and video.get("fps", 0) > 0:
-        duration_s = video["frames"] / video["fps"]
-    if duration_s > 0:
-        frames = max(1, math.floor(min(duration_s, max_s) * fps_out + 0.5))
-    else:
-        frames = min(video.get("frames", 0), math.floor(max_s * fps_out + 0.5))
-    if frames <= 0:
-        return 0
-    h = video.get("height_px") or dit.get("image_size_px")
-    w = video.get("width_px") or dit.get("image_size_px")
-    vt, vs = dit["vae_temporal_downsample"], dit["vae_spatial_downsample"]
-    p, tp = dit["patch_size"], max(1, dit["temporal_patch"])
-    def cdiv(a: int, b: int) -> int:
-        return -(-a // b)
-    return cdiv(cdiv(frames, vt), tp) * cdiv(cdiv(h, vs), p) * cdiv(cdiv(w, vs), p)
-
-
 def audio_feature_size(audio: dict) -> int:
     """Input features of one audio encoder token: conv_downsample mel frames stacked."""
     return audio["mel_bins"] * audio["conv_downsample"]
-
-
-def audio_window_tokens(audio: dict, duration_s: float) -> list[int]:
-    """Unpadded encoder tokens of each attention window of a clip (data::AudioEncoderWindowTokens
-    with pad_audio_to_window = false)."""
-    fps, conv = audio["frames_per_second"], audio["conv_downsample"]
-    frames = math.ceil(duration_s * fps - 1e-9) if duration_s > 0 else 0
-    window_frames = audio["max_source_positions"] * conv
-    out = []
-    while frames > 0:
-        out.append(-(-min(frames, window_frames) // conv))
-        frames -= window_frames
-    return out
 
 
 def upstream_encoder_kind(model: dict, name: str) -> str:
@@ -533,27 +527,23 @@ def upstream_encoder_kind(model: dict, name: str) -> str:
     return by_name[name]["kind"]
 
 
-def batch_llm_tokens(batch: dict) -> int:
-    return sum(q["llm_tokens"] for q in batch["sequences"])
-
-
 def build_chunks(model: dict, chunks: list[dict], seed: int) -> list[ModuleChunk]:
     return [ModuleChunk(model, c["module"], c["first_layer"], c["num_layers"], seed) for c in chunks]
 
 
-def reference_step(model: dict, chunk_modules: list[ModuleChunk], batch: dict,
-                   microbatches: list[list[int]], seed: int,
+def reference_step(model: dict, chunk_modules: list[ModuleChunk], plan, seed: int,
                    samples_used: list[list[int]] | None = None) -> float:
-    """Single-process reference: runs every microbatch through the whole model in module order
-    (`chunk_modules` sorted by module topological order, then layer), accumulating gradients.
-    A module's first chunk takes the outputs of its predecessor modules (model edges); later
-    chunks the previous chunk's output. Returns the loss; appends each microbatch's batch
-    samples (ascending) to samples_used when given."""
-    denom = float(batch_llm_tokens(batch))
+    """Single-process reference: runs every microbatch of `plan` (a parsed weft.plan/v3 plan:
+    all of its data.microbatches, every replica's in a world plan) through the whole model in
+    module order (`chunk_modules` sorted by module topological order, then layer), accumulating
+    gradients. A module's first chunk takes the outputs of its predecessor modules (model
+    edges); later chunks the previous chunk's output. Returns the loss; appends each
+    microbatch's batch samples (ascending) to samples_used when given."""
+    denom = float(plan.data.loss_tokens)
     names = [m["name"] for m in model["modules"]]
     total = 0.0
-    for mb_seqs in microbatches:
-        mb = MicrobatchData(model, batch, mb_seqs, seed, denom)
+    for key in sorted(plan.data.microbatches):
+        mb = MicrobatchData(model, plan, plan.data.microbatches[key], seed, denom)
         if samples_used is not None:
             samples_used.append(mb.sample_ids)
         outs: dict[int, torch.Tensor] = {}

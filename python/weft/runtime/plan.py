@@ -1,13 +1,18 @@
-"""A weft execution plan (parsed JSON) as typed objects, checked once when it is loaded.
+"""A weft execution plan (parsed JSON, schema weft.plan/v3) as typed objects, checked once when it
+is loaded.
 
-parse_plan(plan_dict) turns every action's "op" into an Op, its stage into a StageKey and each
-buffer's two ends into StageRefs; an unknown op or a missing field raises ValueError naming the
-rank and the action. The executor then dispatches on Op (one method per op) without looking at
-strings again.
+parse_plan(plan_dict) turns every action's "op" into an Op, its stage into a StageKey, each
+buffer's two ends into StageRefs and the plan's data tables ("data", docs/plan_schema.md) into
+PlanData: the batch's samples and sequences, every microbatch the ranks run with each module's
+workload instances (tokens per segment, samples, item, unpadded tokens), and per rank its
+replica, device group and chunks. An unknown op, a missing field or a table that does not fit
+the actions raises ValueError naming the rank and the action (or the table entry). The executor
+then dispatches on Op (one method per op) without looking at strings again, and takes every
+shape from the tables: the runtime derives no token count itself.
 
 A world plan (weft.plan(..., world=True)) holds every rank of every data-parallel replica; the
-`mb` indices of a rank's stages refer to its replica's microbatches (rank_replica), so stage
-data (instances, samples) is kept per replica.
+`mb` indices of a rank's stages refer to its replica's microbatches (data.ranks[r].replica), so
+stage data (instances, samples) is kept per replica.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ class Op(enum.Enum):
     WAIT_SEND = "wait_send"
     WAIT_RECV = "wait_recv"
     FREE = "free"
-    ALL_REDUCE_GRADS = "all_reduce_grads"  # plan schema v2: DP gradient all-reduce of a module
+    ALL_REDUCE_GRADS = "all_reduce_grads"  # DP gradient all-reduce of a module
 
     @property
     def is_compute(self) -> bool:
@@ -113,6 +118,83 @@ class Action:
         return f"{op} buf {self.buffer}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Instance:
+    """One workload instance of a module in a microbatch (data::DeriveModuleWorkload's order):
+    an image, an audio window or clip, a video, or an LLM sequence whose segments are samples."""
+    tokens: tuple[int, ...]   # per segment
+    samples: tuple[int, ...]  # per segment: the sample id (index into PlanData.samples)
+    item: int                 # the item of its sample (image / clip / video number); -1 none
+    unpadded_tokens: int      # tokens holding data (< sum(tokens) for a padded audio window)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.tokens)
+
+
+@dataclasses.dataclass(frozen=True)
+class Microbatch:
+    replica: int
+    microbatch: int
+    sequences: tuple[int, ...]
+    instances: tuple[tuple[Instance, ...], ...]  # [module]
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """Layers [first_layer, first_layer + num_layers) of `module` in pipeline slot `chunk`."""
+    module: int
+    chunk: int
+    first_layer: int
+    num_layers: int
+    module_replica: int = 0  # the module's DP replica (unfolded placements)
+
+
+@dataclasses.dataclass(frozen=True)
+class RankData:
+    replica: int  # whose microbatches the rank's `mb` indices name
+    group: int    # the placement's device group it runs
+    chunks: tuple[Chunk, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    id: int           # the data's sample id (seeds its tensors)
+    text_tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Sequence:
+    samples: tuple[int, ...]  # sample ids in packing order
+    llm_tokens: int
+
+
+@dataclasses.dataclass
+class PlanData:
+    """The plan's data tables (weft.plan/v3 "data"); empty for a plan compiled from a bare
+    stage graph (such a plan cannot run: has_data is False)."""
+    samples: list[Sample]
+    sequences: list[Sequence]
+    microbatches: dict[tuple[int, int], Microbatch]  # (replica, microbatch) -> its entry
+    ranks: list[RankData]
+
+    @property
+    def has_data(self) -> bool:
+        return bool(self.ranks)
+
+    @property
+    def loss_tokens(self) -> int:
+        """LLM tokens of the whole global batch: the loss denominator of every microbatch."""
+        return sum(q.llm_tokens for q in self.sequences)
+
+    def instance_tokens(self, replica: int, mb: int, module: int, begin: int, end: int) -> int:
+        """Tokens of instances [begin, end) of `module` in microbatch (replica, mb)."""
+        m = self.microbatches.get((replica, mb))
+        if m is None or module >= len(m.instances):
+            return 0
+        return sum(i.total_tokens for i in m.instances[module][begin:end])
+
+
 @dataclasses.dataclass
 class RankPlan:
     rank: int
@@ -126,29 +208,25 @@ class ExecutionPlan:
     ranks: list[RankPlan]
     replica: int
     num_replicas: int
-    # Per replica (index = rank_replica[rank]): (module, microbatch, sub) -> [begin, end) of the
+    data: PlanData
+    # Per replica (key = rank_replica[rank]): (module, microbatch, sub) -> [begin, end) of the
     # module's workload instances and the samples of that stage, from the compute actions of
     # every rank of the replica (the same on every chunk).
-    replica_instances: list[dict[tuple[int, int, int], tuple[int, int]]]
-    replica_samples: list[dict[tuple[int, int, int], tuple[int, ...]]]
-    # Per rank: the replica whose microbatches its `mb` indices refer to (all 0 for one pipeline
-    # or an unfolded world plan, r // ranks per replica for a folded world plan).
+    replica_instances: dict[int, dict[tuple[int, int, int], tuple[int, int]]]
+    replica_samples: dict[int, dict[tuple[int, int, int], tuple[int, ...]]]
+    # Per rank: the replica whose microbatches its `mb` indices refer to (data.ranks[r].replica:
+    # all equal for one pipeline or an unfolded world plan, r // ranks per replica for a folded
+    # world plan).
     rank_replica: tuple[int, ...] = ()
-
-    @property
-    def stage_instances(self) -> dict[tuple[int, int, int], tuple[int, int]]:
-        """Replica 0's stage instances (a one-pipeline plan's)."""
-        return self.replica_instances[0] if self.replica_instances else {}
-
-    @property
-    def stage_samples(self) -> dict[tuple[int, int, int], tuple[int, ...]]:
-        """Replica 0's stage samples (a one-pipeline plan's)."""
-        return self.replica_samples[0] if self.replica_samples else {}
+    iteration: int = 0
+    model: str = ""
+    strategy: str = ""
+    modules: tuple[str, ...] = ()
 
     def compute_samples(self, module: int, replica: int = 0) -> dict[int, set[int]]:
         """Microbatch -> the samples the compute actions of `module` process (in `replica`)."""
         out: dict[int, set[int]] = {}
-        for (m, mb, _), samples in self.replica_samples[replica].items():
+        for (m, mb, _), samples in self.replica_samples.get(replica, {}).items():
             if m == module:
                 out.setdefault(mb, set()).update(samples)
         return out
@@ -160,7 +238,7 @@ class ExecutionPlan:
                        if a.op is Op.ALL_REDUCE_GRADS and len(a.ranks) > 1})
 
 
-SCHEMA = "weft.plan/v2"
+SCHEMA = "weft.plan/v3"
 
 
 def _where(rank: int, index: int) -> str:
@@ -186,29 +264,109 @@ def _stage_ref(d: dict, where: str) -> StageRef:
     return StageRef(_int(d, "rank", where), _stage_key(d, where), p)
 
 
-def parse_plan(plan: dict, rank_replica=None) -> ExecutionPlan:
-    """Parses a plan dict (json.loads of a weft.plan/v2 file, docs/plan_schema.md). Raises
-    ValueError with one line naming the rank and the action (or buffer) on a malformed plan.
-    rank_replica: per rank the replica whose microbatches its `mb` indices refer to (weft.plan's
-    ranks[r]["replica"]; None = all 0, one microbatch list)."""
+def _ints(v, where: str, lo: int = 0) -> tuple[int, ...]:
+    if not isinstance(v, list) or not all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= lo for x in v):
+        raise ValueError(f"{where} = {v!r}; must be a list of integers >= {lo}")
+    return tuple(v)
+
+
+def _entries(d: dict, key: str, where: str) -> list[dict]:
+    """d[key] (default []): a list of objects."""
+    v = d.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+        raise ValueError(f"{where}.{key} must be a list of objects")
+    return v
+
+
+def _parse_data(d: dict, num_ranks: int, num_modules: int) -> PlanData:
+    """The "data" object (docs/plan_schema.md "Data tables"): the entries the runtime reads,
+    checked where the runtime relies on them (ids in range, one instance list per module)."""
+    if not isinstance(d, dict):
+        raise ValueError("plan: data must be an object (weft.plan/v3)")
+    for key in ("samples", "sequences", "microbatches", "ranks"):
+        _entries(d, key, "plan: data")
+    samples = [Sample(_int(x, "id", f"plan: data.samples[{i}]"),
+                      _int(x, "text_tokens", f"plan: data.samples[{i}]"))
+               for i, x in enumerate(d.get("samples", []))]
+    sequences = []
+    for i, x in enumerate(d.get("sequences", [])):
+        where = f"plan: data.sequences[{i}]"
+        members = _ints(x.get("samples"), f"{where}.samples")
+        if any(s >= len(samples) for s in members):
+            raise ValueError(f"{where}.samples = {list(members)}; must be < {len(samples)}")
+        sequences.append(Sequence(members, _int(x, "llm_tokens", where)))
+    microbatches: dict[tuple[int, int], Microbatch] = {}
+    for i, x in enumerate(d.get("microbatches", [])):
+        where = f"plan: data.microbatches[{i}]"
+        key = (_int(x, "replica", where), _int(x, "microbatch", where))
+        seqs = _ints(x.get("sequences"), f"{where}.sequences")
+        if any(q >= len(sequences) for q in seqs):
+            raise ValueError(f"{where}.sequences = {list(seqs)}; must be < {len(sequences)}")
+        lists = x.get("instances")
+        if not isinstance(lists, list) or len(lists) != num_modules:
+            raise ValueError(f"{where}.instances must have one list per module ({num_modules})")
+        instances = []
+        for m, lst in enumerate(lists):
+            insts = []
+            if not isinstance(lst, list):
+                raise ValueError(f"{where}.instances[{m}] must be a list")
+            for k, inst in enumerate(lst):
+                at = f"{where}.instances[{m}][{k}]"
+                if not isinstance(inst, dict):
+                    raise ValueError(f"{at} must be an object")
+                tokens = _ints(inst.get("tokens"), f"{at}.tokens")
+                members = _ints(inst.get("samples"), f"{at}.samples")
+                if len(members) != len(tokens) or any(s >= len(samples) for s in members):
+                    raise ValueError(f"{at}: samples {list(members)} must name one sample "
+                                     f"(< {len(samples)}) per segment of tokens {list(tokens)}")
+                unpadded = inst.get("unpadded_tokens", sum(tokens))
+                if not isinstance(unpadded, int) or not 0 <= unpadded <= sum(tokens):
+                    raise ValueError(f"{at}.unpadded_tokens = {unpadded!r}; must be in "
+                                     f"[0, {sum(tokens)}]")
+                insts.append(Instance(tokens, members, _int(inst, "item", at), unpadded))
+            instances.append(tuple(insts))
+        if key in microbatches:
+            raise ValueError(f"{where}: (replica, microbatch) {key} is listed twice")
+        microbatches[key] = Microbatch(key[0], key[1], seqs, tuple(instances))
+    ranks = []
+    entries = d.get("ranks", [])
+    if entries and len(entries) != num_ranks:
+        raise ValueError(f"plan: data.ranks has {len(entries)} entries; the plan has "
+                         f"{num_ranks} ranks")
+    for r, x in enumerate(entries):
+        where = f"plan: data.ranks[{r}]"
+        chunks = tuple(Chunk(_int(c, "module", where), _int(c, "chunk", where),
+                             _int(c, "first_layer", where), _int(c, "num_layers", where),
+                             _int(c, "module_replica", where, 0))
+                       for c in _entries(x, "chunks", where))
+        if any(c.module >= num_modules for c in chunks):
+            raise ValueError(f"{where}: a chunk names a module >= {num_modules}")
+        ranks.append(RankData(_int(x, "replica", where), _int(x, "group", where), chunks))
+    return PlanData(samples, sequences, microbatches, ranks)
+
+
+def parse_plan(plan: dict) -> ExecutionPlan:
+    """Parses a plan dict (json.loads of a weft.plan/v3 file, docs/plan_schema.md), its data
+    tables included. Raises ValueError with one line naming the rank and the action (or buffer,
+    or table entry) on a malformed plan; a v1 or v2 plan (no data tables) says to regenerate it."""
     schema = plan.get("schema", "")
-    if schema == "weft.plan/v1":
-        raise ValueError("plan: weft.plan/v1 is no longer read (no buffer ends or samples); "
-                         "regenerate it with weft.plan(...) or `weft plan ... --out FILE`")
+    if schema in ("weft.plan/v1", "weft.plan/v2"):
+        raise ValueError(f"plan: {schema} is no longer read (its data came on the side); "
+                         "regenerate it with weft.plan(...) or `weft plan ... --out FILE` "
+                         f"(writes {SCHEMA})")
     if schema != SCHEMA:
         raise ValueError(f"plan: schema = {schema!r}; expected {SCHEMA!r}")
     ranks: list[RankPlan] = []
     num_ranks = len(plan.get("ranks", []))
-    if rank_replica is None:
-        rank_replica = (0,) * num_ranks
-    rank_replica = tuple(rank_replica)
-    if len(rank_replica) != num_ranks or any(
-            not isinstance(q, int) or q < 0 for q in rank_replica):
-        raise ValueError(f"plan: rank_replica {list(rank_replica)} must give a replica >= 0 for "
-                         f"each of the plan's {num_ranks} ranks")
-    replicas = max(rank_replica, default=0) + 1
-    replica_instances: list[dict] = [{} for _ in range(replicas)]
-    replica_samples: list[dict] = [{} for _ in range(replicas)]
+    modules = tuple(plan.get("modules", []))
+    if "data" not in plan:
+        raise ValueError("plan: data: missing (weft.plan/v3 carries its data tables)")
+    data = _parse_data(plan["data"], num_ranks, len(modules))
+    rank_replica = tuple(x.replica for x in data.ranks) or (0,) * num_ranks
+    replica_instances: dict[int, dict] = {q: {} for q in set(rank_replica)}
+    replica_samples: dict[int, dict] = {q: {} for q in set(rank_replica)}
+    replicas = len(replica_instances)
     for r, rank in enumerate(plan.get("ranks", [])):
         stage_instances = replica_instances[rank_replica[r]]
         stage_samples = replica_samples[rank_replica[r]]
@@ -261,13 +419,22 @@ def parse_plan(plan: dict, rank_replica=None) -> ExecutionPlan:
                              outputs=tuple(a.get("outputs", ())),
                              samples=tuple(a.get("samples", ())) or None,
                              instances=(inst[0], inst[1]), raw=a)
+                if data.has_data:
+                    mb = data.microbatches.get((rank_replica[r], stage.microbatch))
+                    if mb is None:
+                        raise ValueError(f"{where}: microbatch {stage.microbatch} of replica "
+                                         f"{rank_replica[r]} is not in data.microbatches")
+                    n = len(mb.instances[stage.module]) if stage.module < len(modules) else -1
+                    if inst[1] > n:
+                        raise ValueError(f"{where}: instances {inst} of {stage}; the "
+                                         f"microbatch has {max(n, 0)} instances of that module")
                 k = stage.slice_key
                 if stage_instances.setdefault(k, act.instances) != act.instances:
                     raise ValueError(f"{where}: instances {list(act.instances)} of {stage}; "
                                      f"another stage of m{k[0]} mb{k[1]}.{k[2]} has "
                                      f"{list(stage_instances[k])}"
                                      + ("" if replicas > 1 else " (a world plan of several "
-                                        "replicas needs rank_replica)"))
+                                        "replicas needs data.ranks)"))
                 if act.samples is not None:
                     stage_samples.setdefault(k, act.samples)
             else:
@@ -278,5 +445,6 @@ def parse_plan(plan: dict, rank_replica=None) -> ExecutionPlan:
             actions.append(act)
         ranks.append(RankPlan(r, buffers, actions))
     return ExecutionPlan(schema, ranks, _int(plan, "replica", "plan", 0),
-                         _int(plan, "num_replicas", "plan", 1), replica_instances,
-                         replica_samples, rank_replica)
+                         _int(plan, "num_replicas", "plan", 1), data, replica_instances,
+                         replica_samples, rank_replica, _int(plan, "iteration", "plan", 0),
+                         plan.get("model", ""), plan.get("strategy", ""), modules)
