@@ -95,9 +95,9 @@ void ExpectTablesFitThePlan(const plan::ExecutionPlan& plan, const strategy::Pla
                             const strategy::PlannedIteration& planned) {
   const plan::PlanData& d = plan.data;
   ASSERT_EQ(static_cast<int>(d.ranks.size()), plan.num_ranks());
-  ASSERT_EQ(d.samples.size(), planned.batch.samples.size());
+  ASSERT_EQ(d.samples.size(), planned.plan.batch->samples.size());
   for (size_t i = 0; i < d.samples.size(); ++i) {
-    EXPECT_EQ(d.samples[i].id, planned.batch.samples[i].id);
+    EXPECT_EQ(d.samples[i].id, planned.plan.batch->samples[i].id);
   }
   int computes = 0;
   for (int r = 0; r < plan.num_ranks(); ++r) {
@@ -117,7 +117,7 @@ void ExpectTablesFitThePlan(const plan::ExecutionPlan& plan, const strategy::Pla
     EXPECT_EQ(std::vector<int>(m.sequences.begin(), m.sequences.end()), mbs[m.microbatch]);
     for (int module = 0; module < static_cast<int>(m.instances.size()); ++module) {
       if (m.instances[module].empty()) continue;
-      auto w = data::DeriveModuleWorkload(planner.job().model, module, planned.batch,
+      auto w = data::DeriveModuleWorkload(planner.job().model, module, *planned.plan.batch,
                                           mbs[m.microbatch], planner.job().workload);
       ASSERT_TRUE(w.ok());
       ASSERT_EQ(m.instances[module].size(), w->instances.size());

@@ -1,5 +1,6 @@
 // Bindings: planning one iteration with a strategy (plan JSON + simulated summary), simulate.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -7,6 +8,7 @@
 #include "plan_dict.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
+#include "weft/plan/measured.h"
 #include "weft/planning/planner.h"
 #include "weft/strategy/strategy.h"
 
@@ -35,10 +37,112 @@ Status RunPlan(const std::string& strategy_name, const planning::JobOptions& job
                : CompileReplica0(*out.planner, iteration, out.planned, out.compiled);
 }
 
+// A planner that carries its PlanState between iterations and learns from measured times
+// (Planner::Plan(batch, state) / Planner::Observe): weft.FeedbackPlanner.
+class FeedbackPlanner {
+ public:
+  FeedbackPlanner(const std::string& strategy_name, const planning::JobOptions& job,
+                  const planning::PlanBudget& budget) {
+    Status status;
+    {
+      py::gil_scoped_release release;
+      auto made = strategy::MakePlanner(job, strategy_name, {.budget = budget});
+      status = made.status();
+      if (made.ok()) planner_ = std::move(*made);
+    }
+    Check(status);
+  }
+
+  // Plans iteration `iteration`'s batch in the current state and compiles the world plan.
+  py::dict Plan(int64_t iteration) {
+    spec::Batch batch;
+    CompiledReplica compiled;
+    Status status = [&]() -> Status {
+      py::gil_scoped_release release;
+      WEFT_ASSIGN_OR_RETURN(auto batches, planner_->Batches(iteration, 1));
+      batch = batches.at(0);
+      WEFT_ASSIGN_OR_RETURN(planning::PlannedStep step, planner_->Plan(batch, state_));
+      last_ = std::move(step.planned);
+      state_ = std::move(step.next);
+      return CompileWorldPlan(*planner_, iteration, *last_, compiled);
+    }();
+    Check(status);
+    return PlannedIterationDict(*planner_, iteration, *last_, batch, compiled);
+  }
+
+  // Folds a weft.measured/v1 record of the last plan into the state's correction.
+  void Observe(const std::string& measured_json) {
+    Status status = [&]() -> Status {
+      py::gil_scoped_release release;
+      if (!last_.has_value()) {
+        return FailedPreconditionError("observe: no plan yet (call plan first)");
+      }
+      WEFT_ASSIGN_OR_RETURN(auto records, plan::MeasuredFromJson(measured_json));
+      if (records.size() != 1) {
+        return InvalidArgumentError("observe: the document holds " +
+                                    std::to_string(records.size()) +
+                                    " iterations; give the record of the last plan alone");
+      }
+      WEFT_ASSIGN_OR_RETURN(state_, planner_->Observe(state_, *last_, records[0]));
+      return OkStatus();
+    }();
+    Check(status);
+  }
+
+  // The correction's entries: module, pass, token bucket, factor, observations.
+  py::list Correction() const {
+    py::list out;
+    if (state_.correction == nullptr) return out;
+    for (const cost::CorrectionEntry& e : state_.correction->entries()) {
+      py::dict d;
+      d["module"] = planner_->job().model.modules.at(e.key.module).name;
+      d["pass"] = std::string(cost::PassName(e.key.pass));
+      d["tokens_bucket"] = e.key.bucket.tokens;
+      d["segment_bucket"] = e.key.bucket.mean_segment;
+      d["factor"] = e.factor;
+      d["observations"] = e.observations;
+      out.append(d);
+    }
+    return out;
+  }
+
+  int64_t IterationsPlanned() const { return state_.iterations_planned; }
+
+ private:
+  std::unique_ptr<planning::Planner> planner_;
+  planning::PlanState state_;
+  std::optional<planning::PlannedIteration> last_;
+};
+
 }  // namespace
 
 void RegisterStrategy(py::module_& m) {
   m.def("strategy_names", []() { return strategy::StrategyNames(); });
+  py::class_<FeedbackPlanner>(
+      m, "FeedbackPlanner",
+      "A planner that carries its state between iterations (Planner::Plan(batch, state)) and "
+      "learns from what the runtime measured (Planner::Observe): plan(iteration) returns what "
+      "weft.plan(world=True) returns, planned with the current cost correction; "
+      "observe(measured_json) folds one weft.measured/v1 iteration record of the last plan in; "
+      "correction() lists the learned factors (docs/cost_model.md 'Measured correction').")
+      .def(py::init([](const std::string& strategy_name, const std::string& model,
+                       const std::string& cluster, int gpus, const std::string& data,
+                       uint64_t seed, int num_microbatches, int pipeline_size,
+                       int64_t work_budget) {
+             auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches, 0, seed,
+                                       pipeline_size, "");
+             planning::PlanBudget budget;
+             budget.work_budget = work_budget;
+             budget.time_budget_s = work_budget > 0 ? 0 : 1.0;
+             return std::make_unique<FeedbackPlanner>(strategy_name, job, budget);
+           }),
+           py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
+           py::arg("data") = "mixed", py::arg("seed") = 1, py::arg("num_microbatches") = 0,
+           py::arg("pipeline_size") = 0, py::arg("work_budget") = 0)
+      .def("plan", &FeedbackPlanner::Plan, py::arg("iteration"))
+      .def("observe", &FeedbackPlanner::Observe, py::arg("measured_json"))
+      .def("correction", &FeedbackPlanner::Correction)
+      .def_property_readonly("iterations_planned", &FeedbackPlanner::IterationsPlanned);
   m.def(
       "plan",
       [](const std::string& strategy_name, const std::string& model, const std::string& cluster,

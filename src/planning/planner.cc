@@ -282,6 +282,50 @@ StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
   return out;
 }
 
+StatusOr<std::vector<MeasuredStage>> Planner::MatchMeasured(
+    const PlannedIteration& planned, const plan::MeasuredIteration& measured) {
+  std::vector<MeasuredStage> out;
+  out.reserve(measured.stages.size());
+  for (const plan::MeasuredStage& m : measured.stages) {
+    const int n = static_cast<int>(planned.plan.replicas.size());
+    if (m.replica < 0 || m.replica >= n) {
+      return InvalidArgumentError("measured rank " + std::to_string(m.rank) + " action " +
+                                  std::to_string(m.action) + ": replica " +
+                                  std::to_string(m.replica) + " out of range [0, " +
+                                  std::to_string(n) + ")");
+    }
+    const graph::StageGraph& g = planned.plan.replicas[m.replica].graph;
+    graph::StageId found = -1;
+    for (graph::StageId s = 0; s < g.num_stages(); ++s) {
+      const graph::Stage& st = g.stage(s);
+      if (st.group == m.group && st.module == m.stage.module && st.chunk == m.stage.chunk &&
+          st.microbatch == m.stage.microbatch && st.sub_microbatch == m.stage.sub_microbatch &&
+          st.pass == m.stage.pass) {
+        found = s;
+        break;
+      }
+    }
+    if (found < 0) {
+      return InvalidArgumentError(
+          "measured rank " + std::to_string(m.rank) + " action " + std::to_string(m.action) +
+          ": no stage of replica " + std::to_string(m.replica) + " group " +
+          std::to_string(m.group) + " is module " + std::to_string(m.stage.module) + " chunk " +
+          std::to_string(m.stage.chunk) + " microbatch " + std::to_string(m.stage.microbatch) +
+          " sub-microbatch " + std::to_string(m.stage.sub_microbatch) + " pass " +
+          std::string(graph::PassShortName(m.stage.pass)) + " (a record of another plan?)");
+    }
+    out.push_back({.replica = m.replica, .stage = found, .measured_s = m.measured_s});
+  }
+  return out;
+}
+
+StatusOr<PlanState> Planner::Observe(const PlanState& state, const PlannedIteration& planned,
+                                     const plan::MeasuredIteration& measured,
+                                     const cost::CorrectionRule& rule) const {
+  WEFT_ASSIGN_OR_RETURN(std::vector<MeasuredStage> stages, MatchMeasured(planned, measured));
+  return Observe(state, planned, stages, rule);
+}
+
 StatusOr<plan::ExecutionPlan> Planner::CompileUnvalidated(const PlannedIteration& planned,
                                                           int replica, int64_t iteration) const {
   const int n = static_cast<int>(planned.plan.replicas.size());

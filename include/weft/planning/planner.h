@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "weft/common/status.h"
+#include "weft/plan/measured.h"
 #include "weft/plan/plan.h"
 #include "weft/plan/validator.h"
 #include "weft/sim/simulator.h"
@@ -124,6 +125,16 @@ class Planner {
   StatusOr<PlanState> Observe(const PlanState& state, const PlannedIteration& planned,
                               std::span<const MeasuredStage> measured,
                               const cost::CorrectionRule& rule = {}) const;
+  // Same from what a runtime measured executing the compiled plan of `planned`
+  // (plan::MeasuredIteration, weft.measured/v1): each measured compute action is matched to its
+  // stage of the replica's graph by (replica, group, module, chunk, microbatch, sub-microbatch,
+  // pass); InvalidArgument naming the first record that matches no stage.
+  StatusOr<PlanState> Observe(const PlanState& state, const PlannedIteration& planned,
+                              const plan::MeasuredIteration& measured,
+                              const cost::CorrectionRule& rule = {}) const;
+  // The graph stages of `planned` that the records of `measured` name (Observe's matching).
+  static StatusOr<std::vector<MeasuredStage>> MatchMeasured(const PlannedIteration& planned,
+                                                            const plan::MeasuredIteration& measured);
   // Simulates every replica of a plan (the evaluation Plan() returns).
   StatusOr<IterationEvaluation> Evaluate(const IterationPlan& plan) const;
   StatusOr<IterationEvaluation> Evaluate(const IterationPlan& plan,
