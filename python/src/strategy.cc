@@ -42,7 +42,9 @@ Status RunPlan(const std::string& strategy_name, const planning::JobOptions& job
 class FeedbackPlanner {
  public:
   FeedbackPlanner(const std::string& strategy_name, const planning::JobOptions& job,
-                  const planning::PlanBudget& budget) {
+                  const planning::PlanBudget& budget, const cost::CorrectionRule& rule)
+      : rule_(rule) {
+    Check(rule_.Validate());
     Status status;
     {
       py::gil_scoped_release release;
@@ -83,7 +85,7 @@ class FeedbackPlanner {
                                     std::to_string(records.size()) +
                                     " iterations; give the record of the last plan alone");
       }
-      WEFT_ASSIGN_OR_RETURN(state_, planner_->Observe(state_, *last_, records[0]));
+      WEFT_ASSIGN_OR_RETURN(state_, planner_->Observe(state_, *last_, records[0], rule_));
       return OkStatus();
     }();
     Check(status);
@@ -110,6 +112,7 @@ class FeedbackPlanner {
 
  private:
   std::unique_ptr<planning::Planner> planner_;
+  cost::CorrectionRule rule_;
   planning::PlanState state_;
   std::optional<planning::PlannedIteration> last_;
 };
@@ -124,21 +127,29 @@ void RegisterStrategy(py::module_& m) {
       "learns from what the runtime measured (Planner::Observe): plan(iteration) returns what "
       "weft.plan(world=True) returns, planned with the current cost correction; "
       "observe(measured_json) folds one weft.measured/v1 iteration record of the last plan in; "
-      "correction() lists the learned factors (docs/cost_model.md 'Measured correction').")
+      "correction() lists the learned factors (docs/cost_model.md 'Measured correction'). "
+      "alpha, min_ratio, max_ratio: the update rule (cost::CorrectionRule; a runtime on a CPU "
+      "measures ~10^3x a GPU prediction: widen the clamp).")
       .def(py::init([](const std::string& strategy_name, const std::string& model,
                        const std::string& cluster, int gpus, const std::string& data,
                        uint64_t seed, int num_microbatches, int pipeline_size,
-                       int64_t work_budget) {
+                       int64_t work_budget, double alpha, double min_ratio, double max_ratio) {
              auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches, 0, seed,
                                        pipeline_size, "");
              planning::PlanBudget budget;
              budget.work_budget = work_budget;
              budget.time_budget_s = work_budget > 0 ? 0 : 1.0;
-             return std::make_unique<FeedbackPlanner>(strategy_name, job, budget);
+             return std::make_unique<FeedbackPlanner>(
+                 strategy_name, job, budget,
+                 cost::CorrectionRule{
+                     .alpha = alpha, .min_ratio = min_ratio, .max_ratio = max_ratio});
            }),
            py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
            py::arg("data") = "mixed", py::arg("seed") = 1, py::arg("num_microbatches") = 0,
-           py::arg("pipeline_size") = 0, py::arg("work_budget") = 0)
+           py::arg("pipeline_size") = 0, py::arg("work_budget") = 0,
+           py::arg("alpha") = cost::CorrectionRule{}.alpha,
+           py::arg("min_ratio") = cost::CorrectionRule{}.min_ratio,
+           py::arg("max_ratio") = cost::CorrectionRule{}.max_ratio)
       .def("plan", &FeedbackPlanner::Plan, py::arg("iteration"))
       .def("observe", &FeedbackPlanner::Observe, py::arg("measured_json"))
       .def("correction", &FeedbackPlanner::Correction)
