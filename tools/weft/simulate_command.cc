@@ -232,7 +232,7 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand(
       "plan",
-      "Plan batches with a strategy and write validated execution plans (JSON, weft.plan/v2).\n"
+      "Plan batches with a strategy and write validated execution plans (JSON, weft.plan/v3).\n"
       "Example:\n  weft plan --model tiny-vlm --strategy megatron-1f1b --out plan.json\n"
       "  weft plan --model vlm-s --strategy zb-h1 --iterations 4 --out-dir out/plans");
   AddRunOptions(cmd, *o);
