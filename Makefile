@@ -14,7 +14,7 @@ PYTHON ?= python3
 JOBS ?= $(shell nproc)
 DEB_PACKAGES := cmake ninja-build g++ pkg-config nlohmann-json3-dev libyaml-cpp-dev libcli11-dev \
   libfmt-dev coinor-libcbc-dev libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev \
-  chromium clang
+  chromium clang libclang-rt-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test deps venv configure build asan fuzz bench golden results clean format
