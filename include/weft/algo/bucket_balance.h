@@ -38,7 +38,7 @@ struct BucketBalanceOptions {
   bool nonempty_buckets = true;
   // Work budget of the heuristic's local search, in candidate evaluations (one evaluation = one
   // item-to-bucket move or one item-item swap examined). Deterministic; 0 = greedy only.
-  int64_t local_search_evaluations = 4'000'000;
+  int64_t local_search_evaluations = 150'000;
   // Wall-clock limit of the MILP (BalanceBucketsExact: 0 = none; BalanceBuckets: 0 = skip the
   // MILP step).
   double milp_time_limit_s = 0.05;
