@@ -8,6 +8,7 @@
 #include <limits>
 #include <numeric>
 #include <queue>
+#include <random>
 #include <tuple>
 
 #include "weft/algo/milp.h"
@@ -109,14 +110,14 @@ std::vector<int> GreedyPlace(std::span<const TwoResourceItem> items,
 }
 
 // Local search of moves and swaps out of the critical bucket (see BalanceBucketsHeuristic).
-// Returns true when it changed the assignment.
-bool LocalSearch(std::span<const TwoResourceItem> items,
-                 int buckets,
-                 bool nonempty,
-                 int64_t budget,
-                 std::vector<int>& bucket_of_item) {
+// Returns the evaluations spent (setup counts as items + buckets).
+int64_t LocalSearch(std::span<const TwoResourceItem> items,
+                    int buckets,
+                    bool nonempty,
+                    int64_t budget,
+                    std::vector<int>& bucket_of_item) {
   const int n = static_cast<int>(items.size());
-  if (n == 0 || buckets < 2 || budget <= 0) return false;
+  if (n == 0 || buckets < 2 || budget <= 0) return 0;
   std::vector<double> first(buckets, 0.0), second(buckets, 0.0);
   std::vector<std::vector<int>> members(buckets);
   std::vector<int> slot(n);  // position of item i in members[bucket_of_item[i]]
@@ -167,8 +168,7 @@ bool LocalSearch(std::span<const TwoResourceItem> items,
     by_cost[p] = b;
     position[b] = p;
   };
-  int64_t evaluations = 0;
-  bool changed = false;
+  int64_t evaluations = n + buckets;
   while (evaluations < budget) {
     const int c = by_cost.back();
     const double cmax = cost[c];
@@ -217,9 +217,8 @@ bool LocalSearch(std::span<const TwoResourceItem> items,
     reposition(c);
     cost[best_k] = std::max(first[best_k], second[best_k]);
     reposition(best_k);
-    changed = true;
   }
-  return changed;
+  return evaluations;
 }
 
 // MILP warm-started with `incumbent` (see BalanceBucketsExact).
@@ -398,11 +397,45 @@ StatusOr<BucketBalanceResult> BalanceBucketsHeuristic(std::span<const TwoResourc
   // The local search from every start, each with an equal share of what is left.
   const int64_t share = left / static_cast<int64_t>(starts.size());
   for (std::vector<int>& start : starts) {
-    if (LocalSearch(items, m, options.nonempty_buckets, share, start)) {
-      BucketBalanceResult r = Finish(items, m, std::move(start), "heuristic");
-      if (r.makespan_s < best.makespan_s) best = std::move(r);
-      if (best.proven_optimal) break;
+    left -= LocalSearch(items, m, options.nonempty_buckets, share, start);
+    BucketBalanceResult r = Finish(items, m, std::move(start), "heuristic");
+    if (r.makespan_s < best.makespan_s) best = std::move(r);
+    if (best.proven_optimal) return best;
+  }
+  // Iterated local search on what is left: perturb the best assignment by 1-3 random swaps (the
+  // first one out of the critical bucket; swaps keep every bucket's item count), search again,
+  // keep the result if it is better. A fixed seed keeps it deterministic.
+  const int n = static_cast<int>(items.size());
+  std::mt19937_64 rng(0x5eed);
+  while (left > 0 && m >= 2 && !best.proven_optimal) {
+    std::vector<int> x = best.bucket_of_item;
+    int critical = 0;
+    for (int b = 1; b < m; ++b) {
+      if (std::max(best.first_load_s[b], best.second_load_s[b]) >
+          std::max(best.first_load_s[critical], best.second_load_s[critical])) {
+        critical = b;
+      }
     }
+    const int swaps = 1 + static_cast<int>(rng() % 3);
+    for (int s = 0; s < swaps; ++s) {
+      // i: an item of the critical bucket for the first swap (found by a scan from a random
+      // start), else any item; j: any item of another bucket (n tries at most).
+      int i = static_cast<int>(rng() % n);
+      if (s == 0) {
+        for (int t = 0; t < n && x[i] != critical; ++t) i = (i + 1) % n;
+      }
+      for (int t = 0; t < n; ++t) {
+        const int j = static_cast<int>(rng() % n);
+        if (x[j] != x[i]) {
+          std::swap(x[i], x[j]);
+          break;
+        }
+      }
+    }
+    left -= 2 * static_cast<int64_t>(n) + m;  // perturbation and Finish
+    left -= LocalSearch(items, m, options.nonempty_buckets, left, x);
+    BucketBalanceResult r = Finish(items, m, std::move(x), "heuristic");
+    if (r.makespan_s < best.makespan_s) best = std::move(r);
   }
   return best;
 }
