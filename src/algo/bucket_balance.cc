@@ -185,6 +185,9 @@ int64_t LocalSearch(std::span<const TwoResourceItem> items,
         const double ea = items[a].first_s, la = items[a].second_s;
         const double fc = first[c] - ea, sc = second[c] - la;
         const double fk = first[k] + ea, sk = second[k] + la;
+        ++evaluations;
+        // Durations are >= 0, so no move or swap of a does better than c without a.
+        if (std::max(fc, sc) >= best) continue;
         if (can_move) {
           const double pair = std::max(std::max(fc, sc), std::max(fk, sk));
           if (pair < best) {
@@ -202,8 +205,8 @@ int64_t LocalSearch(std::span<const TwoResourceItem> items,
             best_b = b;
           }
         }
+        evaluations += static_cast<int64_t>(members[k].size());
       }
-      evaluations += static_cast<int64_t>(crit.size()) * (1 + members[k].size());
       if (best_a >= 0) best_k = k;
     }
     if (best_a < 0) break;

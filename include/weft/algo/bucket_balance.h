@@ -38,8 +38,8 @@ struct BucketBalanceOptions {
   bool nonempty_buckets = true;
   // Work budget of the heuristic, in evaluations (one = one item-to-bucket placement, move or
   // item-item swap examined; setup and bookkeeping count one per item). Deterministic; 0 = the
-  // best start (LPT / greedy) without local search. The default takes about 1-1.5 ms at N = 2048.
-  int64_t local_search_evaluations = 150'000;
+  // best start (LPT / greedy) without local search. The default takes about 1 ms at N = 2048.
+  int64_t local_search_evaluations = 100'000;
   // Wall-clock limit of the MILP (BalanceBucketsExact: 0 = none; BalanceBuckets: 0 = skip the
   // MILP step).
   double milp_time_limit_s = 0.05;
