@@ -7,10 +7,10 @@
 // second_i)), the gap to it and whether optimality is proven.
 //
 // Algorithms: TwoResourceLpt (DFLOP's fallback as the paper describes it), BalanceBucketsHeuristic
-// (several greedy orders with a two-resource placement rule, then a local search of moves and swaps
-// out of the critical bucket), BalanceBucketsExact (MILP on CBC warm-started by the heuristic) and
-// BalanceBuckets (the hybrid default: heuristic, then the MILP when the gap is not closed and the
-// model is small enough).
+// (LPT and greedy starts, a local search of moves and swaps out of the critical bucket, then an
+// iterated local search; within 0.01-0.06% of the bound in about 1 ms at N = 2048),
+// BalanceBucketsExact (MILP on CBC warm-started by the heuristic) and BalanceBuckets (the hybrid
+// default: heuristic, then the MILP when the gap is not closed and the model is small enough).
 // Determinism: TwoResourceLpt and BalanceBucketsHeuristic are pure functions of their inputs (work
 // budgets count evaluations, not time). The MILP stops at a wall-clock limit, so
 // BalanceBucketsExact and BalanceBuckets may return a different (never worse than the heuristic)
@@ -37,8 +37,8 @@ struct BucketBalanceOptions {
   // Every bucket gets at least one item (needs N >= m): microbatches cannot be empty.
   bool nonempty_buckets = true;
   // Work budget of the heuristic, in evaluations (one = one item-to-bucket placement, move or
-  // item-item swap examined; setup and bookkeeping count one per item). Deterministic; 0 = the
-  // best start (LPT / greedy) without local search. The default takes about 1 ms at N = 2048.
+  // item-item swap examined; setup and bookkeeping count one per item). Deterministic; 0 =
+  // TwoResourceLpt's assignment. The default takes about 1 ms at N = 2048.
   int64_t local_search_evaluations = 100'000;
   // Wall-clock limit of the MILP (BalanceBucketsExact: 0 = none; BalanceBuckets: 0 = skip the
   // MILP step).
