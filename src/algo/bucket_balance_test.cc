@@ -260,6 +260,21 @@ TEST(BucketBalance, ZeroBudgetIsLpt) {
   EXPECT_LE(full->makespan_s, r->makespan_s);
 }
 
+TEST(BucketBalance, EdgeCases) {
+  const auto items = MixedBatch(50, 4);
+  for (const BucketBalanceOptions& options :
+       {BucketBalanceOptions{.num_buckets = 1}, BucketBalanceOptions{.num_buckets = 50},
+        BucketBalanceOptions{.num_buckets = 80, .nonempty_buckets = false}}) {
+    for (auto fn : {&TwoResourceLpt, &BalanceBucketsHeuristic, &BalanceBuckets}) {
+      auto r = fn(items, options);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ExpectConsistent(*r, items, options, fmt::format("m={}", options.num_buckets));
+      // One bucket, one item per bucket, or more buckets than items: the bound is met.
+      EXPECT_TRUE(r->proven_optimal) << r->BriefReport();
+    }
+  }
+}
+
 TEST(BucketBalance, RejectsInvalidInput) {
   const std::vector<TwoResourceItem> ok = {{1, 1}, {2, 2}};
   EXPECT_THAT(BalanceBuckets(ok, {.num_buckets = 0}).status().message(),
