@@ -35,21 +35,26 @@ TEST(DflopOptimizer, ArgminEqualsBruteForceOnSmallClusters) {
       auto roles = FindRoles(job.model);
       ASSERT_TRUE(roles.ok());
       // Enumeration: every (tp, pp, dp) per module, tp a tabled value within a node, pp at most
-      // the layers, the two products tiling the GPUs.
-      auto count = [&](int module, int module_gpus) {
-        int n = 0;
+      // the layers, the two products tiling the GPUs, one DP dividing the other.
+      auto configs = [&](int module, int module_gpus) {
+        std::vector<int> dps;
         const auto tps = tables->TpValues(module);
         for (int tp : tps) {
           if (tp > job.cluster.gpus_per_node || module_gpus % tp != 0) continue;
           for (int pp = 1; pp <= module_gpus / tp; ++pp) {
-            if ((module_gpus / tp) % pp == 0 && pp <= job.model.modules[module].num_layers) ++n;
+            if ((module_gpus / tp) % pp == 0 && pp <= job.model.modules[module].num_layers) {
+              dps.push_back(module_gpus / tp / pp);
+            }
           }
         }
-        return n;
+        return dps;
       };
       int64_t pairs = 0;
-      for (int e = 1; e < gpus; ++e)
-        pairs += count(roles->encoder, e) * count(roles->llm, gpus - e);
+      for (int e = 1; e < gpus; ++e) {
+        for (int edp : configs(roles->encoder, e)) {
+          for (int ldp : configs(roles->llm, gpus - e)) pairs += edp % ldp == 0 || ldp % edp == 0;
+        }
+      }
       EXPECT_EQ(best->module_configs, pairs);
       // The optimizer reports the argmins of both objectives over everything it priced; the
       // chosen one is the argmin of its own objective.

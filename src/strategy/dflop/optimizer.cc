@@ -409,6 +409,12 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
       const double e_state = em.parameters_per_layer * e_layers * bytes_per_param(enc, e.dp) +
                              projector_params / e.tp * 2.0;
       for (const ModuleConfig& l : l_configs) {
+        if (e.dp % l.dp != 0 && l.dp % e.dp != 0) {
+          // The inter-model communicator gathers from / scatters to whole replicas: one DP
+          // must divide the other (weft's graph routes contiguous shares, as DFLOP's Fig. 6).
+          ++result.rejected["DP sizes not dividing"];
+          continue;
+        }
         ++result.module_configs;
         WEFT_ASSIGN_OR_RETURN(cost::LayerMemory lm, tables.Memory(roles.llm, l.tp));
         const double l_layers = static_cast<double>(llm.num_layers) / l.pp;

@@ -19,6 +19,9 @@
 // Projector, embedding and LM head are left out of the formula (small); the simulator re-rank
 // prices them.
 //
+// DP sizes: one of E_dp, L_dp divides the other (the inter-model communicator moves whole
+// replicas' shares; Fig. 6 has 4 → 2).
+//
 // Memory (eqs. 4–5): state = parameters per layer × layers/pp × (2 bytes, + gradient and
 // optimizer bytes when trainable, optimizer / DP under ZeRO-1), + the embedding / LM head on the
 // LLM's worst stage; activations per layer × layers/pp × microbatch units, held for E_pp + L_pp
