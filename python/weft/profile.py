@@ -123,8 +123,9 @@ def valid_tps(spec: dict, tps: list[int]) -> list[int]:
     return [tp for tp in tps if heads % tp == 0 and kv % tp == 0]
 
 
-_ACTIVATIONS = {"gelu": F.gelu, "silu": F.silu, "swiglu": F.silu, "relu": F.relu,
-                "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}
+# The spec's activations (spec::Activation); quick_gelu is CLIP's x * sigmoid(1.702 x).
+_ACTIVATIONS = {"gelu": F.gelu, "silu": F.silu, "relu": F.relu,
+                "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x)}
 
 
 class ProfiledLayer(torch.nn.Module):
@@ -378,7 +379,7 @@ def _check_grid(grid: dict) -> None:
 
 def profile_model(model: str, device: str = "cpu", scale: float = 1.0, quick: bool = False,
                   grid: dict | None = None, warmup: int | None = None,
-                  steps: int | None = None) -> dict:
+                  steps: int | None = None, threads: int | None = None) -> dict:
     """Profiles `model` (a preset name or a model YAML path) and returns the weft.profile/v1
     dict. grid overrides the default (or --quick) grid per key. Raises ProfileError on bad input.
     """
@@ -401,6 +402,10 @@ def profile_model(model: str, device: str = "cpu", scale: float = 1.0, quick: bo
     except Exception as e:  # the loader's status error names the problem
         raise ProfileError(f"--model = {model}: {str(e).splitlines()[0]}") from None
 
+    if threads is not None:
+        if threads <= 0:
+            raise ProfileError(f"--threads = {threads}; must be > 0")
+        torch.set_num_threads(threads)
     dev = torch.device(device)
     dtype = torch.bfloat16 if on_gpu else torch.float32
     prof = _Profiler(dev, dtype, warmup, steps)
@@ -486,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--llm-seq", help="comma list overriding the LLM sequence lengths")
     p.add_argument("--warmup", type=int, help="untimed steps per point")
     p.add_argument("--steps", type=int, help="timed steps per point (the second half is kept)")
+    p.add_argument("--threads", type=int,
+                   help="torch CPU threads (default torch's; 1 is steadiest on a shared host)")
     args = p.parse_args(argv)
     try:
         grid = {k: v for k, v in (("tp", _int_list("--tp", args.tp)),
@@ -497,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
         if not os.path.isdir(out_dir):
             raise ProfileError(f"--out = {args.out}; directory {out_dir} does not exist")
         result = profile_model(args.model, args.device, args.scale, args.quick, grid,
-                               args.warmup, args.steps)
+                               args.warmup, args.steps, args.threads)
     except ProfileError as e:
         print(f"weft.profile: {e}", file=sys.stderr)
         return 2
