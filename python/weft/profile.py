@@ -72,6 +72,10 @@ class ProfileError(ValueError):
     """Bad input: the message names the option and the rule (the CLI exits 2)."""
 
 
+class ProfileOutOfMemory(RuntimeError):
+    """A grid point did not fit on the device (the CLI exits 1 naming the point)."""
+
+
 @dataclass(frozen=True)
 class LayerShape:
     """One TP rank's shape of a transformer layer (widths already scaled and divided by TP)."""
@@ -276,6 +280,7 @@ class _Profiler:
         self.gen = torch.Generator(device=device)
         self.notes: list[str] = []
         self.clamped = [0, 0]  # attention values clamped at 0, attention values in all
+        self.point = ""  # the grid point being measured (for error messages)
 
     def build(self, shape: LayerShape, layers: int) -> LayerStack:
         torch.manual_seed(0)
@@ -323,11 +328,13 @@ class _Profiler:
             shape = layer_shape(spec, tp)
             stack = self.build(shape, 1)
             for b in grid["encoder_batch"]:
+                self.point = f"tp {tp}, batch {b}"
                 x, grad = self.inputs(b, n, shape.hidden)
                 f, bwd = _measure_time(self.timer, stack, x, grad, True, self.warmup, self.steps)
                 times.append({"tp": tp, "batch": b, "forward_s": f, "backward_s": bwd})
             del stack
             units = _two_units(grid["encoder_batch"])
+            self.point = f"tp {tp}, memory at batch {units}"
             params, act, linear = self.memory(spec["name"], shape, tp,
                                               [(u, n) for u in units], units)
             memory.append({"tp": tp, "parameters_per_layer": params,
@@ -342,6 +349,7 @@ class _Profiler:
             shape = layer_shape(spec, tp)
             stack = self.build(shape, 1)
             for s in grid["llm_seq"]:
+                self.point = f"tp {tp}, seq {s}"
                 x, grad = self.inputs(1, s, shape.hidden)
                 f_all, b_all = _measure_time(self.timer, stack, x, grad, True, self.warmup,
                                              self.steps)
@@ -355,6 +363,7 @@ class _Profiler:
                               "linear_forward_s": f_lin, "linear_backward_s": b_lin})
             del stack
             units = _two_units(grid["llm_seq"])
+            self.point = f"tp {tp}, memory at seq {units}"
             params, act, linear = self.memory(spec["name"], shape, tp,
                                               [(1, u) for u in units], units)
             memory.append({"tp": tp, "parameters_per_layer": params,
@@ -428,8 +437,13 @@ def profile_model(model: str, device: str = "cpu", scale: float = 1.0, quick: bo
                 raise RuntimeError(f"module {m['name']}: the torch layer has {params} parameters,"
                                    f" the spec {m['parameters_per_layer']} per layer")
         print(f"weft.profile: {m['name']} ({m['kind']}), tp {tps}", file=sys.stderr)
-        modules.append(prof.encoder(scaled, g, tps) if m["kind"] in ENCODER_KINDS
-                       else prof.llm(scaled, g, tps))
+        try:
+            modules.append(prof.encoder(scaled, g, tps) if m["kind"] in ENCODER_KINDS
+                           else prof.llm(scaled, g, tps))
+        except torch.OutOfMemoryError as e:
+            raise ProfileOutOfMemory(f"module {m['name']}: out of device memory at "
+                                     f"{prof.point}; shrink the grid (--tp, --encoder-batch, "
+                                     f"--llm-seq)") from e
 
     notes = []
     if scale != 1.0:
@@ -508,6 +522,9 @@ def main(argv: list[str] | None = None) -> int:
     except ProfileError as e:
         print(f"weft.profile: {e}", file=sys.stderr)
         return 2
+    except ProfileOutOfMemory as e:
+        print(f"weft.profile: {e}", file=sys.stderr)
+        return 1
     fd, tmp = tempfile.mkstemp(prefix=".profile-", suffix=".json", dir=out_dir)
     try:
         with os.fdopen(fd, "w") as fh:
