@@ -421,8 +421,9 @@ def profile_model(model: str, device: str = "cpu", scale: float = 1.0, quick: bo
     modules, skipped = [], []
     for m in spec["modules"]:
         if m["kind"] not in ENCODER_KINDS + ("llm",):
-            why = ("projector: not timed (small next to its encoder and LLM)"
-                   if m["kind"] == "mlp_projector" else "not an encoder or LLM")
+            why = {"mlp_projector": "not timed (a projector: small next to its encoder and LLM)",
+                   "dit": "not timed (a DiT: its cross-attention context is not modelled here)"
+                   }.get(m["kind"], "not timed (not an encoder or LLM)")
             skipped.append(f"{m['name']} ({m['kind']}): {why}")
             continue
         scaled = scaled_module(m, scale)
