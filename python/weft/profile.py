@@ -261,7 +261,8 @@ def _saved_bytes(module, x: torch.Tensor) -> int:
 
 def _cuda_peak_bytes(module, x: torch.Tensor) -> int:
     """torch.cuda.max_memory_allocated delta of one forward (the output kept, as a pipeline
-    stage keeps it until its backward)."""
+    stage keeps it until its backward; the input, allocated before, not counted; transient
+    workspace counted)."""
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
