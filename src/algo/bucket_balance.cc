@@ -8,6 +8,7 @@
 #include <limits>
 #include <numeric>
 #include <queue>
+#include <random>
 #include <tuple>
 
 #include "weft/algo/milp.h"
@@ -109,14 +110,14 @@ std::vector<int> GreedyPlace(std::span<const TwoResourceItem> items,
 }
 
 // Local search of moves and swaps out of the critical bucket (see BalanceBucketsHeuristic).
-// Returns true when it changed the assignment.
-bool LocalSearch(std::span<const TwoResourceItem> items,
-                 int buckets,
-                 bool nonempty,
-                 int64_t budget,
-                 std::vector<int>& bucket_of_item) {
+// Returns the evaluations spent (setup counts as items + buckets).
+int64_t LocalSearch(std::span<const TwoResourceItem> items,
+                    int buckets,
+                    bool nonempty,
+                    int64_t budget,
+                    std::vector<int>& bucket_of_item) {
   const int n = static_cast<int>(items.size());
-  if (n == 0 || buckets < 2 || budget <= 0) return false;
+  if (n == 0 || buckets < 2 || budget <= 0) return 0;
   std::vector<double> first(buckets, 0.0), second(buckets, 0.0);
   std::vector<std::vector<int>> members(buckets);
   std::vector<int> slot(n);  // position of item i in members[bucket_of_item[i]]
@@ -144,59 +145,66 @@ bool LocalSearch(std::span<const TwoResourceItem> items,
     second[b] += items[i].second_s;
   };
 
-  int64_t evaluations = 0;
-  bool changed = false;
-  while (evaluations < budget) {
-    int c = 0;
-    double cmax = -1.0;
-    for (int b = 0; b < buckets; ++b) {
-      const double cost = std::max(first[b], second[b]);
-      if (cost > cmax) {
-        cmax = cost;
-        c = b;
-      }
+  const double lower_bound = TwoResourceLowerBound(items, buckets);
+  // Buckets by increasing cost max(first, second) (ties: lower index); the last is critical. Only
+  // two buckets change per step; each is moved to its new place in O(distance).
+  std::vector<double> cost(buckets);
+  for (int b = 0; b < buckets; ++b) cost[b] = std::max(first[b], second[b]);
+  std::vector<int> by_cost(buckets), position(buckets);
+  std::iota(by_cost.begin(), by_cost.end(), 0);
+  auto before = [&](int x, int y) { return cost[x] != cost[y] ? cost[x] < cost[y] : x < y; };
+  std::sort(by_cost.begin(), by_cost.end(), before);
+  for (int p = 0; p < buckets; ++p) position[by_cost[p]] = p;
+  auto reposition = [&](int b) {
+    int p = position[b];
+    for (; p > 0 && before(b, by_cost[p - 1]); --p) {
+      by_cost[p] = by_cost[p - 1];
+      position[by_cost[p]] = p;
     }
-    // Best move: the smallest max(new cost of c, new cost of k) < cmax.
+    for (; p + 1 < buckets && before(by_cost[p + 1], b); ++p) {
+      by_cost[p] = by_cost[p + 1];
+      position[by_cost[p]] = p;
+    }
+    by_cost[p] = b;
+    position[b] = p;
+  };
+  int64_t evaluations = n + buckets;
+  while (evaluations < budget) {
+    const int c = by_cost.back();
+    const double cmax = cost[c];
+    if (cmax <= lower_bound * (1 + 1e-12)) break;  // optimal
+    const std::vector<int>& crit = members[c];
+    const bool can_move = !nonempty || crit.size() > 1;
+    // Partners from the least loaded up; the first one that admits a move or swap bringing both
+    // buckets below cmax gets the best such move or swap (smallest max of the two new costs).
     double best = cmax;
     int best_a = -1, best_b = -1, best_k = -1;
-    const std::vector<int>& crit = members[c];
-    if (!nonempty || crit.size() > 1) {
+    for (int idx = 0; idx + 1 < buckets && best_a < 0 && evaluations < budget; ++idx) {
+      const int k = by_cost[idx];
       for (int a : crit) {
         const double ea = items[a].first_s, la = items[a].second_s;
-        const double cost_c = std::max(first[c] - ea, second[c] - la);
-        if (cost_c >= best) continue;
-        for (int k = 0; k < buckets; ++k) {
-          const double pair = std::max(cost_c, std::max(first[k] + ea, second[k] + la));
-          if (k != c && pair < best) {
+        const double fc = first[c] - ea, sc = second[c] - la;
+        const double fk = first[k] + ea, sk = second[k] + la;
+        if (can_move) {
+          const double pair = std::max(std::max(fc, sc), std::max(fk, sk));
+          if (pair < best) {
             best = pair;
             best_a = a;
-            best_k = k;
+            best_b = -1;
+          }
+        }
+        for (int b : members[k]) {
+          const double eb = items[b].first_s, lb = items[b].second_s;
+          const double pair = std::max(std::max(fc + eb, sc + lb), std::max(fk - eb, sk - lb));
+          if (pair < best) {
+            best = pair;
+            best_a = a;
+            best_b = b;
           }
         }
       }
-      evaluations += static_cast<int64_t>(crit.size()) * buckets;
-    }
-    if (best_a < 0 && evaluations < budget) {
-      // Best swap of a in c with b in k != c.
-      for (int a : crit) {
-        const double ea = items[a].first_s, la = items[a].second_s;
-        for (int k = 0; k < buckets; ++k) {
-          if (k == c) continue;
-          const double fc = first[c] - ea, sc = second[c] - la;
-          const double fk = first[k] + ea, sk = second[k] + la;
-          for (int b : members[k]) {
-            const double eb = items[b].first_s, lb = items[b].second_s;
-            const double pair = std::max(std::max(fc + eb, sc + lb), std::max(fk - eb, sk - lb));
-            if (pair < best) {
-              best = pair;
-              best_a = a;
-              best_b = b;
-              best_k = k;
-            }
-          }
-        }
-      }
-      evaluations += static_cast<int64_t>(crit.size()) * (n - static_cast<int64_t>(crit.size()));
+      evaluations += static_cast<int64_t>(crit.size()) * (1 + members[k].size());
+      if (best_a >= 0) best_k = k;
     }
     if (best_a < 0) break;
     remove(best_a);
@@ -205,9 +213,12 @@ bool LocalSearch(std::span<const TwoResourceItem> items,
       insert(best_b, c);
     }
     insert(best_a, best_k);
-    changed = true;
+    cost[c] = std::max(first[c], second[c]);
+    reposition(c);
+    cost[best_k] = std::max(first[best_k], second[best_k]);
+    reposition(best_k);
   }
-  return changed;
+  return evaluations;
 }
 
 // MILP warm-started with `incumbent` (see BalanceBucketsExact).
@@ -356,31 +367,74 @@ StatusOr<BucketBalanceResult> BalanceBucketsHeuristic(std::span<const TwoResourc
                                                       const BucketBalanceOptions& options) {
   WEFT_RETURN_IF_ERROR(CheckInput(items, options));
   const int m = options.num_buckets;
-  using Key = double (*)(const TwoResourceItem&);
-  const std::array<Key, 4> keys = {
-      [](const TwoResourceItem& it) { return std::max(it.first_s, it.second_s); },
-      [](const TwoResourceItem& it) { return it.first_s + it.second_s; },
-      [](const TwoResourceItem& it) { return it.first_s; },
-      [](const TwoResourceItem& it) { return it.second_s; },
-  };
-  // LPT is a candidate too, so the heuristic is never worse than it.
+  const int64_t budget = options.local_search_evaluations;
+  // LPT is a start too, so the heuristic is never worse than it.
   WEFT_ASSIGN_OR_RETURN(BucketBalanceResult best, TwoResourceLpt(items, options));
   if (best.proven_optimal) return best;
-  bool have = true;
-  for (Key key : keys) {
-    const std::vector<int> order = DecreasingOrder(items, key);
-    BucketBalanceResult r =
-        Finish(items, m, GreedyPlace(items, order, m, options.nonempty_buckets), "greedy");
-    if (!have || r.makespan_s < best.makespan_s) {
-      best = std::move(r);
-      have = true;
+  std::vector<std::vector<int>> starts = {best.bucket_of_item};
+  // The greedy orders cost N x m evaluations each; they run when the four fit in a quarter of the
+  // budget (small and medium instances), else the local search gets it all.
+  const int64_t greedy_cost = static_cast<int64_t>(items.size()) * m;
+  int64_t left = budget;
+  if (4 * greedy_cost <= budget / 4) {
+    using Key = double (*)(const TwoResourceItem&);
+    const std::array<Key, 4> keys = {
+        [](const TwoResourceItem& it) { return std::max(it.first_s, it.second_s); },
+        [](const TwoResourceItem& it) { return it.first_s + it.second_s; },
+        [](const TwoResourceItem& it) { return it.first_s; },
+        [](const TwoResourceItem& it) { return it.second_s; },
+    };
+    for (Key key : keys) {
+      const std::vector<int> order = DecreasingOrder(items, key);
+      BucketBalanceResult r =
+          Finish(items, m, GreedyPlace(items, order, m, options.nonempty_buckets), "greedy");
+      left -= greedy_cost;
+      if (r.proven_optimal) return r;
+      if (r.makespan_s < best.makespan_s) best = r;
+      starts.push_back(std::move(r.bucket_of_item));
     }
+  }
+  // The local search from every start, each with an equal share of what is left.
+  const int64_t share = left / static_cast<int64_t>(starts.size());
+  for (std::vector<int>& start : starts) {
+    left -= LocalSearch(items, m, options.nonempty_buckets, share, start);
+    BucketBalanceResult r = Finish(items, m, std::move(start), "heuristic");
+    if (r.makespan_s < best.makespan_s) best = std::move(r);
     if (best.proven_optimal) return best;
   }
-  std::vector<int> bucket_of_item = best.bucket_of_item;
-  if (LocalSearch(items, m, options.nonempty_buckets, options.local_search_evaluations,
-                  bucket_of_item)) {
-    BucketBalanceResult r = Finish(items, m, std::move(bucket_of_item), "heuristic");
+  // Iterated local search on what is left: perturb the best assignment by 1-3 random swaps (the
+  // first one out of the critical bucket; swaps keep every bucket's item count), search again,
+  // keep the result if it is better. A fixed seed keeps it deterministic.
+  const int n = static_cast<int>(items.size());
+  std::mt19937_64 rng(0x5eed);
+  while (left > 0 && m >= 2 && !best.proven_optimal) {
+    std::vector<int> x = best.bucket_of_item;
+    int critical = 0;
+    for (int b = 1; b < m; ++b) {
+      if (std::max(best.first_load_s[b], best.second_load_s[b]) >
+          std::max(best.first_load_s[critical], best.second_load_s[critical])) {
+        critical = b;
+      }
+    }
+    const int swaps = 1 + static_cast<int>(rng() % 3);
+    for (int s = 0; s < swaps; ++s) {
+      // i: an item of the critical bucket for the first swap (found by a scan from a random
+      // start), else any item; j: any item of another bucket (n tries at most).
+      int i = static_cast<int>(rng() % n);
+      if (s == 0) {
+        for (int t = 0; t < n && x[i] != critical; ++t) i = (i + 1) % n;
+      }
+      for (int t = 0; t < n; ++t) {
+        const int j = static_cast<int>(rng() % n);
+        if (x[j] != x[i]) {
+          std::swap(x[i], x[j]);
+          break;
+        }
+      }
+    }
+    left -= 2 * static_cast<int64_t>(n) + m;  // perturbation and Finish
+    left -= LocalSearch(items, m, options.nonempty_buckets, left, x);
+    BucketBalanceResult r = Finish(items, m, std::move(x), "heuristic");
     if (r.makespan_s < best.makespan_s) best = std::move(r);
   }
   return best;

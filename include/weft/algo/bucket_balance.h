@@ -36,9 +36,10 @@ struct BucketBalanceOptions {
   int num_buckets = 1;
   // Every bucket gets at least one item (needs N >= m): microbatches cannot be empty.
   bool nonempty_buckets = true;
-  // Work budget of the heuristic's local search, in candidate evaluations (one evaluation = one
-  // item-to-bucket move or one item-item swap examined). Deterministic; 0 = greedy only.
-  int64_t local_search_evaluations = 4'000'000;
+  // Work budget of the heuristic, in evaluations (one = one item-to-bucket placement, move or
+  // item-item swap examined; setup and bookkeeping count one per item). Deterministic; 0 = the
+  // best start (LPT / greedy) without local search. The default takes about 1-1.5 ms at N = 2048.
+  int64_t local_search_evaluations = 150'000;
   // Wall-clock limit of the MILP (BalanceBucketsExact: 0 = none; BalanceBuckets: 0 = skip the
   // MILP step).
   double milp_time_limit_s = 0.05;
@@ -86,15 +87,20 @@ double TwoResourceLowerBound(std::span<const TwoResourceItem> items, int buckets
 StatusOr<BucketBalanceResult> TwoResourceLpt(std::span<const TwoResourceItem> items,
                                              const BucketBalanceOptions& options);
 
-// Ours. (1) TwoResourceLpt, and greedy from four orders (decreasing max(first, second), first +
-// second, first, second): with nonempty_buckets the first m items of the order open the m buckets,
-// then each item goes to the bucket minimizing max(first_load + first_s, second_load + second_s),
-// ties broken by the smaller resulting first_load + second_load, then the lower index. (2) Local
-// search on the best of these five (so never worse than TwoResourceLpt): repeatedly take the
-// critical bucket (the one with the largest C_max contribution) and apply the best move of one of
-// its items to another bucket, else the best swap of one of its items with an item of another
-// bucket, that brings both buckets strictly below the current makespan; stops when none exists or
-// local_search_evaluations is spent. Deterministic. O(4 N m) greedy + the local-search budget.
+// Ours, deterministic, within local_search_evaluations:
+// (1) Starts: TwoResourceLpt, and when their N x m evaluations each fit in a quarter of the budget,
+//     greedy from four orders (decreasing max(first, second), first + second, first, second): with
+//     nonempty_buckets the first m items of the order open the m buckets, then each item goes to
+//     the bucket minimizing max(first_load + first_s, second_load + second_s), ties broken by the
+//     smaller resulting first_load + second_load, then the lower index.
+// (2) Local search from every start (equal shares of the budget): repeatedly take the critical
+//     bucket c (largest max(first_load, second_load)) and the other buckets from the least loaded
+//     up; for the first bucket k that admits a move of an item of c to k, or a swap of an item of
+//     c with an item of k, bringing both buckets strictly below the current makespan, apply the
+//     best such move or swap (smallest max of the two new costs). Ends when none exists.
+// (3) Iterated local search on the budget left: perturb the best assignment by 1-3 random swaps
+//     (the first out of the critical bucket; fixed seed), local search, keep it if better.
+// Never worse than TwoResourceLpt; stops early at the lower bound.
 StatusOr<BucketBalanceResult> BalanceBucketsHeuristic(std::span<const TwoResourceItem> items,
                                                       const BucketBalanceOptions& options);
 
