@@ -1,6 +1,7 @@
 #include "weft/planning/placement_file.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -386,6 +387,37 @@ StatusOr<Placement> BuildPlacement(const PlacementSpec& spec, const spec::ModelS
   WEFT_RETURN_IF_ERROR(FillGroupStateBytes(model, cost_model, placement));
   WEFT_RETURN_IF_ERROR(placement.Validate(model));
   return placement;
+}
+
+std::string PlacementSpecToYaml(const PlacementSpec& spec, std::string_view header) {
+  std::string out;
+  if (!header.empty()) {
+    size_t start = 0;
+    while (start <= header.size()) {
+      const size_t end = header.find('\n', start);
+      const std::string_view line =
+          header.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+      out += fmt::format("# {}\n", line);
+      if (end == std::string_view::npos) break;
+      start = end + 1;
+    }
+  }
+  const std::string_view schedule = spec.schedule == sched::ScheduleKind::kInterleavedOneFOneB
+                                        ? "interleaved"
+                                        : sched::ScheduleKindName(spec.schedule);
+  out += fmt::format("placement:\n  schedule: {}\n", schedule);
+  if (spec.num_microbatches > 0) out += fmt::format("  microbatches: {}\n", spec.num_microbatches);
+  out += "  modules:\n";
+  for (const ModulePlacement& m : spec.modules) {
+    if (!m.on.empty()) {
+      out += fmt::format("    {}: {{on: {}}}\n", m.module, m.on);
+      continue;
+    }
+    out += fmt::format("    {}: {{tp: {}, cp: {}, dp: {}", m.module, m.tp, m.cp, m.dp);
+    if (m.virtual_stages > 1) out += fmt::format(", virtual: {}", m.virtual_stages);
+    out += fmt::format(", layers: [{}], first_gpu: {}}}\n", fmt::join(m.layers, ", "), m.first_gpu);
+  }
+  return out;
 }
 
 }  // namespace weft::planning

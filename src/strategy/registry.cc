@@ -2,6 +2,7 @@
 
 #include "weft/strategy/baselines.h"
 #include "weft/strategy/cornstarch/cornstarch.h"
+#include "weft/strategy/dflop/dflop.h"
 #include "weft/strategy/dip/dip.h"
 #include "weft/strategy/fsdp/fsdp.h"
 #include "weft/strategy/lpt_assign/lpt_assign.h"
@@ -35,6 +36,10 @@ const std::vector<RegistryEntry>& Registry() {
       {"dip-reorder", [] { return dip::MakeDipStrategy(dip::DipVariant::kReorder); }},
       {"dip", [] { return dip::MakeDipStrategy(dip::DipVariant::kFull); }},
       {"megatron-1f1b-lpt", [] { return lpt_assign::MakeLptAssignStrategy(); }},
+      {"dflop", [] { return dflop::MakeDflopStrategy(dflop::Variant::kDflop); }},
+      {"dflop-paper", [] { return dflop::MakeDflopStrategy(dflop::Variant::kPaper); }},
+      {"dflop-optimizer-only",
+       [] { return dflop::MakeDflopStrategy(dflop::Variant::kOptimizerOnly); }},
   };
   return kRegistry;
 }

@@ -137,5 +137,6 @@ void RegisterSimulateCommand(CLI::App& app, int& exit_code);
 void RegisterPlanCommand(CLI::App& app, int& exit_code);
 void RegisterBenchCommand(CLI::App& app, int& exit_code);
 void RegisterCpCommand(CLI::App& app, int& exit_code);
+void RegisterOptimizeCommand(CLI::App& app, int& exit_code);
 
 }  // namespace weft::cli

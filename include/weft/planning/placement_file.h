@@ -58,6 +58,10 @@ StatusOr<PlacementSpec> ParsePlacementYaml(std::string_view text, std::string_vi
                                            const spec::ModelSpec& model,
                                            const spec::ClusterSpec& cluster);
 
+// YAML text of a spec that ParsePlacementYaml reads back to the same spec (modules in the spec's
+// order), with a comment header `header` (may be empty; one "# " line per line).
+std::string PlacementSpecToYaml(const PlacementSpec& spec, std::string_view header = "");
+
 // The unfolded Placement of a spec (groups, chunks with replicas, per-module parallel, gradient
 // syncs and state bytes from the cost model).
 StatusOr<Placement> BuildPlacement(const PlacementSpec& spec, const spec::ModelSpec& model,
