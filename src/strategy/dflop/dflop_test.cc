@@ -77,6 +77,45 @@ TEST(DflopOptimizer, ArgminEqualsBruteForceOnSmallClusters) {
   }
 }
 
+// Pruning by the work lower bound never changes the result: argmins of both objectives, the
+// re-rank set and its order equal the exhaustive enumeration's, on several clusters, objectives,
+// re-rank sizes and with the acceptance rule.
+TEST(DflopOptimizer, PruningKeepsTheExhaustiveResult) {
+  for (int gpus : {8, 16, 24}) {
+    auto planner = MakePlanner(Options(gpus), "megatron-1f1b");
+    ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+    const Job& job = (*planner)->job();
+    auto tables = cost::ThroughputTable::Analytical(job.model, *job.cost_model);
+    ASSERT_TRUE(tables.ok());
+    for (Objective objective : {Objective::kPaper, Objective::kExpected}) {
+      for (int k : {1, 8}) {
+        for (double accept : {0.0, 0.1}) {
+          OptimizerOptions pruned{
+              .objective = objective, .rerank_top_k = 0, .accept_within = accept};
+          pruned.rerank_top_k = k;
+          OptimizerOptions full = pruned;
+          full.prune = false;
+          // Compare the formula phase only (no simulation): rerank set = top before re-rank.
+          auto a = Optimize(job, *tables, pruned, [](auto&&...) -> StatusOr<planning::Assignment> {
+            return InvalidArgumentError("formula only");
+          });
+          auto b = Optimize(job, *tables, full, [](auto&&...) -> StatusOr<planning::Assignment> {
+            return InvalidArgumentError("formula only");
+          });
+          ASSERT_TRUE(a.ok() && b.ok());
+          EXPECT_EQ(a->argmin_paper, b->argmin_paper) << gpus;
+          EXPECT_EQ(a->argmin_expected, b->argmin_expected) << gpus;
+          ASSERT_EQ(a->top.size(), b->top.size()) << gpus << " k " << k << " accept " << accept;
+          for (size_t i = 0; i < a->top.size(); ++i) {
+            EXPECT_EQ(a->top[i].config, b->top[i].config) << gpus << " #" << i;
+          }
+          EXPECT_LE(a->evaluated, b->evaluated);
+        }
+      }
+    }
+  }
+}
+
 TEST(DflopOptimizer, ItemDurationsAddUpToTheFormulasStageTimes) {
   auto planner = MakePlanner(Options(8), "megatron-1f1b");
   ASSERT_TRUE(planner.ok());

@@ -224,9 +224,11 @@ Status OptimizerOptions::Validate() const {
 
 std::string OptimizerResult::ToText() const {
   std::string out = fmt::format(
-      "{} (E, L) configs x microbatch counts priced: {} in {:.2f} ms; simulator re-rank {:.2f} s; "
-      "global batch {} items\n",
-      module_configs, evaluated, formula_wall_s * 1e3, rerank_wall_s, global_items);
+      "{} (E, L) configs ({} skipped whole by the lower bound), {} (E, L, N_mb) priced in {:.2f} "
+      "ms (profile batches summarized in {:.2f} ms); simulator re-rank {:.2f} s; global batch {} "
+      "items\n",
+      module_configs, pruned, evaluated, formula_wall_s * 1e3, summary_wall_s * 1e3, rerank_wall_s,
+      global_items);
   if (!rejected.empty()) {
     out += "rejected:";
     for (const auto& [reason, count] : rejected) out += fmt::format(" {} {};", reason, count);
@@ -309,6 +311,7 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
   }
 
   // Profile batches summarized once.
+  double result_summary_wall_s = 0;
   std::vector<int> llm_tps;
   for (int tp : tables.TpValues(roles.llm)) {
     if (tp <= node && TpFitsHeads(llm, tp)) llm_tps.push_back(tp);
@@ -348,6 +351,8 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
   }
   if (total_items <= 0) return InvalidArgumentError("the profile batches hold no items");
   const int gbs = static_cast<int>(std::lround(total_items / batches.size()));
+  result_summary_wall_s = Seconds(start);
+  const auto formula_start = Clock::now();
   const double mean_units = total_units / total_items;
   const double mean_tokens = total_tokens / total_items;
 
@@ -385,12 +390,12 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
       roles.projector >= 0 ? static_cast<double>(model.modules[roles.projector].ParameterCount())
                            : 0.0;
 
-  // Kept by the objective: enough to pick a diverse re-rank set (at most kPerPair microbatch
-  // counts of one (E, L) pair) and to apply the acceptance rule.
+  // Kept by the objective: the best `keep` candidates with at most kPerPair microbatch counts
+  // of one (E, L) pair (the re-rank set); everything within accept_within of the best when the
+  // acceptance rule is on.
   constexpr int kPerPair = 3;
-  const size_t keep = options.accept_within > 0
-                          ? 100000
-                          : static_cast<size_t>(std::max(options.rerank_top_k, 1)) * 64;
+  const bool accept_rule = options.accept_within > 0;
+  const size_t keep = accept_rule ? 100000 : static_cast<size_t>(std::max(options.rerank_top_k, 1));
   Candidate best_paper_candidate, best_expected_candidate;
   std::vector<Candidate> top;  // sorted by the objective
   double best_paper = std::numeric_limits<double>::infinity();
@@ -398,6 +403,34 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
   auto objective_of = [&](const Candidate& c) {
     return options.objective == Objective::kPaper ? c.paper_s : c.expected_s;
   };
+  auto same_pair = [](const Candidate& a, const Config& b) {
+    return a.config.encoder == b.encoder && a.config.llm == b.llm;
+  };
+  // Below this primary objective a candidate can still enter `top`.
+  auto primary_threshold = [&]() {
+    if (top.empty()) return std::numeric_limits<double>::infinity();
+    if (accept_rule) return objective_of(top.front()) * (1 + options.accept_within);
+    return top.size() < keep ? std::numeric_limits<double>::infinity() : objective_of(top.back());
+  };
+
+  // Lower bounds for pruning (options.prune): the cheapest per-unit and per-token time a table
+  // holds (between grid points time is linear in the batch, so time / batch is monotone there;
+  // outside it is constant), per TP.
+  std::map<int, double> min_e_per_unit, min_l_per_token;
+  for (const auto& [tp, points] : enc_table->encoder) {
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& p : points)
+      best = std::min(best, (p.forward_s + enc_bwf * p.backward_s) / p.batch);
+    min_e_per_unit[tp] = best;
+  }
+  for (const auto& [tp, points] : llm_table->llm) {
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& p : points) {
+      best = std::min(best, (p.linear_forward_s + llm_bwf * p.linear_backward_s) / p.seq_tokens);
+    }
+    min_l_per_token[tp] = best;
+  }
+  const double num_batches = static_cast<double>(batches.size());
 
   for (int e_gpus = 1; e_gpus < gpus; ++e_gpus) {
     const int l_gpus = gpus - e_gpus;
@@ -430,10 +463,51 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
           continue;
         }
         const int depth = e.pp + l.pp;
+        const double mean_attention = total_attention_s[l.tp] / total_items;
+        // Work lower bounds of this pair, independent of N_mb: T(N_mb) >= (1 + (depth-1)/N_mb)
+        // x work (both objectives); the expected one also >= (N_mb + depth - 1) x longest item.
+        const double e_unit_lb = e_layers * min_e_per_unit[e.tp] * l.dp / e.dp;
+        const double l_token_lb = l_layers * min_l_per_token[l.tp];
+        const double paper_work_lb =
+            static_cast<double>(gbs) / l.dp *
+            std::max(e_unit_lb * mean_units, l_token_lb * mean_tokens + l_layers * mean_attention);
+        double expected_work_lb = 0, expected_item_lb = 0;
+        for (const BatchSummary& b : batches) {
+          expected_work_lb +=
+              std::max(e_unit_lb * b.sum_units,
+                       l_token_lb * b.sum_tokens + l_layers * b.sum_attention_s.at(l.tp)) /
+              l.dp;
+          double item = e_unit_lb * b.max_units;
+          for (const auto& [s_d, a_d] : b.llm_front.at(l.tp)) {
+            item = std::max(item, l_token_lb * s_d + l_layers * a_d);
+          }
+          expected_item_lb += item;
+        }
+        expected_work_lb /= num_batches;
+        expected_item_lb /= num_batches;
+        auto prunable = [&](int mb) {
+          if (!options.prune) return false;
+          const double f = 1.0 + static_cast<double>(depth - 1) / mb;
+          const double paper_lb = f * paper_work_lb;
+          const double expected_lb =
+              std::max(f * expected_work_lb, (mb + depth - 1) * expected_item_lb);
+          const double primary_lb = options.objective == Objective::kPaper ? paper_lb : expected_lb;
+          return paper_lb >= best_paper && expected_lb >= best_expected &&
+                 primary_lb >= primary_threshold();
+        };
+        if (prunable(max_mb)) {
+          // Even the smallest bubble factor cannot beat what is kept (the item term only grows).
+          const double f = 1.0 + static_cast<double>(depth - 1) / max_mb;
+          if (f * paper_work_lb >= best_paper && f * expected_work_lb >= best_expected &&
+              (options.objective == Objective::kPaper ? f * paper_work_lb : f * expected_work_lb) >=
+                  primary_threshold()) {
+            ++result.pruned;
+            continue;
+          }
+        }
         bool any_fit = false;
         bool e_oom = false, l_oom = false;
         for (int mb = 1; mb <= max_mb; ++mb) {
-          ++result.evaluated;
           const Config config{.encoder = e, .llm = l, .num_microbatches = mb};
           const double b_mb = std::max(1e-9, mean_units * gbs / (static_cast<double>(mb) * e.dp));
           const double s_mb = std::max(1.0, mean_tokens * gbs / (static_cast<double>(mb) * l.dp));
@@ -448,6 +522,8 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
             continue;
           }
           any_fit = true;
+          if (prunable(mb)) continue;
+          ++result.evaluated;
           WEFT_ASSIGN_OR_RETURN(cost::LayerTime et,
                                 tables.EncoderLayerTime(roles.encoder, e.tp, b_mb));
           WEFT_ASSIGN_OR_RETURN(cost::LayerTime lt, tables.LlmLinearTime(roles.llm, l.tp, s_mb));
@@ -458,7 +534,6 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
           const double stages = mb + depth - 1;
           Candidate c{.config = config, .encoder_memory_bytes = e_mem, .llm_memory_bytes = l_mem};
           // Paper: every item the mean item; GBS / m items per bucket.
-          const double mean_attention = total_attention_s[l.tp] / total_items;
           const double items_per_bucket = gbs / m;
           c.paper_s = stages * items_per_bucket *
                       std::max(e_per_unit * mean_units,
@@ -466,18 +541,17 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
           // Expected: mean over batches of the balanced-bucket bound.
           double sum_t = 0;
           for (const BatchSummary& b : batches) {
-            const double bm = static_cast<double>(mb) * l.dp;
             double bound =
                 std::max(e_per_unit * b.sum_units,
                          l_per_token * b.sum_tokens + l_layers * b.sum_attention_s.at(l.tp)) /
-                bm;
+                m;
             bound = std::max(bound, e_per_unit * b.max_units);
             for (const auto& [s_d, a_d] : b.llm_front.at(l.tp)) {
               bound = std::max(bound, l_per_token * s_d + l_layers * a_d);
             }
             sum_t += stages * bound;
           }
-          c.expected_s = sum_t / static_cast<double>(batches.size());
+          c.expected_s = sum_t / num_batches;
           if (c.paper_s < best_paper) {
             best_paper = c.paper_s;
             result.argmin_paper = config;
@@ -489,19 +563,34 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
             best_expected_candidate = c;
           }
           const double obj = objective_of(c);
-          if (top.size() < keep || obj < objective_of(top.back())) {
-            auto pos =
-                std::upper_bound(top.begin(), top.end(), obj,
-                                 [&](double v, const Candidate& x) { return v < objective_of(x); });
-            top.insert(pos, c);
-            if (top.size() > keep) top.pop_back();
+          if (!(obj < primary_threshold() || top.size() < keep)) continue;
+          if (!accept_rule) {
+            // At most kPerPair entries of one pair: replace the pair's worst when better.
+            int same = 0;
+            auto worst = top.end();
+            for (auto it = top.begin(); it != top.end(); ++it) {
+              if (same_pair(*it, config)) {
+                ++same;
+                worst = it;  // sorted: the last one of the pair is its worst
+              }
+            }
+            if (same >= kPerPair) {
+              if (!(obj < objective_of(*worst))) continue;
+              top.erase(worst);
+            }
           }
+          auto pos =
+              std::upper_bound(top.begin(), top.end(), obj,
+                               [&](double v, const Candidate& x) { return v < objective_of(x); });
+          top.insert(pos, c);
+          if (top.size() > keep) top.pop_back();
         }
         if (!any_fit) ++result.rejected[e_oom ? "encoder memory" : (l_oom ? "LLM memory" : "none")];
       }
     }
   }
-  result.formula_wall_s = Seconds(start);
+  result.formula_wall_s = Seconds(formula_start);
+  result.summary_wall_s = result_summary_wall_s;
   if (top.empty()) {
     std::string reasons;
     for (const auto& [reason, count] : result.rejected) {
@@ -519,28 +608,17 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
     }
     std::rotate(top.begin(), chosen, chosen + 1);
   }
-  {
-    // The re-rank set: the best by the objective, at most kPerPair microbatch counts per (E, L)
-    // pair, and the other objective's argmin (so the simulator sees both rankings' choices).
-    const size_t k = static_cast<size_t>(std::max(options.rerank_top_k, 1));
-    std::vector<Candidate> chosen;
-    for (const Candidate& c : top) {
-      if (chosen.size() >= k) break;
-      const int same =
-          static_cast<int>(std::count_if(chosen.begin(), chosen.end(), [&](const Candidate& x) {
-            return x.config.encoder == c.config.encoder && x.config.llm == c.config.llm;
-          }));
-      if (same < kPerPair || options.accept_within > 0) chosen.push_back(c);
+  if (accept_rule) {
+    top.resize(std::min(top.size(), static_cast<size_t>(std::max(options.rerank_top_k, 1))));
+  }
+  if (options.rerank_top_k > 0) {
+    // The simulator also sees the other objective's choice.
+    const Candidate& other =
+        options.objective == Objective::kPaper ? best_expected_candidate : best_paper_candidate;
+    if (std::none_of(top.begin(), top.end(),
+                     [&](const Candidate& x) { return x.config == other.config; })) {
+      top.push_back(other);
     }
-    if (options.rerank_top_k > 0) {
-      const Candidate& other =
-          options.objective == Objective::kPaper ? best_expected_candidate : best_paper_candidate;
-      if (std::none_of(chosen.begin(), chosen.end(),
-                       [&](const Candidate& x) { return x.config == other.config; })) {
-        chosen.push_back(other);
-      }
-    }
-    top = std::move(chosen);
   }
   result.argmin_simulated = top.front().config;
 

@@ -135,6 +135,9 @@ struct OptimizerOptions {
   int rerank_top_k = 8;      // 0 = the formula's argmin, no simulation
   double accept_within = 0;  // public code's rule: 0.10 = fewest microbatches within 10%
   int max_microbatches = 0;  // 0 = GBS / L_dp (the paper's bound)
+  // Skip (E, L, N_mb) whose work lower bound (the tables' cheapest per-unit times, the bubble
+  // factor, the longest item) cannot beat what is kept: same argmins and re-rank set as without.
+  bool prune = true;
   Status Validate() const;
 };
 
@@ -153,10 +156,12 @@ struct OptimizerResult {
   std::vector<Candidate> top;  // by the objective (then re-ranked when simulated), best first
   int64_t module_configs = 0;  // (E, L) pairs enumerated
   int64_t evaluated = 0;       // (E, L, N_mb) priced
+  int64_t pruned = 0;          // (E, L) pairs skipped whole by the lower bound
   std::map<std::string, int64_t> rejected;  // reason -> count (e.g. "encoder memory")
   // Argmins of the three rankings among the top candidates (the simulated one when simulated).
   Config argmin_paper, argmin_expected, argmin_simulated;
-  double formula_wall_s = 0;
+  double summary_wall_s = 0;  // item shapes and per-TP attention of the profile batches
+  double formula_wall_s = 0;  // enumeration and pricing (Algorithm 1's phases)
   double rerank_wall_s = 0;
   int global_items = 0;
   std::string ToText() const;
