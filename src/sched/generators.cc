@@ -1,10 +1,10 @@
 #include "weft/sched/generators.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace weft::sched {
 namespace {
@@ -55,6 +55,7 @@ class SlotTable {
     const int64_t num_buckets = int64_t{num_groups} * slots_per_group * 2;
     std::vector<int64_t> bucket(n);
     std::vector<int32_t> next(num_buckets + 1, 0);  // counts, then each bucket's next position
+    mb_ids_ = mb_ids;
     for (int s = 0; s < n; ++s) {
       const graph::Stage& st = graph.stage(s);
       int kind = st.pass == Pass::kForward ? kFwd : kBwd;
@@ -78,6 +79,8 @@ class SlotTable {
   }
 
   int num_microbatches() const { return num_microbatches_; }
+  // The microbatch ids group g runs, increasing (its dense index i is ids[i]).
+  const std::vector<int>& microbatch_ids(GroupId g) const { return mb_ids_[g]; }
   int num_chunks() const { return num_chunks_; }
   bool has_weight_stages() const { return has_weight_stages_; }
   bool has_input_stages() const { return has_input_stages_; }
@@ -108,6 +111,7 @@ class SlotTable {
   bool has_input_stages_ = false;
   std::vector<StageId> sorted_;
   std::vector<int64_t> begin_;
+  std::vector<std::vector<int>> mb_ids_;
 };
 
 // Rank of each group for the rules' warm-up (Cornstarch §4.1, cross-modality 1F1B): a group
@@ -146,8 +150,8 @@ std::vector<int> GroupRanks(const StageGraph& graph) {
     if (st.pass != Pass::kForward || st.chunk != last_chunk[st.group]) continue;
     group_height[st.group] = std::max(group_height[st.group], height[s]);
   }
-  const int p = num_groups == 0 ? 1
-                                : *std::max_element(group_height.begin(), group_height.end()) + 1;
+  const int p =
+      num_groups == 0 ? 1 : *std::max_element(group_height.begin(), group_height.end()) + 1;
   std::vector<int> rank(num_groups, 0);
   for (int g = 0; g < num_groups; ++g) rank[g] = p - 1 - group_height[g];
   return rank;
@@ -160,9 +164,75 @@ std::vector<StageId> GPipeOrder(const SlotTable& t, GroupId g) {
   return order;
 }
 
-std::vector<StageId> OneFOneBOrder(const SlotTable& t, GroupId g, int rank, int p) {
+// 1F1B warm-ups from the data flow, for graphs whose groups run different microbatch sets (an
+// unfolded placement whose encoder replica feeds several LLM replicas, microbatches that skip a
+// module): 1F1B on group g runs F(0..w-1), then F(w+i) B(i); its first backward (of its first
+// microbatch id) waits for every consumer's backward of that id, which comes after the consumer
+// forwarded ids_c[0 .. pos + w_c]. So g warms up over every id of its own up to the largest of
+// those (w_g = their count), consumers first (reverse topological order of the group graph). On a
+// chain with the same microbatches everywhere this is Megatron's P − rank − 1, on fan-in graphs
+// each branch's height (GroupRanks); the caller takes the larger of the two per group. Empty when
+// the group graph has a cycle (chunks revisiting groups: the rank rule alone applies).
+std::vector<int> DataFlowWarmups(const StageGraph& graph, const SlotTable& t) {
+  const int num_groups = graph.num_groups();
+  std::vector<std::vector<char>> consumer(num_groups, std::vector<char>(num_groups, 0));
+  std::vector<int> indegree(num_groups, 0);
+  for (graph::EdgeId e = 0; e < graph.num_edges(); ++e) {
+    const graph::Stage& from = graph.stage(graph.edge(e).from);
+    const graph::Stage& to = graph.stage(graph.edge(e).to);
+    if (from.pass != Pass::kForward || to.pass != Pass::kForward || from.group == to.group)
+      continue;
+    if (!consumer[from.group][to.group]) {
+      consumer[from.group][to.group] = 1;
+      ++indegree[to.group];
+    }
+  }
+  // Topological order of groups (Kahn); a cycle -> no data-flow warm-ups.
+  std::vector<int> order;
+  std::vector<int> ready;
+  for (int g = 0; g < num_groups; ++g) {
+    if (indegree[g] == 0) ready.push_back(g);
+  }
+  while (!ready.empty()) {
+    const int g = ready.back();
+    ready.pop_back();
+    order.push_back(g);
+    for (int c = 0; c < num_groups; ++c) {
+      if (consumer[g][c] && --indegree[c] == 0) ready.push_back(c);
+    }
+  }
+  if (static_cast<int>(order.size()) != num_groups) return {};
+  std::vector<int> warmup(num_groups, 0);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int g = *it;
+    const auto& ids = t.microbatch_ids(g);
+    if (ids.empty()) continue;
+    int needed_id = -1;
+    for (int c = 0; c < num_groups; ++c) {
+      if (!consumer[g][c]) continue;
+      const auto& cids = t.microbatch_ids(c);
+      // The first id of g that c also runs.
+      int pos = -1;
+      for (int id : ids) {
+        auto at = std::lower_bound(cids.begin(), cids.end(), id);
+        if (at != cids.end() && *at == id) {
+          pos = static_cast<int>(at - cids.begin());
+          break;
+        }
+      }
+      if (pos < 0) continue;
+      const int last = std::min(pos + warmup[c], static_cast<int>(cids.size()) - 1);
+      needed_id = std::max(needed_id, cids[last]);
+    }
+    warmup[g] = static_cast<int>(std::upper_bound(ids.begin(), ids.end(), needed_id) - ids.begin());
+  }
+  return warmup;
+}
+
+std::vector<StageId> OneFOneBOrder(
+    const SlotTable& t, GroupId g, int rank, int p, int data_flow_warmup = 0) {
   const int m = t.num_microbatches();
-  const int warmup = std::min(p - rank - 1, m);
+  const int warmup = std::min(std::max(p - rank - 1, data_flow_warmup), m);
   std::vector<StageId> order;
   for (int i = 0; i < warmup; ++i) t.AppendUnit(g, i, kFwd, order);
   for (int i = 0; i < m - warmup; ++i) {
@@ -245,8 +315,8 @@ StatusOr<ScheduleKind> ParseScheduleKind(std::string_view name) {
                             ScheduleKind::kInterleavedOneFOneB, ScheduleKind::kZeroBubbleH1}) {
     if (name == ScheduleKindName(kind)) return kind;
   }
-  return InvalidArgumentError(fmt::format(
-      "schedule = '{}'; must be one of gpipe, 1f1b, interleaved-1f1b, zb-h1", name));
+  return InvalidArgumentError(
+      fmt::format("schedule = '{}'; must be one of gpipe, 1f1b, interleaved-1f1b, zb-h1", name));
 }
 
 StatusOr<Schedule> MakeSchedule(ScheduleKind kind, const StageGraph& graph) {
@@ -267,8 +337,8 @@ StatusOr<Schedule> MakeSchedule(ScheduleKind kind, const StageGraph& graph) {
     } else {
       if (m % p != 0) {
         return FailedPreconditionError(fmt::format(
-            "interleaved 1F1B needs num_microbatches ({}) divisible by the pipeline size P ({})",
-            m, p));
+            "interleaved 1F1B needs num_microbatches ({}) divisible by the pipeline size P ({})", m,
+            p));
       }
       schedule.name += fmt::format("(v={})", v);
     }
@@ -278,13 +348,16 @@ StatusOr<Schedule> MakeSchedule(ScheduleKind kind, const StageGraph& graph) {
         "zb-h1 needs backward split into kBackwardInput and kBackwardWeight stages; the graph has "
         "no kBackwardInput stage");
   }
+  const std::vector<int> flow_warmup =
+      kind == ScheduleKind::kOneFOneB ? DataFlowWarmups(graph, table) : std::vector<int>{};
   for (GroupId g = 0; g < graph.num_groups(); ++g) {
     switch (kind) {
       case ScheduleKind::kGPipe:
         schedule.order[g] = GPipeOrder(table, g);
         break;
       case ScheduleKind::kOneFOneB:
-        schedule.order[g] = OneFOneBOrder(table, g, rank[g], p);
+        schedule.order[g] =
+            OneFOneBOrder(table, g, rank[g], p, flow_warmup.empty() ? 0 : flow_warmup[g]);
         break;
       case ScheduleKind::kInterleavedOneFOneB:
         schedule.order[g] = InterleavedOrder(table, g, rank[g], p);
@@ -313,18 +386,21 @@ StatusOr<Schedule> MakeSchedule(ScheduleKind kind, const StageGraph& graph) {
 }
 
 Status PipelineShape::Validate() const {
-  if (num_groups < 1) return InvalidArgumentError(fmt::format("num_groups = {}; must be >= 1", num_groups));
+  if (num_groups < 1)
+    return InvalidArgumentError(fmt::format("num_groups = {}; must be >= 1", num_groups));
   if (chunks_per_group < 1) {
-    return InvalidArgumentError(fmt::format("chunks_per_group = {}; must be >= 1", chunks_per_group));
+    return InvalidArgumentError(
+        fmt::format("chunks_per_group = {}; must be >= 1", chunks_per_group));
   }
   if (num_microbatches < 1) {
-    return InvalidArgumentError(fmt::format("num_microbatches = {}; must be >= 1", num_microbatches));
+    return InvalidArgumentError(
+        fmt::format("num_microbatches = {}; must be >= 1", num_microbatches));
   }
   const size_t virtual_stages = static_cast<size_t>(num_groups) * chunks_per_group;
   if (costs.size() != 1 && costs.size() != virtual_stages) {
-    return InvalidArgumentError(fmt::format(
-        "costs.size() = {}; must be 1 or num_groups × chunks_per_group ({})", costs.size(),
-        virtual_stages));
+    return InvalidArgumentError(
+        fmt::format("costs.size() = {}; must be 1 or num_groups × chunks_per_group ({})",
+                    costs.size(), virtual_stages));
   }
   for (size_t k = 0; k < costs.size(); ++k) {
     const VirtualStageCost& c = costs[k];

@@ -7,7 +7,9 @@
 #include <set>
 
 #include "weft/plan/validator.h"
+#include "weft/planning/iteration.h"
 #include "weft/planning/planner.h"
+#include "weft/sched/generators.h"
 #include "weft/strategy/compare.h"
 
 namespace weft::strategy::dflop {
@@ -201,6 +203,47 @@ TEST(Dflop, PlansValidatesAndRecordsTheSchedulersBuckets) {
     EXPECT_FALSE(planned->evaluation.oom);
     plan::ValidationReport report;
     EXPECT_TRUE((*planner)->CompileWorld(*planned, 0, &report).ok());
+  }
+}
+
+// One encoder replica feeding six LLM replicas (E_dp = 1, L_dp = 6) and the reverse: 1F1B's
+// warm-up follows the data flow (sched: DataFlowWarmups), so the unfolded graph is ordered and
+// simulated with the scheduler's buckets (text-only buckets skip the encoder).
+TEST(Dflop, UnevenDpPlacementsAreOrderedBy1F1B) {
+  auto planner = MakePlanner(Options(16), "megatron-1f1b");
+  ASSERT_TRUE(planner.ok());
+  const Job& job = (*planner)->job();
+  auto tables = cost::ThroughputTable::Analytical(job.model, *job.cost_model);
+  ASSERT_TRUE(tables.ok());
+  auto roles = FindRoles(job.model);
+  ASSERT_TRUE(roles.ok());
+  for (const Config& config : {Config{.encoder = {.tp = 4, .pp = 1, .dp = 1},
+                              .llm = {.tp = 1, .pp = 2, .dp = 6},
+                              .num_microbatches = 4},
+                               Config{.encoder = {.tp = 1, .pp = 1, .dp = 4},
+                               .llm = {.tp = 4, .pp = 3, .dp = 1},
+                               .num_microbatches = 8}}) {
+    auto spec = PlacementOf(config, job.model, *roles);
+    ASSERT_TRUE(spec.ok());
+    auto placement = planning::BuildPlacement(*spec, job.model, job.cluster, *job.cost_model);
+    ASSERT_TRUE(placement.ok()) << placement.status().ToString();
+    planning::StaticPlan plan;
+    plan.placement = std::move(*placement);
+    plan.num_microbatches = config.num_microbatches;
+    for (SchedulerKind kind : {SchedulerKind::kHybrid, SchedulerKind::kRandom}) {
+      auto assignment = ScheduleBatch(job, config, *tables, job.profile_batches[0], kind);
+      ASSERT_TRUE(assignment.ok()) << assignment.status().ToString();
+      auto it = planning::PlanReplicas(
+          job, plan, {.batch = job.profile_batches[0], .assignment = *assignment},
+          [](const graph::StageGraph& g) {
+            return sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
+          });
+      ASSERT_TRUE(it.ok()) << config.Describe() << ": " << it.status().ToString();
+      auto e = planning::EvaluateIteration(job, *it);
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      EXPECT_GT(e->iteration_time_s, 0);
+      EXPECT_GE(e->iteration_time_s, e->lower_bound_s);
+    }
   }
 }
 

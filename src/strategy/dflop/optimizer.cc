@@ -245,6 +245,12 @@ std::string OptimizerResult::ToText() const {
                            : fmt::format("{:.4f}{}", c.simulated_s, c.simulated_oom ? " OOM" : ""),
                        c.encoder_memory_bytes / (1 << 30), c.llm_memory_bytes / (1 << 30));
   }
+  for (size_t k = 0; k < top.size(); ++k) {
+    if (!top[k].simulation_error.empty()) {
+      out +=
+          fmt::format("  #{} not simulated: {}\n", k + 1, top[k].simulation_error.substr(0, 3000));
+    }
+  }
   out +=
       fmt::format("argmin paper: {}\nargmin expected: {}\nargmin simulated: {}\n",
                   argmin_paper.Describe(), argmin_expected.Describe(), argmin_simulated.Describe());
@@ -532,7 +538,10 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
           const double l_per_token = l_layers * (lt.forward_s + llm_bwf * lt.backward_s) / s_mb;
           const double m = static_cast<double>(mb) * l.dp;  // buckets
           const double stages = mb + depth - 1;
-          Candidate c{.config = config, .encoder_memory_bytes = e_mem, .llm_memory_bytes = l_mem};
+          Candidate c;
+          c.config = config;
+          c.encoder_memory_bytes = e_mem;
+          c.llm_memory_bytes = l_mem;
           // Paper: every item the mean item; GBS / m items per bucket.
           const double items_per_bucket = gbs / m;
           c.paper_s = stages * items_per_bucket *
@@ -625,39 +634,36 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
   if (options.rerank_top_k > 0) {
     const auto rerank_start = Clock::now();
     for (Candidate& c : top) {
-      WEFT_ASSIGN_OR_RETURN(planning::PlacementSpec spec, PlacementOf(c.config, model, roles));
-      auto placement = planning::BuildPlacement(spec, model, job.cluster, *job.cost_model);
-      if (!placement.ok()) continue;
-      planning::StaticPlan plan = MakeStaticPlan(std::move(*placement), "dflop", model);
-      plan.num_microbatches = c.config.num_microbatches;
-      double total_s = 0;
-      bool oom = false, ok = true;
-      for (const auto& batch : job.profile_batches) {
-        auto assignment = assign ? assign(job, plan, c.config, batch)
-                                 : planning::DefaultAssignmentFor(job, plan, batch);
-        if (!assignment.ok()) {
-          ok = false;
-          break;
+      // One simulated mean over the profile batches; an error leaves the candidate unsimulated
+      // with the reason (printed).
+      auto simulate = [&]() -> Status {
+        WEFT_ASSIGN_OR_RETURN(planning::PlacementSpec spec, PlacementOf(c.config, model, roles));
+        WEFT_ASSIGN_OR_RETURN(planning::Placement placement,
+                              planning::BuildPlacement(spec, model, job.cluster, *job.cost_model));
+        planning::StaticPlan plan = MakeStaticPlan(std::move(placement), "dflop", model);
+        plan.num_microbatches = c.config.num_microbatches;
+        double total_s = 0;
+        bool oom = false;
+        for (const auto& batch : job.profile_batches) {
+          WEFT_ASSIGN_OR_RETURN(planning::Assignment assignment,
+                                assign ? assign(job, plan, c.config, batch)
+                                       : planning::DefaultAssignmentFor(job, plan, batch));
+          WEFT_ASSIGN_OR_RETURN(planning::IterationPlan it,
+                                planning::PlanReplicas(
+                                    job, plan, {.batch = batch, .assignment = assignment},
+                                    [](const graph::StageGraph& g) {
+                                      return sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
+                                    }));
+          WEFT_ASSIGN_OR_RETURN(planning::IterationEvaluation e,
+                                planning::EvaluateIteration(job, it));
+          total_s += e.iteration_time_s;
+          oom = oom || e.oom;
         }
-        auto it = planning::PlanReplicas(
-            job, plan, {.batch = batch, .assignment = *assignment}, [](const graph::StageGraph& g) {
-              return sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
-            });
-        if (!it.ok()) {
-          ok = false;
-          break;
-        }
-        auto e = planning::EvaluateIteration(job, *it);
-        if (!e.ok()) {
-          ok = false;
-          break;
-        }
-        total_s += e->iteration_time_s;
-        oom = oom || e->oom;
-      }
-      if (!ok) continue;
-      c.simulated_s = total_s / static_cast<double>(job.profile_batches.size());
-      c.simulated_oom = oom;
+        c.simulated_s = total_s / static_cast<double>(job.profile_batches.size());
+        c.simulated_oom = oom;
+        return OkStatus();
+      };
+      if (Status s = simulate(); !s.ok()) c.simulation_error = std::string(s.message());
     }
     // Re-rank: simulated and fitting first, by simulated time; the rest keep their order.
     std::stable_sort(top.begin(), top.end(), [](const Candidate& a, const Candidate& b) {

@@ -147,6 +147,7 @@ struct Candidate {
   double expected_s = 0;    // weft's expected makespan (balanced-bucket bound, mean over batches)
   double simulated_s = -1;  // mean simulated iteration (-1 = not simulated)
   bool simulated_oom = false;
+  std::string simulation_error;  // why it was not simulated (empty when it was, or not asked)
   double encoder_memory_bytes = 0;
   double llm_memory_bytes = 0;
 };
