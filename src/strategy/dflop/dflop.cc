@@ -162,11 +162,11 @@ class DflopStrategy final : public planning::Strategy {
     planning::StaticPlan plan = MakeStaticPlan(
         std::move(placement),
         fmt::format(
-            "{}: {} ({} objective {:.4g} s{}; {} configs priced in {:.1f} ms)", Name(),
-            result.best.Describe(), ObjectiveName(options.objective),
+            "{}: {} ({} objective {:.4g} s{}; {} configs priced)", Name(), result.best.Describe(),
+            ObjectiveName(options.objective),
             options.objective == Objective::kPaper ? best.paper_s : best.expected_s,
             best.simulated_s >= 0 ? fmt::format(", simulated {:.4g} s", best.simulated_s) : "",
-            result.evaluated, result.formula_wall_s * 1e3),
+            result.evaluated),
         job.model);
     plan.num_microbatches = result.best.num_microbatches;
     return plan;
