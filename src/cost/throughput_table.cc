@@ -159,6 +159,18 @@ StatusOr<ThroughputTable> ThroughputTable::Analytical(const spec::ModelSpec& mod
             (op.pass == Pass::kForward ? p.attention_forward_s : p.attention_backward_s) +=
                 op.latency_s;
           }
+          // Output extras: the last layer minus a middle one at the same shape.
+          if (module.num_layers >= 2) {
+            WEFT_ASSIGN_OR_RETURN(LayerCost last,
+                                  cost_model.ModuleLayer(module, module.num_layers - 1,
+                                                         TokenShape::Uniform(tokens, 1), parallel,
+                                                         BackwardMode::kFull));
+            t.head[tp].push_back(
+                {.seq_tokens = static_cast<double>(tokens),
+                 .forward_s = std::max(0.0, last.forward_s - c.forward_s),
+                 .backward_s = std::max(0.0, last.backward_input_s + last.backward_weight_s -
+                                                 c.backward_input_s - c.backward_weight_s)});
+          }
           p.linear_forward_s = std::max(0.0, c.forward_s - p.attention_forward_s);
           p.linear_backward_s =
               std::max(0.0, c.backward_input_s + c.backward_weight_s - p.attention_backward_s);
@@ -222,8 +234,8 @@ StatusOr<ThroughputTable> ThroughputTable::ParseJson(std::string_view text,
     const json& mj = doc["modules"][i];
     const std::string path = fmt::format("modules[{}]", i);
     if (!mj.is_object()) return fail(InvalidArgumentError(path + " must be an object"));
-    if (const auto* key = FirstUnknownKey(
-            mj, {"name", "role", "tokens_per_instance", "layers", "time", "memory", "notes"})) {
+    if (const auto* key = FirstUnknownKey(mj, {"name", "role", "tokens_per_instance", "layers",
+                                               "time", "memory", "head", "notes"})) {
       return fail(InvalidArgumentError(fmt::format("unknown key '{}' in {}", *key, path)));
     }
     if (!mj.contains("name") || !mj["name"].is_string()) {
@@ -327,6 +339,42 @@ StatusOr<ThroughputTable> ThroughputTable::ParseJson(std::string_view text,
             t.llm, [](const LlmPoint& p) { return p.seq_tokens; }, "seq");
         !s.ok()) {
       return fail(s);
+    }
+    if (mj.contains("head")) {
+      if (t.role != ProfileRole::kLlm || !mj["head"].is_array()) {
+        return fail(InvalidArgumentError(path + ".head must be an array, on an LLM module only"));
+      }
+      for (size_t k = 0; k < mj["head"].size(); ++k) {
+        const json& pj = mj["head"][k];
+        const std::string pp = fmt::format("{}.head[{}]", path, k);
+        if (!pj.is_object()) return fail(InvalidArgumentError(pp + " must be an object"));
+        if (const auto* key = FirstUnknownKey(pj, {"tp", "seq", "forward_s", "backward_s"})) {
+          return fail(InvalidArgumentError(fmt::format("unknown key '{}' in {}", *key, pp)));
+        }
+        auto tp = ReadNumber<int>(pj, "tp", pp);
+        if (!tp.ok()) return fail(tp.status());
+        HeadPoint h;
+        for (auto [key, out] :
+             {std::pair{"seq", &h.seq_tokens}, std::pair{"forward_s", &h.forward_s},
+              std::pair{"backward_s", &h.backward_s}}) {
+          auto v = ReadNumber<double>(pj, key, pp);
+          if (!v.ok()) return fail(v.status());
+          *out = *v;
+        }
+        if (h.seq_tokens <= 0) return fail(InvalidArgumentError(pp + ".seq must be > 0"));
+        t.head[*tp].push_back(h);
+      }
+      for (auto& [tp, points] : t.head) {
+        std::sort(points.begin(), points.end(), [](const HeadPoint& a, const HeadPoint& b) {
+          return a.seq_tokens < b.seq_tokens;
+        });
+        for (size_t k = 1; k < points.size(); ++k) {
+          if (points[k].seq_tokens == points[k - 1].seq_tokens) {
+            return fail(InvalidArgumentError(
+                fmt::format("{}.head has seq {} twice at tp {}", path, points[k].seq_tokens, tp)));
+          }
+        }
+      }
     }
     if (!mj.contains("memory") || !mj["memory"].is_array()) {
       return fail(InvalidArgumentError(path + ".memory must be an array"));
@@ -433,6 +481,18 @@ std::string ThroughputTable::ToJson() const {
       }
     }
     mj["time"] = std::move(time);
+    if (!t.head.empty()) {
+      json head = json::array();
+      for (const auto& [tp, points] : t.head) {
+        for (const auto& p : points) {
+          head.push_back({{"tp", tp},
+                          {"seq", p.seq_tokens},
+                          {"forward_s", p.forward_s},
+                          {"backward_s", p.backward_s}});
+        }
+      }
+      mj["head"] = std::move(head);
+    }
     json memory = json::array();
     for (const auto& [tp, mem] : t.memory) {
       memory.push_back({{"tp", tp},
@@ -559,6 +619,23 @@ StatusOr<LayerTime> ThroughputTable::LlmAttentionTime(int module,
                    .backward_s = Interpolate(
                        it->second, segment_tokens, x,
                        [](const LlmPoint& p) { return p.attention_backward_s; }, 2)};
+}
+
+LayerTime ThroughputTable::LlmHeadTime(int module, int tp, double tokens) const {
+  const ModuleTable* t = Find(module);
+  if (!t) return {};
+  auto it = t->head.find(tp);
+  if (it == t->head.end()) return {};
+  auto x = [](const HeadPoint& p) { return p.seq_tokens; };
+  return LayerTime{.forward_s = Interpolate(
+                       it->second, tokens, x, [](const HeadPoint& p) { return p.forward_s; }, 1),
+                   .backward_s = Interpolate(
+                       it->second, tokens, x, [](const HeadPoint& p) { return p.backward_s; }, 1)};
+}
+
+bool ThroughputTable::HasHead(int module, int tp) const {
+  const ModuleTable* t = Find(module);
+  return t && t->head.contains(tp);
 }
 
 StatusOr<LayerMemory> ThroughputTable::Memory(int module, int tp) const {

@@ -60,6 +60,16 @@ TEST(ThroughputTable, AnalyticalMatchesTheCostModelAtGridPoints) {
               1e-12);
   EXPECT_GT(attn->forward_s, 0);
 
+  // Output extras: Llama-3's 128K-vocabulary LM head costs about 2.4 layers' FLOPs per token.
+  ASSERT_TRUE(table->HasHead(llm, 1));
+  EXPECT_FALSE(table->HasHead(vision, 1));
+  const auto head = table->LlmHeadTime(llm, 1, 4096);
+  const auto lin1 = *table->LlmLinearTime(llm, 1, 4096);
+  const auto attn1 = *table->LlmAttentionTime(llm, 1, 4096);
+  const double ratio = head.forward_s / (lin1.forward_s + attn1.forward_s);
+  EXPECT_GT(ratio, 1.5);
+  EXPECT_LT(ratio, 3.5);
+
   // Memory: parameters per layer on one rank shrink with TP.
   auto m1 = table->Memory(llm, 1);
   auto m8 = table->Memory(llm, 8);

@@ -52,6 +52,14 @@ struct LlmPoint {
   double linear_backward_s = 0;
 };
 
+// The LLM's output extras (final norm, LM head, loss) for one sequence of seq_tokens tokens on
+// one TP rank: what the pipeline's last stage runs beside its layers.
+struct HeadPoint {
+  double seq_tokens = 0;
+  double forward_s = 0;
+  double backward_s = 0;
+};
+
 // Per TP: what one layer holds.
 struct LayerMemory {
   double parameters_per_layer = 0;  // on one TP rank
@@ -67,6 +75,7 @@ struct ModuleTable {
   int layers = 0;
   std::map<int, std::vector<EncoderPoint>> encoder;  // by TP, sorted by batch
   std::map<int, std::vector<LlmPoint>> llm;          // by TP, sorted by seq_tokens
+  std::map<int, std::vector<HeadPoint>> head;        // LLM output extras (optional "head" key)
   std::map<int, LayerMemory> memory;                 // by TP
 };
 
@@ -116,6 +125,10 @@ class ThroughputTable {
   // The attention core of one LLM layer for one segment of `segment_tokens` tokens.
   StatusOr<LayerTime> LlmAttentionTime(int module, int tp, double segment_tokens) const;
   StatusOr<LayerMemory> Memory(int module, int tp) const;
+  // The LLM's output extras for `tokens` tokens (proportional outside the grid); zero when the
+  // table has none for (module, tp) — a measured file without a "head" key (HasHead false).
+  LayerTime LlmHeadTime(int module, int tp, double tokens) const;
+  bool HasHead(int module, int tp) const;
 
  private:
   std::string source_ = "analytical";

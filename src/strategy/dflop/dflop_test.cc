@@ -109,7 +109,9 @@ TEST(DflopOptimizer, PruningKeepsTheExhaustiveResult) {
           EXPECT_EQ(a->argmin_expected, b->argmin_expected) << gpus;
           ASSERT_EQ(a->top.size(), b->top.size()) << gpus << " k " << k << " accept " << accept;
           for (size_t i = 0; i < a->top.size(); ++i) {
-            EXPECT_EQ(a->top[i].config, b->top[i].config) << gpus << " #" << i;
+            EXPECT_EQ(a->top[i].config, b->top[i].config)
+                << gpus << " #" << i << " k " << k << " accept " << accept << " objective "
+                << ObjectiveName(objective);
           }
           EXPECT_LE(a->evaluated, b->evaluated);
         }

@@ -77,6 +77,23 @@ std::vector<std::pair<double, double>> UpperFront(std::vector<std::pair<double, 
   return front;
 }
 
+// The LLM stage that bounds the pipeline under an even layer split (planning: PlacementOf): the
+// first stage holds ceil(L/pp) layers, the last floor(L/pp) layers and the output extras (LM
+// head, loss); one stage holds all. Compared at one microbatch's layer and head times.
+struct LlmStage {
+  double layers = 0;
+  bool with_head = false;
+};
+LlmStage BottleneckStage(int layers, int pp, double layer_s, double head_s) {
+  if (pp <= 1) return {.layers = static_cast<double>(layers), .with_head = true};
+  const int first = (layers + pp - 1) / pp;
+  const int last = layers / pp;
+  if (last * layer_s + head_s >= first * layer_s) {
+    return {.layers = static_cast<double>(last), .with_head = true};
+  }
+  return {.layers = static_cast<double>(first), .with_head = false};
+}
+
 struct ModuleMemory {
   double state_bytes_per_layer = 0;  // at the config's TP and DP
   double activation_bytes_per_unit_layer = 0;
@@ -176,9 +193,15 @@ StatusOr<DurationModel> DurationModel::Create(const spec::ModelSpec& model,
   const double s_mb =
       std::max(1.0, mean_llm_tokens * global_items / (static_cast<double>(mb) * config.llm.dp));
   WEFT_ASSIGN_OR_RETURN(cost::LayerTime lt, tables.LlmLinearTime(roles.llm, config.llm.tp, s_mb));
-  d.llm_layers_per_stage_ = static_cast<double>(llm.num_layers) / config.llm.pp;
+  const cost::LayerTime ht = tables.LlmHeadTime(roles.llm, config.llm.tp, s_mb);
+  const LlmStage stage = BottleneckStage(llm.num_layers, config.llm.pp,
+                                         lt.forward_s + d.llm_backward_factor_ * lt.backward_s,
+                                         ht.forward_s + d.llm_backward_factor_ * ht.backward_s);
+  d.llm_layers_per_stage_ = stage.layers;
   d.llm_s_per_token_ =
-      d.llm_layers_per_stage_ * (lt.forward_s + d.llm_backward_factor_ * lt.backward_s) / s_mb;
+      (stage.layers * (lt.forward_s + d.llm_backward_factor_ * lt.backward_s) +
+       (stage.with_head ? ht.forward_s + d.llm_backward_factor_ * ht.backward_s : 0.0)) /
+      s_mb;
   return d;
 }
 
@@ -436,6 +459,14 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
     }
     min_l_per_token[tp] = best;
   }
+  std::map<int, double> min_head_per_token;  // 0 where the table has no output extras
+  for (const auto& [tp, points] : llm_table->head) {
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& p : points) {
+      best = std::min(best, (p.forward_s + llm_bwf * p.backward_s) / p.seq_tokens);
+    }
+    min_head_per_token[tp] = points.empty() ? 0.0 : best;
+  }
   const double num_batches = static_cast<double>(batches.size());
 
   for (int e_gpus = 1; e_gpus < gpus; ++e_gpus) {
@@ -473,24 +504,34 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
         // Work lower bounds of this pair, independent of N_mb: T(N_mb) >= (1 + (depth-1)/N_mb)
         // x work (both objectives); the expected one also >= (N_mb + depth - 1) x longest item.
         const double e_unit_lb = e_layers * min_e_per_unit[e.tp] * l.dp / e.dp;
-        const double l_token_lb = l_layers * min_l_per_token[l.tp];
-        const double paper_work_lb =
-            static_cast<double>(gbs) / l.dp *
-            std::max(e_unit_lb * mean_units, l_token_lb * mean_tokens + l_layers * mean_attention);
-        double expected_work_lb = 0, expected_item_lb = 0;
-        for (const BatchSummary& b : batches) {
-          expected_work_lb +=
-              std::max(e_unit_lb * b.sum_units,
-                       l_token_lb * b.sum_tokens + l_layers * b.sum_attention_s.at(l.tp)) /
-              l.dp;
-          double item = e_unit_lb * b.max_units;
-          for (const auto& [s_d, a_d] : b.llm_front.at(l.tp)) {
-            item = std::max(item, l_token_lb * s_d + l_layers * a_d);
+        // Every LLM stage bounds the pipeline: the first (ceil(L/pp) layers) and the last
+        // (floor(L/pp) layers + the output extras); each gives a lower bound, the larger is kept.
+        const int first_layers = (llm.num_layers + l.pp - 1) / l.pp;
+        const int last_layers = l.pp > 1 ? llm.num_layers / l.pp : llm.num_layers;
+        double paper_work_lb = 0, expected_work_lb = 0, expected_item_lb = 0;
+        for (auto [n, head_lb] :
+             {std::pair{static_cast<double>(first_layers), 0.0},
+              std::pair{static_cast<double>(last_layers), min_head_per_token[l.tp]}}) {
+          if (l.pp == 1 && head_lb == 0) continue;
+          const double l_token_lb = n * min_l_per_token[l.tp] + head_lb;
+          paper_work_lb = std::max(
+              paper_work_lb,
+              static_cast<double>(gbs) / l.dp *
+                  std::max(e_unit_lb * mean_units, l_token_lb * mean_tokens + n * mean_attention));
+          double work = 0, item_sum = 0;
+          for (const BatchSummary& b : batches) {
+            work += std::max(e_unit_lb * b.sum_units,
+                             l_token_lb * b.sum_tokens + n * b.sum_attention_s.at(l.tp)) /
+                    l.dp;
+            double item = e_unit_lb * b.max_units;
+            for (const auto& [s_d, a_d] : b.llm_front.at(l.tp)) {
+              item = std::max(item, l_token_lb * s_d + n * a_d);
+            }
+            item_sum += item;
           }
-          expected_item_lb += item;
+          expected_work_lb = std::max(expected_work_lb, work / num_batches);
+          expected_item_lb = std::max(expected_item_lb, item_sum / num_batches);
         }
-        expected_work_lb /= num_batches;
-        expected_item_lb /= num_batches;
         auto prunable = [&](int mb) {
           if (!options.prune) return false;
           const double f = 1.0 + static_cast<double>(depth - 1) / mb;
@@ -535,7 +576,19 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
           WEFT_ASSIGN_OR_RETURN(cost::LayerTime lt, tables.LlmLinearTime(roles.llm, l.tp, s_mb));
           const double e_per_unit = e_layers * (et.forward_s + enc_bwf * et.backward_s) / b_mb *
                                     (static_cast<double>(l.dp) / e.dp);
-          const double l_per_token = l_layers * (lt.forward_s + llm_bwf * lt.backward_s) / s_mb;
+          // Both candidate bottleneck stages of the LLM (first: ceil(L/pp) layers; last:
+          // floor(L/pp) layers + the output extras; one stage when pp = 1): every LLM term below
+          // is the larger of the two, so a batch heavy in attention is priced at the first
+          // stage and one heavy in tokens at the last.
+          const cost::LayerTime ht = tables.LlmHeadTime(roles.llm, l.tp, s_mb);
+          const double lin_tok = (lt.forward_s + llm_bwf * lt.backward_s) / s_mb;
+          const double head_tok = (ht.forward_s + llm_bwf * ht.backward_s) / s_mb;
+          auto l_cost = [&](double tokens, double attention) {
+            const double last =
+                (last_layers * lin_tok + head_tok) * tokens + last_layers * attention;
+            if (l.pp == 1) return last;
+            return std::max(last, first_layers * (lin_tok * tokens + attention));
+          };
           const double m = static_cast<double>(mb) * l.dp;  // buckets
           const double stages = mb + depth - 1;
           Candidate c;
@@ -545,18 +598,16 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
           // Paper: every item the mean item; GBS / m items per bucket.
           const double items_per_bucket = gbs / m;
           c.paper_s = stages * items_per_bucket *
-                      std::max(e_per_unit * mean_units,
-                               l_per_token * mean_tokens + l_layers * mean_attention);
+                      std::max(e_per_unit * mean_units, l_cost(mean_tokens, mean_attention));
           // Expected: mean over batches of the balanced-bucket bound.
           double sum_t = 0;
           for (const BatchSummary& b : batches) {
-            double bound =
-                std::max(e_per_unit * b.sum_units,
-                         l_per_token * b.sum_tokens + l_layers * b.sum_attention_s.at(l.tp)) /
-                m;
+            double bound = std::max(e_per_unit * b.sum_units,
+                                    l_cost(b.sum_tokens, b.sum_attention_s.at(l.tp))) /
+                           m;
             bound = std::max(bound, e_per_unit * b.max_units);
             for (const auto& [s_d, a_d] : b.llm_front.at(l.tp)) {
-              bound = std::max(bound, l_per_token * s_d + l_layers * a_d);
+              bound = std::max(bound, l_cost(s_d, a_d));
             }
             sum_t += stages * bound;
           }
@@ -611,6 +662,11 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
   if (options.accept_within > 0) {
     // The public code's rule: the fewest microbatches within accept_within of the best.
     const double limit = objective_of(top.front()) * (1 + options.accept_within);
+    // Only the candidates within the limit stay (the set does not depend on the order in which
+    // the enumeration met them).
+    top.erase(std::find_if(top.begin(), top.end(),
+                           [&](const Candidate& c) { return objective_of(c) > limit; }),
+              top.end());
     auto chosen = top.begin();
     for (auto it = top.begin(); it != top.end() && objective_of(*it) <= limit; ++it) {
       if (it->config.num_microbatches < chosen->config.num_microbatches) chosen = it;
