@@ -182,6 +182,123 @@ void Mixed(Rng& rng, spec::Sample& s) {
   }
 }
 
+// ---- dflop-mixed: DFLOP Table 2's composition, shapes from the datasets' published statistics
+// ---- Every parameter below names its source; "approximate" marks an estimate where the source
+// publishes no such statistic (docs/data.md has the table with references).
+
+// LLaMA-style BPE on English: 1.3 tokens per word (ReadOptions::tokens_per_word).
+constexpr double kTokensPerWord = 1.3;
+
+// LLaVA-Wild (LLaVA-NeXT "in-the-wild" user images with GPT-4V answers, LLaVA-OneVision SFT data):
+// one image. Sizes: phone photos and screenshots, short side log-normal median 720 px (σ 0.35,
+// approximate; the card gives no size histogram). Text: multi-turn GPT-style conversation, mean
+// 359 tokens as measured on LLaVA-Instruct-150K (../shared/data/samples, 276 words), σ 0.6
+// (approximate: the same kind of GPT-written answers).
+void DflopLlavaWild(Rng& rng, spec::Sample& s) {
+  const double short_side = std::clamp(rng.LogNormalWithMedian(720, 0.35), 256.0, 4096.0);
+  const double aspect =
+      std::array<double, 4>{4.0 / 3, 16.0 / 9, 1.0, 3.0 / 2}[rng.Choose({40, 30, 15, 15})];
+  int a = static_cast<int>(std::lround(short_side)),
+      b = static_cast<int>(std::lround(short_side * aspect));
+  if (rng.Bernoulli(0.6)) std::swap(a, b);  // 60% landscape (approximate)
+  s.images.push_back(spec::ImageMeta{.width_px = a, .height_px = b});
+  s.text_tokens = ClampTokens(rng.LogNormalWithMean(359, 0.6));
+}
+
+// AI2D (Kembhavi et al., ECCV 2016): 4,903 grade-school science diagrams, >15,000 multiple-choice
+// questions; one question per sample (18k ≈ the question count). Diagrams from image search:
+// long side log-normal median 800 px (σ 0.3), aspect 1–1.6 (approximate). Text: question +
+// four options + the answer ≈ 35 words ≈ 45 tokens (σ 0.35, approximate).
+void DflopAi2d(Rng& rng, spec::Sample& s) {
+  const double long_side = std::clamp(rng.LogNormalWithMedian(800, 0.3), 200.0, 4096.0);
+  const double short_side = long_side / rng.Uniform(1.0, 1.6);
+  int a = static_cast<int>(std::lround(long_side)), b = static_cast<int>(std::lround(short_side));
+  if (rng.Bernoulli(0.3)) std::swap(a, b);  // portrait diagrams (approximate)
+  s.images.push_back(spec::ImageMeta{.width_px = a, .height_px = b});
+  s.text_tokens = ClampTokens(rng.LogNormalWithMean(45, 0.35));
+}
+
+// InfographicVQA (Mathew et al., WACV 2022): 5,485 infographics, 30,035 questions; questions
+// average 11.54 words, answers 1.60 words; images from 600x340 to 6250x9375 px (validation split).
+// Infographics are tall: width log-normal median 1000 px (σ 0.3), height/width log-normal median
+// 2.0 (σ 0.5) (approximate), clamped to the published range. A sample is one image with
+// 1 + geometric(mean 0.58) QA turns: 30,035 questions over DFLOP's 19k samples = 1.58 turns each;
+// a turn = (11.54 + 1.60) words · 1.3 + a 10-token "answer with a word or phrase" instruction
+// ≈ 27 tokens (σ 0.3, approximate).
+void DflopInfoVqa(Rng& rng, spec::Sample& s) {
+  const double width = std::clamp(rng.LogNormalWithMedian(1000, 0.3), 600.0, 6250.0);
+  const double height = std::clamp(width * rng.LogNormalWithMedian(2.0, 0.5), 340.0, 9375.0);
+  s.images.push_back(spec::ImageMeta{.width_px = static_cast<int>(std::lround(width)),
+                                     .height_px = static_cast<int>(std::lround(height))});
+  const int64_t turns = 1 + std::min<int64_t>(rng.Geometric(30035.0 / 19000.0 - 1.0), 19);
+  const double turn_tokens = (11.54 + 1.60) * kTokensPerWord + 10;
+  double text = 0;
+  for (int64_t t = 0; t < turns; ++t) text += rng.LogNormalWithMean(turn_tokens, 0.3);
+  s.text_tokens = ClampTokens(text);
+}
+
+// M4-Instruct multi-image part (LLaVA-NeXT-Interleave, Li et al. 2024): tasks from spot-the-
+// difference and image editing (2 images) to visual story telling (5) and multi-image puzzles.
+// Images per sample 2 + geometric(mean 2.0), capped at 16 (approximate: the paper lists tasks,
+// not a count histogram); web / photo sizes (the `laion` sizes); instruction + answer mean 150
+// tokens, σ 0.7 (approximate).
+void DflopM4Instruct(Rng& rng, spec::Sample& s) {
+  const int images = static_cast<int>(std::min<int64_t>(16, 2 + rng.Geometric(2.0)));
+  for (int i = 0; i < images; ++i) s.images.push_back(WebImage(rng));
+  s.text_tokens = ClampTokens(rng.LogNormalWithMean(150, 0.7));
+}
+
+// LLaVA-Video-178K (Zhang et al. 2024): instruction rows per duration bucket on the dataset card
+// (academic + youtube + NExT-QA + PerceptionTest subsets): 0–30 s 618.0k, 30–60 s 274.1k,
+// 1–2 min 246.5k, 2–3 min 234.3k; uniform within a bucket (approximate; 0–30 s from 2 s).
+// Task split of the 0_30_s_academic subset: caption 12.0k, open-ended 48.5k, multiple-choice
+// 5.75k rows. Detailed captions ≈547 words (approximate, the paper's comparison table as
+// recalled) ≈ 711 tokens + a 15-token prompt (σ 0.3); an open-ended or multiple-choice QA
+// ≈ 55 tokens (σ 0.4, approximate). Frame sizes: the `video` profile's 720p/360p/1080p mix.
+void DflopLlavaVideo(Rng& rng, spec::Sample& s) {
+  static constexpr double kBucketS[4][2] = {{2, 30}, {30, 60}, {60, 120}, {120, 180}};
+  const int bucket = rng.Choose({618.0, 274.1, 246.5, 234.3});
+  s.videos.push_back(VideoClip(rng, rng.Uniform(kBucketS[bucket][0], kBucketS[bucket][1])));
+  switch (rng.Choose({12.0, 48.5, 5.75})) {
+    case 0:
+      s.text_tokens = ClampTokens(rng.LogNormalWithMean(547 * kTokensPerWord + 15, 0.3));
+      break;
+    default:
+      s.text_tokens = ClampTokens(rng.LogNormalWithMean(55, 0.4));
+      break;
+  }
+}
+
+// DFLOP Table 2: each sample's source drawn with the table's sample counts as weights.
+void DflopMixed(Rng& rng, spec::Sample& s) {
+  const auto composition = DflopMixedComposition();
+  double total = 0;
+  for (const auto& c : composition) total += static_cast<double>(c.samples);
+  double x = rng.Uniform() * total;
+  size_t which = 0;
+  while (which + 1 < composition.size() && x >= static_cast<double>(composition[which].samples)) {
+    x -= static_cast<double>(composition[which].samples);
+    ++which;
+  }
+  switch (which) {
+    case 0:
+      DflopLlavaWild(rng, s);
+      break;
+    case 1:
+      DflopAi2d(rng, s);
+      break;
+    case 2:
+      DflopInfoVqa(rng, s);
+      break;
+    case 3:
+      DflopM4Instruct(rng, s);
+      break;
+    default:
+      DflopLlavaVideo(rng, s);
+      break;
+  }
+}
+
 void RiseAndFall(Rng& rng, const GeneratorOptions& o, spec::Sample& s) {
   // DIP §7.1 "Dynamic Workloads": image count per packed sequence inside the iteration's bounds;
   // the document's text fills the rest of the context (up to 5% left empty, as packing leaves).
@@ -256,10 +373,20 @@ void Cornstarch(spec::Sample& s) {
 }  // namespace internal
 
 namespace {
-constexpr std::string_view kProfiles[] = {"laion",      "obelics",   "coco-llava", "video",
-                                          "audio",      "mixed",     "rise-and-fall",
-                                          "cornstarch", "scienceqa", "dip-vlm",    "dip-t2v"};
+constexpr std::string_view kProfiles[] = {"laion",     "obelics", "coco-llava",    "video",
+                                          "audio",     "mixed",   "rise-and-fall", "cornstarch",
+                                          "scienceqa", "dip-vlm", "dip-t2v",       "dflop-mixed"};
+// DFLOP Table 2 (the order DflopMixed's switch follows).
+constexpr MixComponent kDflopMixed[] = {
+    {.dataset = "LLaVA-Wild", .kind = "single-image", .samples = 28000},
+    {.dataset = "AI2D", .kind = "single-image", .samples = 18000},
+    {.dataset = "InfographicVQA", .kind = "single-image", .samples = 19000},
+    {.dataset = "M4-Instruct", .kind = "multi-image", .samples = 60000},
+    {.dataset = "LLaVA-Video-178K", .kind = "video", .samples = 60000},
+};
 }  // namespace
+
+std::span<const MixComponent> DflopMixedComposition() { return kDflopMixed; }
 
 std::vector<std::string_view> GeneratorProfileNames() {
   return std::vector<std::string_view>(std::begin(kProfiles), std::end(kProfiles));
@@ -324,7 +451,12 @@ StatusOr<std::vector<spec::Sample>> GenerateSamples(std::string_view profile,
       case 7: internal::Cornstarch(s); break;
       case 8: internal::ScienceQa(rng, s); break;
       case 9: internal::DipVlm(rng, options, s); break;
-      default: internal::DipT2v(rng, s); break;
+      case 10:
+        internal::DipT2v(rng, s);
+        break;
+      default:
+        internal::DflopMixed(rng, s);
+        break;
     }
     samples.push_back(std::move(s));
   }

@@ -104,6 +104,63 @@ TEST(GenerateSamples, MixedFollowsDflopTable2Proportions) {
   EXPECT_NEAR(multi / 37000.0, 60.0 / 185, 0.01);
 }
 
+TEST(DflopMixed, CompositionIsDflopTable2) {
+  int64_t single = 0, multi = 0, video = 0;
+  for (const auto& c : DflopMixedComposition()) {
+    (c.kind == "single-image" ? single : c.kind == "multi-image" ? multi : video) += c.samples;
+  }
+  EXPECT_EQ(DflopMixedComposition().size(), 5u);
+  EXPECT_EQ(single, 28000 + 18000 + 19000);  // LLaVA-Wild + AI2D + InfographicVQA
+  EXPECT_EQ(multi, 60000);                   // M4-Instruct
+  EXPECT_EQ(video, 60000);                   // LLaVA-Video-178K
+}
+
+// Over 37,000 samples each kind's share is within 0.01 (≈ 4 standard deviations) of Table 2's.
+TEST(DflopMixed, KindsFollowTable2AndShapesStayInRange) {
+  const auto samples = Gen("dflop-mixed", 37000, 11);
+  int64_t single = 0, multi = 0, video = 0, short_videos = 0, captions = 0;
+  double text_total = 0;
+  for (const auto& s : samples) {
+    ASSERT_GT(s.text_tokens, 0);
+    text_total += s.text_tokens;
+    ASSERT_TRUE(s.audios.empty());
+    ASSERT_TRUE(s.images.empty() != s.videos.empty()) << SampleToJsonLine(s);  // one kind each
+    for (const auto& im : s.images) {
+      ASSERT_GE(std::min(im.width_px, im.height_px), 64) << SampleToJsonLine(s);
+      ASSERT_LE(std::max(im.width_px, im.height_px), 9375)
+          << SampleToJsonLine(s);  // InfoVQA's largest
+    }
+    if (s.images.size() == 1) ++single;
+    if (s.images.size() >= 2) {
+      ++multi;
+      ASSERT_LE(s.images.size(), 16u);
+    }
+    if (!s.videos.empty()) {
+      ++video;
+      ASSERT_EQ(s.videos.size(), 1u);
+      ASSERT_GE(s.videos[0].duration_s, 2.0);
+      ASSERT_LE(s.videos[0].duration_s, 180.0);  // LLaVA-Video-178K's longest bucket: 2–3 min
+      short_videos += s.videos[0].duration_s <= 30.0;
+      captions += s.text_tokens > 300;  // detailed captions (≈726 tokens) vs QA (≈55)
+    }
+  }
+  const double n = static_cast<double>(samples.size());
+  EXPECT_NEAR(single / n, 65.0 / 185, 0.01);
+  EXPECT_NEAR(multi / n, 60.0 / 185, 0.01);
+  EXPECT_NEAR(video / n, 60.0 / 185, 0.01);
+  // Dataset card rows: 618.0k of 1,372.9k are 0–30 s clips; captions are 12.0k of 66.25k rows.
+  EXPECT_NEAR(static_cast<double>(short_videos) / video, 618.0 / 1372.9, 0.015);
+  EXPECT_NEAR(static_cast<double>(captions) / video, 12.0 / 66.25, 0.015);
+  // Mean text tokens of the mix from the per-source means (docs/data.md): (28·359 + 18·45 +
+  // 19·1.58·27.08 + 60·150 + 60·(0.181·726.1 + 0.819·55)) / 185 ≈ 169.
+  EXPECT_NEAR(text_total / n, 169.0, 6.0);
+}
+
+TEST(DflopMixed, DeterministicPerSeed) {
+  EXPECT_EQ(SamplesToJsonl(Gen("dflop-mixed", 500, 3)), SamplesToJsonl(Gen("dflop-mixed", 500, 3)));
+  EXPECT_NE(SamplesToJsonl(Gen("dflop-mixed", 500, 3)), SamplesToJsonl(Gen("dflop-mixed", 500, 4)));
+}
+
 TEST(GenerateSamples, ScienceQaHasAnImageForHalfTheQuestions) {
   const auto p = ComputeDataProfile(Gen("scienceqa", 40000, 7));
   EXPECT_NEAR(p.samples_with_images / 40000.0, 0.487, 0.01);  // 10,332 of 21,208

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "weft/data/shapes.h"
+
 namespace weft::data {
 
 Distribution Summarize(std::string name, std::vector<double> values) {
@@ -93,33 +95,25 @@ StatusOr<DataProfile> ComputeDataProfile(std::span<const spec::Sample> samples,
                                          const spec::ModelSpec& model,
                                          const WorkloadOptions& options) {
   DataProfile p = ComputeDataProfile(samples);
-  const int llm = FirstLlmModule(model);
-  if (llm >= 0) {
-    WEFT_ASSIGN_OR_RETURN(const LlmTokenCounter counter, LlmTokenCounter::Create(model, llm));
+  std::vector<std::vector<double>> per_instance;
+  WEFT_ASSIGN_OR_RETURN(const SampleShapes shapes,
+                        internal::ComputeSampleShapes(samples, model, options, &per_instance));
+  if (FirstLlmModule(model) >= 0) {
     std::vector<double> llm_tokens;
-    for (const auto& s : samples) {
-      WEFT_ASSIGN_OR_RETURN(int64_t t, counter.Tokens(s, options));
-      llm_tokens.push_back(static_cast<double>(t));
-    }
+    for (const auto& s : shapes.samples) llm_tokens.push_back(static_cast<double>(s.llm_tokens));
     internal::AddIfAny(p, "llm_tokens_per_sample", std::move(llm_tokens));
   }
-  spec::Batch batch;
-  batch.samples.assign(samples.begin(), samples.end());
-  for (size_t m = 0; m < model.modules.size(); ++m) {
-    if (model.modules[m].kind == spec::ModuleKind::kLlm) continue;
-    std::vector<double> per_instance, per_sample;
-    for (size_t i = 0; i < samples.size(); ++i) {
-      const int index = static_cast<int>(i);
-      WEFT_ASSIGN_OR_RETURN(ModuleWorkload w, DeriveModuleWorkload(model, static_cast<int>(m), batch,
-                                                                   std::span<const int>(&index, 1), options));
-      if (w.NumInstances() == 0) continue;
-      per_sample.push_back(static_cast<double>(w.TotalTokens()));
-      for (const auto& inst : w.instances) {
-        for (int32_t t : inst.segment_tokens) per_instance.push_back(t);
-      }
+  for (size_t k = 0; k < shapes.module_names.size(); ++k) {
+    std::vector<double> instances, tokens;  // over the samples the module sees
+    for (const auto& s : shapes.samples) {
+      if (s.modules[k].instances == 0) continue;
+      instances.push_back(static_cast<double>(s.modules[k].instances));
+      tokens.push_back(static_cast<double>(s.modules[k].tokens));
     }
-    internal::AddIfAny(p, model.modules[m].name + ".tokens_per_instance", std::move(per_instance));
-    internal::AddIfAny(p, model.modules[m].name + ".tokens_per_sample", std::move(per_sample));
+    const std::string& name = shapes.module_names[k];
+    internal::AddIfAny(p, name + ".instances_per_sample", std::move(instances));
+    internal::AddIfAny(p, name + ".tokens_per_instance", std::move(per_instance[k]));
+    internal::AddIfAny(p, name + ".tokens_per_sample", std::move(tokens));
   }
   return p;
 }

@@ -44,6 +44,7 @@ std::string DataProfileDescription(std::string_view profile) {
       {"mixed", "single-image, multi-image and video SFT mix (LLaVA-OneVision-like)"},
       {"rise-and-fall", "one document per sequence, image count rising then falling (DIP 7.1)"},
       {"cornstarch", "1000 text tokens + one 1280x720 image + one 30 s audio clip (Cornstarch)"},
+      {"dflop-mixed", "DFLOP Table 2: LLaVA-Wild, AI2D, InfoVQA, M4-Instruct, LLaVA-Video-178K"},
   };
   for (const auto& [name, description] : kDescriptions) {
     if (name == profile) return std::string(description);

@@ -4,6 +4,7 @@
 // the same samples on every platform (own distributions over std::mt19937_64).
 // Free functions; thread-safe.
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -27,12 +28,24 @@ struct GeneratorOptions {
 
 // "laion", "obelics", "coco-llava", "video", "audio", "mixed", "rise-and-fall", "cornstarch",
 // "scienceqa", and DIP §7.1's own data: "dip-vlm" (LAION / OBELICS / ScienceQA mix, images at
-// image_size_px) and "dip-t2v" (16-fps clips of at most 16 s at 768 px).
+// image_size_px), "dip-t2v" (16-fps clips of at most 16 s at 768 px), and "dflop-mixed" (DFLOP
+// Table 2: LLaVA-Wild, AI2D, InfographicVQA, M4-Instruct, LLaVA-Video-178K).
 std::vector<std::string_view> GeneratorProfileNames();
 
 // Draws options.num_samples samples of `profile`; NotFound naming the known profiles otherwise.
 StatusOr<std::vector<spec::Sample>> GenerateSamples(std::string_view profile,
                                                     const GeneratorOptions& options = {});
+
+// One source of a mixed profile: dataset, data kind ("single-image", "multi-image", "video") and
+// its sample count (the draw weight).
+struct MixComponent {
+  std::string_view dataset;
+  std::string_view kind;
+  int64_t samples = 0;
+};
+// DFLOP Table 2, the composition of "dflop-mixed": 28k LLaVA-Wild + 18k AI2D + 19k InfoVQA
+// (single image), 60k M4-Instruct (multi-image), 60k LLaVA-Video-178K (video).
+std::span<const MixComponent> DflopMixedComposition();
 
 // DIP §7.1 "rise-and-fall" image-count bounds per packed sequence at `iteration` (0-based): a
 // 20-iteration pattern, repeated. Iterations 1–5 raise the lower bound 0→16 under an upper bound

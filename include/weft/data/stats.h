@@ -41,8 +41,10 @@ struct DataProfile {
   int64_t num_audio_clips = 0;
   // Always: images_per_sample, text_tokens_per_sample, text_tokens_per_image (samples with
   // images), image_megapixels (images with a size), videos_per_sample, video_duration_s,
-  // audio_duration_s. With a model: llm_tokens_per_sample and, per module, "<module>.tokens_per_instance"
-  // and "<module>.tokens_per_sample". Distributions with no values are left out.
+  // audio_duration_s. With a model: llm_tokens_per_sample and, per non-LLM module,
+  // "<module>.instances_per_sample" and "<module>.tokens_per_sample" (over the samples the module
+  // sees) and "<module>.tokens_per_instance" (ComputeSampleShapes, shapes.h). Distributions with
+  // no values are left out.
   std::vector<Distribution> distributions;
 
   const Distribution* Find(std::string_view name) const;  // nullptr if absent
