@@ -907,6 +907,11 @@ std::string HfImportToYaml(const HfImport& import) {
     auto it = from.find({module, key});
     if (in_modules && it != from.end()) {
       out += fmt::format("{}  # {}\n", line, it->second);
+    } else if (in_modules && !key.empty() && key != "name") {
+      // Fixed by the family's architecture (the `kind` line says which).
+      out += fmt::format("{}  # {}\n", line,
+                         key == "num_kv_groups" ? "= num_attention_heads (MHA)"
+                                                : "the family's architecture (see kind)");
     } else {
       out += line + "\n";
     }

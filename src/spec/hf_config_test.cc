@@ -195,7 +195,8 @@ TEST(HfConfig, WorkloadRulesPerFamily) {
   const HfImport native = Import("internvl3-1b-hf");
   EXPECT_EQ(native.preset.model.modules[0].FixedImageTokens(), 256);
   EXPECT_EQ(native.preset.model.modules[0].hidden_size, 1024);
-  EXPECT_TRUE(native.preset.model.modules[2].tied_embeddings);
+  EXPECT_FALSE(native.preset.model.modules[2].tied_embeddings);
+  EXPECT_NEAR(native.preset.model.ParameterCount(), 0.938e9, 0.005 * 0.938e9);
 }
 
 TEST(HfConfig, AudioEncoderOfQwen2Audio) {
@@ -226,6 +227,8 @@ TEST(HfConfig, YamlCarriesProvenanceAndParsesBack) {
   EXPECT_THAT(yaml, HasSubstr("input_size: 5120  # vision width x spatial_merge^2 (1280 x 4)"));
   EXPECT_THAT(yaml, HasSubstr("qkv_bias: true  # model_type qwen2: q/k/v projections have biases"));
   EXPECT_THAT(yaml, HasSubstr("# note: vision_config.fullatt_block_indexes"));
+  EXPECT_THAT(yaml, HasSubstr("num_kv_groups: 16  # = num_attention_heads (MHA)"));
+  EXPECT_THAT(yaml, HasSubstr("gated_mlp: true  # the family's architecture (see kind)"));
 }
 
 TEST(HfConfig, FreezeIsAnOption) {
