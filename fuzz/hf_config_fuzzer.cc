@@ -23,8 +23,7 @@ void CheckImport(const weft::StatusOr<weft::spec::HfImport>& imported) {
   weft::StatusOr<weft::spec::ModelPreset> again = weft::spec::ParseModelYaml(yaml, "again.yaml");
   if (!again.ok() || !(again->model == imported->preset.model)) {
     std::fprintf(stderr, "imported model does not read back: %s\n%s\n",
-                 again.ok() ? "(different model)" : again.status().message().c_str(),
-                 yaml.c_str());
+                 again.ok() ? "(different model)" : again.status().message().c_str(), yaml.c_str());
     std::abort();
   }
 }
