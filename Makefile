@@ -85,7 +85,7 @@ asan: deps
 # fuzz/regressions/. A crash, leak, timeout (> 10 s on one input) or memory blow-up (> 2 GB) fails;
 # the input is left in $(SAN_DIR)/artifacts/ (add it to fuzz/regressions/<fuzzer>/ once fixed).
 FUZZERS := model_spec_fuzzer cluster_spec_fuzzer plan_reader_fuzzer placement_fuzzer \
-  data_weft_jsonl_fuzzer data_llava_fuzzer data_coco_fuzzer data_msrvtt_fuzzer \
+  hf_config_fuzzer data_weft_jsonl_fuzzer data_llava_fuzzer data_coco_fuzzer data_msrvtt_fuzzer \
   data_nextqa_fuzzer data_fairseq_tsv_fuzzer data_audiocaps_fuzzer
 fuzz: deps build
 	cmake --preset sanitize

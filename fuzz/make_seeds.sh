@@ -15,6 +15,10 @@ seed_dir() { mkdir -p "$out/$1"; echo "$out/$1"; }
 d=$(seed_dir model_spec_fuzzer); cp "$root"/presets/models/*.yaml "$d"/
 d=$(seed_dir cluster_spec_fuzzer); cp "$root"/presets/clusters/*.yaml "$d"/
 d=$(seed_dir placement_fuzzer); cp "$root"/presets/placements/*.yaml "$d"/
+d=$(seed_dir hf_config_fuzzer)
+for f in "$root"/tests/data/hf/*/*.json; do
+  cp "$f" "$d/$(basename "$(dirname "$f")")-$(basename "$f")"
+done
 
 # Line formats: the first 12 lines (header included); whole-document JSON: a small valid subset.
 head_of() { [ -f "$1" ] && head -n 12 "$1" > "$2" || true; }

@@ -3,6 +3,7 @@
 
 #include <string_view>
 
+#include "weft/spec/hf_config.h"
 #include "weft/spec/preset.h"
 
 namespace weft::python {
@@ -156,7 +157,29 @@ void RegisterSpec(py::module_& m) {
   m.def(
       "load_model",
       [](const std::string& name_or_path) { return ModelToDict(Unwrap(spec::LoadModel(name_or_path))); },
-      py::arg("name_or_path"), "A model preset name or YAML/JSON path → dict (modules, edges, setup).");
+      py::arg("name_or_path"),
+      "A model preset name, YAML/JSON path, or Hugging Face config.json (or its directory) → "
+      "dict (modules, edges, setup).");
+  m.def(
+      "import_hf_config",
+      [](const std::string& json_text, const std::string& source,
+         const std::vector<std::string>& freeze, int64_t max_pixels) {
+        spec::HfImportOptions options;
+        options.freeze = freeze;
+        options.max_pixels = max_pixels;
+        spec::HfImport imported = Unwrap(spec::ParseHfConfig(json_text, source, options));
+        py::dict d = ModelToDict(imported.preset);
+        d["hf_notes"] = imported.notes;
+        d["yaml"] = spec::HfImportToYaml(imported);
+        return d;
+      },
+      py::arg("json_text"), py::arg("source") = "config.json",
+      py::arg("freeze") = std::vector<std::string>{}, py::arg("max_pixels") = 0,
+      "A Hugging Face config.json's text -> the load_model dict, plus hf_notes (what weft does "
+      "not model) and yaml (the weft YAML with the source of every value).");
+  m.def(
+      "is_hf_config_path", [](const std::string& path) { return spec::IsHfConfigPath(path); },
+      py::arg("path"), "True for a Hugging Face config.json or a directory holding one.");
   m.def(
       "load_cluster",
       [](const std::string& name_or_path) {

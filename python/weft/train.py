@@ -72,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="write the measured iterations (weft.measured/v1 JSON: per compute stage "
                    "its plan stage, shape and seconds; per rank the wall time) here")
     a = p.parse_args(argv)
+    if weft.is_hf_config_path(a.model):
+        print(f"error: --model {a.model}: a Hugging Face config describes a full-size model; "
+              "python -m weft.train runs tiny models only (tiny-vlm, tiny-valm); use weft compare "
+              "or weft.plan to plan it", file=sys.stderr)
+        return 2
     if a.iterations <= 0:
         print(f"error: --iterations = {a.iterations}; must be > 0", file=sys.stderr)
         return 2

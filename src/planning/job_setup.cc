@@ -47,6 +47,16 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   auto setup = std::make_unique<JobSetup>();
   WEFT_ASSIGN_OR_RETURN(spec::ModelPreset preset, spec::LoadModel(options.model));
   setup->model_name = options.model;
+  for (const std::string& name : options.freeze) {
+    std::optional<int> module = preset.model.FindModule(name);
+    if (!module) {
+      std::string names;
+      for (const auto& m : preset.model.modules) names += (names.empty() ? "" : ", ") + m.name;
+      return InvalidArgumentError("--freeze: " + QuoteForMessage(name, 40) +
+                                  "; must name a module of the model (" + names + ")");
+    }
+    preset.model.modules[*module].frozen = true;
+  }
   const spec::TrainingSetup training = preset.setup.value_or(spec::TrainingSetup{});
   std::string cluster_name = !options.cluster.empty() ? options.cluster : training.cluster;
   if (cluster_name.empty()) {

@@ -21,6 +21,7 @@
 #include "weft/common/strict_input.h"
 #include "weft/common/text.h"
 #include "weft/spec/embedded_presets.h"
+#include "weft/spec/hf_config.h"
 
 namespace weft::spec {
 namespace {
@@ -1015,6 +1016,11 @@ StatusOr<ModelPreset> LoadModelWithContext(std::string_view name_or_path, const 
     if (!PathExists(name_or_path)) {
       return NotFoundError(UnknownPresetMessage(PresetKind::kModel, name_or_path));
     }
+  }
+  // A Hugging Face config.json (or a checkpoint directory holding one) at the top level.
+  if (parent.depth < 0 && IsHfConfigPath(name_or_path)) {
+    WEFT_ASSIGN_OR_RETURN(HfImport imported, LoadHfConfig(name_or_path));
+    return std::move(imported.preset);
   }
   std::filesystem::path path{std::string(name_or_path)};
   if (path.is_relative() && !parent.base_dir.empty()) {

@@ -58,7 +58,7 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
           "--figure-dir docs/figures\n  weft bench dip subbatch --sweep 1,4,16 --iterations 2");
   cmd->add_option("experiment", *experiment, "experiment name (see above)")->required();
   cmd->add_option("--model", options->model, "model preset or file (default: the experiment's)")
-      ->check(InputFileCheck(kMaxSpecFileBytes));
+      ->check(ModelInputCheck());
   cmd->add_option("--data", options->data, "data profile or file (default: the experiment's)")
       ->check(InputFileCheck(kMaxDataFileBytes));
   auto budget_s = std::make_shared<double>(-1);

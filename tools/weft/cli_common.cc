@@ -141,6 +141,28 @@ CLI::Validator InputFileCheck(int64_t max_bytes) {
       "", "input file");
 }
 
+CLI::Validator ModelInputCheck() {
+  const CLI::Validator files = InputFileCheck(kMaxSpecFileBytes);
+  return CLI::Validator(
+      [files](std::string& value) -> std::string {
+        // A checkpoint directory stands for its config.json (spec::LoadModel reads it).
+        std::error_code ec;
+        const std::filesystem::path config = std::filesystem::path(value) / "config.json";
+        if (std::filesystem::is_directory(value, ec)) {
+          if (!std::filesystem::exists(config, ec)) {
+            return QuoteForMessage(value, 200) +
+                   ": is a directory without a config.json; give a preset, a spec file, a "
+                   "Hugging Face config.json or a checkpoint directory holding one";
+          }
+          std::string file = config.string();
+          return files(file);
+        }
+        std::string copy = value;
+        return files(copy);
+      },
+      "", "model input");
+}
+
 Status CheckOutputFile(const std::string& path, const std::string& flag) {
   if (path == "-") return OkStatus();
   namespace fs = std::filesystem;

@@ -109,6 +109,8 @@ using plan::kMaxPlanFileBytes;
 // not a preset or profile name must be a regular file of at most `max_bytes` (so /dev/zero or a
 // FIFO cannot hang or exhaust memory).
 CLI::Validator InputFileCheck(int64_t max_bytes);
+// InputFileCheck for --model: also a checkpoint directory holding a Hugging Face config.json.
+CLI::Validator ModelInputCheck();
 // OK when `path` can be written: its directory exists or can be created, and `path` is not a
 // directory or other non-file. Creates the directory. "-" is stdout.
 Status CheckOutputFile(const std::string& path, const std::string& flag);
@@ -138,5 +140,6 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code);
 void RegisterBenchCommand(CLI::App& app, int& exit_code);
 void RegisterCpCommand(CLI::App& app, int& exit_code);
 void RegisterOptimizeCommand(CLI::App& app, int& exit_code);
+void RegisterImportCommand(CLI::App& app, int& exit_code);
 
 }  // namespace weft::cli

@@ -233,8 +233,10 @@ void RegisterCostCommand(CLI::App& app, int& exit_code) {
       "  weft cost --model tiny-vlm            # cluster: the model's setup cluster\n"
       "  weft cost --model llama3-8b --cluster h100 --tokens 8192 --json\n"
       "  weft cost --validate ../shared/data/gpu_timings   # error table vs measured timings");
-  cmd->add_option("--model", args->model, "model preset name or YAML/JSON file")
-      ->check(InputFileCheck(kMaxSpecFileBytes));
+  cmd->add_option("--model", args->model,
+                  "model preset name, YAML/JSON spec, Hugging Face config.json or a "
+                  "checkpoint directory holding one")
+      ->check(ModelInputCheck());
   cmd->add_option("--cluster", args->cluster,
                   "cluster preset name or YAML/JSON file (default: the model's setup cluster)")
       ->check(InputFileCheck(kMaxSpecFileBytes));

@@ -232,7 +232,7 @@ void RegisterDataCommand(CLI::App& app, int& exit_code) {
       ->check(InputFileCheck(kMaxDataFileBytes));
   stats->add_option("--format", stats_args->format, "force a format (" + formats + ")");
   stats->add_option("--model", stats_args->model, "model preset or spec file: add per-module tokens")
-      ->check(InputFileCheck(kMaxSpecFileBytes));
+      ->check(ModelInputCheck());
   stats->add_flag("--json", stats_args->json, "machine-readable output");
   stats->add_flag("--warnings", stats_args->show_warnings, "list every malformed record on stderr");
   stats->callback([stats_args, &exit_code] { exit_code = RunStats(*stats_args); });

@@ -16,9 +16,14 @@ inline constexpr uint64_t kMaxSeed = ~uint64_t{0};
 
 inline void AddJobOptions(CLI::App* cmd, planning::JobOptions& job) {
   using planning::JobOptions;
-  cmd->add_option("--model", job.model, "model preset name or YAML/JSON file")
+  cmd->add_option("--model", job.model,
+                  "model preset name, YAML/JSON spec, Hugging Face config.json or a "
+                  "checkpoint directory holding one")
       ->capture_default_str()
-      ->check(InputFileCheck(kMaxSpecFileBytes));
+      ->check(ModelInputCheck());
+  cmd->add_option("--freeze", job.freeze,
+                  "module of the model to train frozen (repeatable, e.g. --freeze vision); adds "
+                  "to the spec's frozen modules");
   cmd->add_option("--cluster", job.cluster,
                   "cluster preset name or file (default: the model's setup cluster)")
       ->check(InputFileCheck(kMaxSpecFileBytes));

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   weft::cli::RegisterBenchCommand(app, exit_code);
   weft::cli::RegisterCpCommand(app, exit_code);
   weft::cli::RegisterOptimizeCommand(app, exit_code);
+  weft::cli::RegisterImportCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -28,6 +28,7 @@ struct JobOptions {
   int profile_batches = 2;         // batches the static strategies may look at
   std::string placement = "";      // user placement file (strategy `manual`); "" = none
   bool charge_idle_gpus = true;    // Job::charge_idle_gpus
+  std::vector<std::string> freeze; // modules marked frozen on top of the spec's (--freeze)
 
   // The valid ranges (docs/cli.md): beyond them a run would exhaust memory or take far longer
   // than a planning session, so they are refused before any work.
