@@ -7,7 +7,7 @@ the L_dp LLM replicas N_mb buckets (strategy/dflop/dflop.h); an unfolded plan ru
 joint microbatch list with the replicas interleaved (planning/iteration.cc: microbatch m of LLM
 replica q is joint microbatch m * L_dp + q), which is the list weft.plan reports.
 
-dflop picks its configuration itself from the cluster size, so each test scans a few GPU counts
+dflop picks its configuration itself from the cluster size and batch, so each test scans a few jobs
 for the first one where it chooses the shape under test (the chosen configurations are listed in
 a failure message)."""
 import pytest
@@ -33,14 +33,15 @@ def _config(r: dict) -> tuple[int, int, int]:
     return e_dp, l_dp, buckets // l_dp
 
 
-def _pick(data: str, gpus: list[int], wanted) -> tuple[int, dict]:
-    """The first GPU count whose dflop plan's (E_dp, L_dp, N_mb) satisfies `wanted`."""
+def _pick(data: str, jobs: list[dict], wanted) -> dict:
+    """The first job (weft.plan keyword arguments: gpus, sequences_per_batch) whose dflop plan's
+    (E_dp, L_dp, N_mb) satisfies `wanted`."""
     seen = []
-    for g in gpus:
-        r = weft.plan("dflop", MODEL, data=data, gpus=g, world=True)
+    for kw in jobs:
+        r = weft.plan("dflop", MODEL, data=data, world=True, **kw)
         if wanted(*_config(r)):
-            return g, r
-        seen.append(f"{g} GPUs: {r['placement']} ({len(r['microbatches'])} buckets)")
+            return kw
+        seen.append(f"{kw}: {r['placement']} ({len(r['microbatches'])} buckets)")
     pytest.fail(f"dflop on {data} chose no such configuration: " + "; ".join(seen))
 
 
@@ -70,12 +71,11 @@ def _trained(job: dict, run: dict, module: int) -> dict[tuple[int, int], list[tu
     return out
 
 
-def _run_and_check(data: str, gpus: int, iterations: int = 2):
+def _run_and_check(data: str, kw: dict, iterations: int = 2):
     """Runs `iterations` dflop world plans and the reference; checks gradient equivalence and
     that every LLM replica trains exactly its buckets and every encoder instance of every bucket
     is encoded once. Returns (E_dp, L_dp, N_mb, jobs, encoder trained tables)."""
-    first, jobs = plan_jobs("dflop", MODEL, iterations=iterations, data=data, gpus=gpus,
-                            world=True)
+    first, jobs = plan_jobs("dflop", MODEL, iterations=iterations, data=data, world=True, **kw)
     e_dp, l_dp, n_mb = _config(first)
     model = weft.load_model(MODEL)
     modules = [m["name"] for m in model["modules"]]
@@ -121,23 +121,24 @@ def _run_and_check(data: str, gpus: int, iterations: int = 2):
 
 
 def test_dflop_encoder_dp_below_llm_dp_trains_the_schedulers_buckets():
-    # One encoder replica feeds L_dp > 1 LLM replicas, several buckets per replica, pipelines on
-    # both sides where the optimizer chooses them (coco-llava, 6 GPUs: E pp 2 dp 1 | L pp 2 dp 2,
-    # N_mb 2 = 4 buckets).
-    gpus, _ = _pick("coco-llava", [6, 5, 3],
-                    lambda e, l, n: e < l and n > 1)
-    e_dp, l_dp, n_mb, jobs, encoded = _run_and_check("coco-llava", gpus)
-    assert e_dp < l_dp and n_mb > 1
+    # One encoder replica feeds L_dp > 1 LLM replicas (coco-llava, 4 GPUs: E dp 1 | L dp 3 when
+    # this was written; several buckets per replica are covered by the E_dp > L_dp test).
+    kw = _pick("coco-llava", [{"gpus": g} for g in (4, 5, 7, 6)],
+               lambda e, l, n: e == 1 and l > 1)
+    e_dp, l_dp, n_mb, jobs, encoded = _run_and_check("coco-llava", kw)
+    assert e_dp == 1 < l_dp
     for enc in encoded:  # the one encoder replica serves every bucket of every LLM replica
         assert sorted(enc) == [(0, j) for j in range(n_mb * l_dp)]
 
 
 def test_dflop_encoder_dp_above_llm_dp_splits_each_bucket_over_the_encoder_replicas():
-    # E_dp > L_dp (mixed data, 3 GPUs: E dp 2 | L dp 1): each bucket's images are split over the
-    # encoder replicas and gathered into the LLM's replica, the encoder's gradients all-reduced.
-    gpus, _ = _pick("mixed", [3, 4, 5], lambda e, l, n: e > l)
-    e_dp, l_dp, _, jobs, encoded = _run_and_check("mixed", gpus)
-    assert e_dp > l_dp
+    # E_dp > L_dp with several buckets per LLM replica (mixed data, 16 sequences, 5 GPUs: E dp 2 |
+    # L dp 1, N_mb 2 when this was written): each bucket's images are split over the encoder
+    # replicas and gathered into the LLM's replica, the encoder's gradients all-reduced.
+    kw = _pick("mixed", [{"gpus": g, "sequences_per_batch": s} for s in (16, 32) for g in (5, 7)],
+               lambda e, l, n: e > l and n > 1)
+    e_dp, l_dp, n_mb, jobs, encoded = _run_and_check("mixed", kw)
+    assert e_dp > l_dp and n_mb > 1
     for enc in encoded:  # every encoder replica encoded some of the batch's images
         assert {q for q, _ in enc} == set(range(e_dp))
     reduces = {(a["module"], tuple(a["ranks"])) for r in jobs[0]["plan"]["ranks"]
