@@ -1,16 +1,17 @@
 #include "weft/algo/packing.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 #include <numeric>
-
-#include <fmt/format.h>
 
 namespace weft::algo {
 namespace {
 
 Status CheckInput(std::span<const int64_t> sizes, int64_t capacity) {
-  if (capacity < 1) return InvalidArgumentError(fmt::format("capacity = {}; must be >= 1", capacity));
+  if (capacity < 1)
+    return InvalidArgumentError(fmt::format("capacity = {}; must be >= 1", capacity));
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] < 0 || sizes[i] > capacity) {
       return InvalidArgumentError(
@@ -36,6 +37,20 @@ std::vector<int> Order(std::span<const int64_t> sizes, bool decreasing) {
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return sizes[a] > sizes[b]; });
   }
   return order;
+}
+
+// pending_min[k] = the smallest size among order[k..n-1]; capacity + 1 at k = n (nothing pending:
+// every bin may close). Empty unless the dynamic rule is on.
+std::vector<int64_t> PendingMin(std::span<const int64_t> sizes,
+                                std::span<const int> order,
+                                int64_t capacity,
+                                const BestFitOptions& options) {
+  if (!options.close_below_pending_min) return {};
+  std::vector<int64_t> pending_min(order.size() + 1, capacity + 1);
+  for (size_t k = order.size(); k-- > 0;) {
+    pending_min[k] = std::min(pending_min[k + 1], sizes[order[k]]);
+  }
+  return pending_min;
 }
 
 BinPacking Start(std::span<const int64_t> sizes, int64_t capacity) {
@@ -77,6 +92,21 @@ class ResidualSegmentTree {
     return bin;
   }
 
+  // Removes every bin whose residual is < threshold; returns how many.
+  int CloseBelow(int64_t threshold) {
+    int closed = 0;
+    for (int64_t leaf = FindFirstAtLeast(1, 0, leaves_ - 1, 0); leaf >= 0 && leaf < threshold;
+         leaf = FindFirstAtLeast(1, 0, leaves_ - 1, 0)) {
+      const int count = static_cast<int>(bins_[leaf].size());
+      bins_[leaf].clear();
+      for (int64_t node = leaves_ + leaf; node >= 1; node /= 2) occupied_[node] -= count;
+      closed += count;
+    }
+    return closed;
+  }
+
+  int open_bins() const { return occupied_[1]; }
+
  private:
   // Leftmost occupied leaf in [max(lo, size), hi] under `node`, or -1. Visits O(log C) nodes: a
   // subtree entirely >= size with occupied > 0 always yields a leaf.
@@ -104,7 +134,8 @@ int64_t BinPacking::wasted() const {
 
 std::vector<std::vector<int>> BinPacking::ItemsOfBins() const {
   std::vector<std::vector<int>> items(bin_used.size());
-  for (size_t i = 0; i < bin_of_item.size(); ++i) items[bin_of_item[i]].push_back(static_cast<int>(i));
+  for (size_t i = 0; i < bin_of_item.size(); ++i)
+    items[bin_of_item[i]].push_back(static_cast<int>(i));
   return items;
 }
 
@@ -165,7 +196,10 @@ StatusOr<BinPacking> BestFit(std::span<const int64_t> sizes,
   }
   BinPacking p = Start(sizes, capacity);
   ResidualSegmentTree tree(capacity);
-  for (int i : Order(sizes, options.sort_decreasing)) {
+  const std::vector<int> order = Order(sizes, options.sort_decreasing);
+  const std::vector<int64_t> pending_min = PendingMin(sizes, order, capacity, options);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int i = order[k];
     int64_t residual = 0;
     int bin = tree.TakeBestFit(sizes[i], &residual);
     if (bin < 0) {
@@ -176,7 +210,15 @@ StatusOr<BinPacking> BestFit(std::span<const int64_t> sizes,
     p.bin_used[bin] += sizes[i];
     p.bin_of_item[i] = bin;
     residual -= sizes[i];
-    if (residual >= options.close_below_residual) tree.Insert(residual, bin);
+    const int64_t floor = pending_min.empty()
+                              ? options.close_below_residual
+                              : std::max(options.close_below_residual, pending_min[k + 1]);
+    if (residual >= floor) tree.Insert(residual, bin);
+    // The open bins count before the closing rules run on the bins already in the tree.
+    p.max_open_bins = std::max(p.max_open_bins, tree.open_bins() + (residual >= floor ? 0 : 1));
+    if (!pending_min.empty() && pending_min[k + 1] > pending_min[k]) {
+      tree.CloseBelow(pending_min[k + 1]);
+    }
   }
   return p;
 }
@@ -188,7 +230,10 @@ StatusOr<BinPacking> BestFitLinearScan(std::span<const int64_t> sizes,
   WEFT_RETURN_IF_ERROR(CheckOptions(options, capacity));
   BinPacking p = Start(sizes, capacity);
   std::vector<char> open;
-  for (int i : Order(sizes, options.sort_decreasing)) {
+  const std::vector<int> order = Order(sizes, options.sort_decreasing);
+  const std::vector<int64_t> pending_min = PendingMin(sizes, order, capacity, options);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int i = order[k];
     int bin = -1;
     int64_t best_residual = capacity + 1;
     for (int b = 0; b < p.num_bins(); ++b) {
@@ -205,7 +250,14 @@ StatusOr<BinPacking> BestFitLinearScan(std::span<const int64_t> sizes,
     }
     p.bin_used[bin] += sizes[i];
     p.bin_of_item[i] = bin;
+    p.max_open_bins =
+        std::max(p.max_open_bins, static_cast<int>(std::count(open.begin(), open.end(), 1)));
     if (capacity - p.bin_used[bin] < options.close_below_residual) open[bin] = 0;
+    if (!pending_min.empty()) {
+      for (int b = 0; b < p.num_bins(); ++b) {
+        if (capacity - p.bin_used[b] < pending_min[k + 1]) open[b] = 0;
+      }
+    }
   }
   return p;
 }

@@ -151,6 +151,54 @@ TEST(Packing, MatchesOracleBoundsAndBaselinesOnRandomInstances) {
   }
 }
 
+TEST(BestFit, PendingMinRuleClosesBinsNoPendingItemFits) {
+  // Online order 6, 5, 3, 3: after 6 (residual 4) and 5 (residual 5) the pending minimum is 3, so
+  // both stay open; after the first 3 (into bin 0, residual 1 < 3) bin 0 closes. The packing is
+  // the same as without the rule; fewer bins are open at once.
+  const std::vector<int64_t> sizes = {6, 5, 3, 3, 4};
+  auto plain = BestFit(sizes, 10);
+  auto dynamic = BestFit(sizes, 10, {.close_below_pending_min = true});
+  ASSERT_TRUE(plain.ok() && dynamic.ok());
+  EXPECT_EQ(dynamic->bin_of_item, plain->bin_of_item);
+  EXPECT_THAT(dynamic->bin_of_item, ElementsAre(0, 1, 0, 1, 2));
+  EXPECT_EQ(plain->max_open_bins, 3);
+  // Before item 4 (size 4): bin 0 residual 1 and bin 1 residual 2 are closed (pending min 4).
+  EXPECT_EQ(dynamic->max_open_bins, 2);
+}
+
+TEST(BestFit, PendingMinRuleKeepsThePackingAndAgreesWithTheLinearScan) {
+  std::mt19937_64 rng(29);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = std::uniform_int_distribution<int>(0, 10)(rng);
+    const int64_t capacity = std::uniform_int_distribution<int64_t>(5, 40)(rng);
+    std::vector<int64_t> sizes(n);
+    for (auto& s : sizes) s = std::uniform_int_distribution<int64_t>(1, capacity)(rng);
+    const std::string instance =
+        fmt::format("trial {} capacity {} sizes [{}]", trial, capacity, fmt::join(sizes, ", "));
+    const int optimum = OptimalBinCount(sizes, capacity);
+    for (bool decreasing : {false, true}) {
+      for (int64_t close : {int64_t{0}, int64_t{3}}) {
+        const BestFitOptions fixed{.sort_decreasing = decreasing, .close_below_residual = close};
+        BestFitOptions dynamic = fixed;
+        dynamic.close_below_pending_min = true;
+        auto base = BestFit(sizes, capacity, fixed);
+        auto tree = BestFit(sizes, capacity, dynamic);
+        auto scan = BestFitLinearScan(sizes, capacity, dynamic);
+        ASSERT_TRUE(base.ok() && tree.ok() && scan.ok()) << instance;
+        ExpectValid(*tree, sizes, capacity, instance);
+        EXPECT_EQ(tree->bin_of_item, base->bin_of_item) << instance << " decreasing " << decreasing;
+        EXPECT_EQ(tree->bin_of_item, scan->bin_of_item) << instance << " decreasing " << decreasing;
+        EXPECT_EQ(tree->max_open_bins, scan->max_open_bins) << instance;
+        EXPECT_LE(tree->max_open_bins, base->max_open_bins) << instance;
+        EXPECT_GE(tree->num_bins(), optimum) << instance;
+        if (close == 0 && decreasing) {
+          EXPECT_LE(9 * tree->num_bins(), 11 * optimum + 6) << instance;  // BFD's bound
+        }
+      }
+    }
+  }
+}
+
 TEST(BestFit, SegmentTreeAgreesWithLinearScanOnLargeStreams) {
   std::mt19937_64 rng(3);
   std::vector<int64_t> sizes(5000);

@@ -18,6 +18,9 @@ struct BinPacking {
   // bin_used[b] = sum of the sizes in bin b (<= capacity).
   std::vector<int64_t> bin_used;
   int64_t capacity = 0;
+  // BestFit / BestFitLinearScan: the most bins open (offered to later items) at once; the closing
+  // rules of BestFitOptions keep it below num_bins(). 0 for the other algorithms.
+  int max_open_bins = 0;
 
   int num_bins() const { return static_cast<int>(bin_used.size()); }
   // num_bins * capacity - sum of sizes: the padding if every bin is padded to capacity.
@@ -43,6 +46,12 @@ struct BestFitOptions {
   // A bin whose residual capacity falls below this is closed (never offered again), as FlowTrain
   // does with bins that cannot take even the shortest sequence. 0 = never close.
   int64_t close_below_residual = 0;
+  // Algorithm 1's dynamic rule (FlowTrain §3.4, lines 10-11): after each placement, every open
+  // bin whose residual is below the smallest size still PENDING (items not yet placed, in the
+  // processing order) is closed. No pending item could enter such a bin, so the packing is the
+  // same as without the rule; only the open set (and the tree the queries walk) shrinks. Combines
+  // with close_below_residual (a bin closes under either rule).
+  bool close_below_pending_min = false;
 };
 
 // Largest capacity BestFit() accepts: its segment tree has one leaf per residual value 0..capacity.
