@@ -15,6 +15,8 @@
 //   imbalance      max rank cost / mean rank cost, eq. 3 costs
 //   microbatches   microbatches of the batch
 //   over_capacity  DFLOP only: microbatches above C tokens (its buckets have no capacity)
+//   fit_err_*_pct  ours only: eq. 3's held-out error vs the cost model (FitPackCost), median, max
+//   fit3_err_*_pct the same with the fixed term (PackCostFitOptions::fixed_term)
 // DFLOP's buckets: as many as ours (dp × ⌈ours / dp⌉), items = samples priced by eq. 3 alone
 // (the LLM resource; the encoder resource set to 0), bucket j on rank j / (buckets / dp).
 // Goal (issue 30): < 1 ms at 32K (paper: 8.6–13.8 ms at 32K, 0.7–1.0 ms at 2K).
@@ -58,6 +60,8 @@ double Median(std::vector<double> v) {
 }
 
 struct Fixture {
+  ft::PackCostFit fit;
+  ft::PackCostFit fit_fixed;  // with the fixed term (not used to pack; its error is reported)
   ft::PackCost cost;
   std::vector<std::vector<int64_t>> batches;  // LLM tokens per sample, truncated to C
 };
@@ -87,8 +91,10 @@ Fixture& Get(int64_t capacity, int profile) {
   const weft::cost::CostModel cost_model(cluster);
   const int llm = weft::data::FirstLlmModule(preset.model);
   Fixture f;
-  f.cost = Check(ft::FitPackCost(preset.model, llm, kTp, cost_model, {.capacity_tokens = capacity}))
-               .cost;
+  f.fit = Check(ft::FitPackCost(preset.model, llm, kTp, cost_model, {.capacity_tokens = capacity}));
+  f.cost = f.fit.cost;
+  f.fit_fixed = Check(ft::FitPackCost(preset.model, llm, kTp, cost_model,
+                                      {.capacity_tokens = capacity, .fixed_term = true}));
   for (const auto& lengths : Lengths(profile)) {
     auto& out = f.batches.emplace_back();
     for (int64_t l : lengths) out.push_back(std::min(l, capacity));
@@ -119,6 +125,12 @@ void PackBenchmark(benchmark::State& state, ft::PackPolicy policy) {
   state.counters["padding_pct"] = Median(padding);
   state.counters["imbalance"] = Median(imbalance);
   state.counters["microbatches"] = Median(microbatches);
+  if (policy == ft::PackPolicy::kFlowTrain) {
+    state.counters["fit_err_median_pct"] = 100 * f.fit.median_relative_error;
+    state.counters["fit_err_max_pct"] = 100 * f.fit.max_relative_error;
+    state.counters["fit3_err_median_pct"] = 100 * f.fit_fixed.median_relative_error;
+    state.counters["fit3_err_max_pct"] = 100 * f.fit_fixed.max_relative_error;
+  }
 }
 
 void BM_FlowTrainPack(benchmark::State& state) { PackBenchmark(state, ft::PackPolicy::kFlowTrain); }

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -81,43 +83,73 @@ std::vector<std::vector<int64_t>> RandomPacks(const PackCostFitOptions& o) {
   return packs;
 }
 
-// Least squares on relative residuals: minimize Σ ((a x + b y − t) / t)² over a, b >= 0
-// (x = tokens / C, y = Σ len² / C²). The 2 × 2 normal equations; a negative coefficient is pinned
-// at 0 and the other refitted alone.
+// Least squares on relative residuals with non-negative coefficients: minimize
+// Σ_i ((Σ_k c_k f_k(i) − t_i) / t_i)² over c >= 0, features f = (tokens / C, Σ len² / C², 1 when
+// the fixed term is fitted). Exact for so few features: the unconstrained least squares of every
+// non-empty feature subset (normal equations, Gaussian elimination), the best whose coefficients
+// are all >= 0 (the others pinned at 0).
 PackCost SolveFit(const std::vector<std::vector<int64_t>>& packs,
                   const std::vector<double>& reference_s,
-                  int64_t capacity) {
+                  int64_t capacity,
+                  bool fixed_term) {
   const double c = static_cast<double>(capacity);
-  double sxx = 0, sxy = 0, syy = 0, sxt = 0, syt = 0;
+  const int k = fixed_term ? 3 : 2;
+  std::vector<std::array<double, 3>> rows;  // features / t
   for (size_t i = 0; i < packs.size(); ++i) {
     const double w = 1.0 / reference_s[i];
-    const double x = static_cast<double>(Sum(packs[i])) / c * w;
-    const double y = SumSquares(packs[i]) / (c * c) * w;
-    sxx += x * x;
-    sxy += x * y;
-    syy += y * y;
-    sxt += x;  // t · w = 1
-    syt += y;
+    rows.push_back(
+        {static_cast<double>(Sum(packs[i])) / c * w, SumSquares(packs[i]) / (c * c) * w, w});
   }
-  PackCost fit{.capacity_tokens = capacity};
-  const double det = sxx * syy - sxy * sxy;
-  double a = det != 0 ? (sxt * syy - syt * sxy) / det : -1;
-  double b = det != 0 ? (syt * sxx - sxt * sxy) / det : -1;
-  if (a < 0 || b < 0) {
-    // One coefficient alone: the better of the two single-term fits.
-    const double a_only = sxx > 0 ? sxt / sxx : 0;
-    const double b_only = syy > 0 ? syt / syy : 0;
-    const double err_a = packs.size() - a_only * sxt;  // Σ (1 − a x)² = n − 2a sxt + a² sxx
-    const double err_b = packs.size() - b_only * syt;
-    if (err_a <= err_b) {
-      a = a_only, b = 0;
-    } else {
-      a = 0, b = b_only;
+  std::array<double, 3> best{};
+  double best_error = std::numeric_limits<double>::infinity();
+  for (int mask = 1; mask < (1 << k); ++mask) {
+    std::vector<int> f;
+    for (int j = 0; j < k; ++j) {
+      if (mask & (1 << j)) f.push_back(j);
     }
+    const int m = static_cast<int>(f.size());
+    // Normal equations A c = b, A = Σ x xᵀ, b = Σ x (the target is 1 after weighting).
+    std::vector<std::vector<double>> a(m, std::vector<double>(m + 1, 0.0));
+    for (const auto& r : rows) {
+      for (int p = 0; p < m; ++p) {
+        for (int q = 0; q < m; ++q) a[p][q] += r[f[p]] * r[f[q]];
+        a[p][m] += r[f[p]];
+      }
+    }
+    bool singular = false;
+    for (int p = 0; p < m && !singular; ++p) {
+      int pivot = p;
+      for (int q = p + 1; q < m; ++q) {
+        if (std::abs(a[q][p]) > std::abs(a[pivot][p])) pivot = q;
+      }
+      std::swap(a[p], a[pivot]);
+      if (std::abs(a[p][p]) < 1e-300) {
+        singular = true;
+        break;
+      }
+      for (int q = 0; q < m; ++q) {
+        if (q == p) continue;
+        const double factor = a[q][p] / a[p][p];
+        for (int col = p; col <= m; ++col) a[q][col] -= factor * a[p][col];
+      }
+    }
+    if (singular) continue;
+    std::array<double, 3> coef{};
+    bool negative = false;
+    for (int p = 0; p < m; ++p) {
+      coef[f[p]] = a[p][m] / a[p][p];
+      negative |= coef[f[p]] < 0;
+    }
+    if (negative) continue;
+    double error = 0;
+    for (const auto& r : rows) {
+      const double e = coef[0] * r[0] + coef[1] * r[1] + coef[2] * r[2] - 1.0;
+      error += e * e;
+    }
+    if (error < best_error) best_error = error, best = coef;
   }
-  fit.linear_s = a;
-  fit.quadratic_s = b;
-  return fit;
+  return {
+      .capacity_tokens = capacity, .linear_s = best[0], .quadratic_s = best[1], .fixed_s = best[2]};
 }
 
 StatusOr<PackCostFit> Fit(const ReferenceFn& reference,
@@ -136,7 +168,7 @@ StatusOr<PackCostFit> Fit(const ReferenceFn& reference,
     }
     grid_s.push_back(t);
   }
-  PackCostFit fit{.cost = SolveFit(grid, grid_s, options.capacity_tokens),
+  PackCostFit fit{.cost = SolveFit(grid, grid_s, options.capacity_tokens, options.fixed_term),
                   .module = module,
                   .tp = tp,
                   .fit_points = static_cast<int>(grid.size()),
@@ -196,7 +228,7 @@ void Split(std::span<const int64_t> lengths,
 
 double PackCost::CostS(double tokens, double sum_squared_tokens) const {
   const double c = static_cast<double>(capacity_tokens);
-  return linear_s * tokens / c + quadratic_s * sum_squared_tokens / (c * c);
+  return linear_s * tokens / c + quadratic_s * sum_squared_tokens / (c * c) + fixed_s;
 }
 
 double PackCost::CostS(std::span<const int64_t> lengths) const {
@@ -215,6 +247,10 @@ Status PackCost::Validate() const {
   if (!std::isfinite(quadratic_s) || quadratic_s < 0) {
     return InvalidArgumentError(
         fmt::format("pack_cost.quadratic_s = {}; must be finite and >= 0", quadratic_s));
+  }
+  if (!std::isfinite(fixed_s) || fixed_s < 0) {
+    return InvalidArgumentError(
+        fmt::format("pack_cost.fixed_s = {}; must be finite and >= 0", fixed_s));
   }
   if (linear_s + quadratic_s <= 0) {
     return InvalidArgumentError(
@@ -252,10 +288,11 @@ Status PackCostFitOptions::Validate() const {
 
 std::string PackCostFit::BriefReport() const {
   return fmt::format(
-      "module {} tp {}, C {}: linear {:.4g} ms + quadratic {:.4g} ms per layer ({} fit points, "
-      "{}); held-out error median {:.2f}%, max {:.2f}% over {} packs",
-      module, tp, cost.capacity_tokens, cost.linear_s * 1e3, cost.quadratic_s * 1e3, fit_points,
-      reference, 100 * median_relative_error, 100 * max_relative_error, held_out_packs);
+      "module {} tp {}, C {}: linear {:.4g} ms + quadratic {:.4g} ms + fixed {:.4g} ms per layer "
+      "({} fit points, {}); held-out error median {:.2f}%, max {:.2f}% over {} packs",
+      module, tp, cost.capacity_tokens, cost.linear_s * 1e3, cost.quadratic_s * 1e3,
+      cost.fixed_s * 1e3, fit_points, reference, 100 * median_relative_error,
+      100 * max_relative_error, held_out_packs);
 }
 
 StatusOr<PackCostFit> FitPackCost(const spec::ModelSpec& model,

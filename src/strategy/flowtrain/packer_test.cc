@@ -116,7 +116,9 @@ TEST(PackCost, IsLinearInTokensPlusQuadraticInSegmentLengthsOverCapacity) {
 }
 
 // The eq. 3 fit against the cost model's own layer times: within 3% (median) and 10% (max) of the
-// cost model on held-out random packs, for the backbones of the FlowTrain presets at TP 1, 2, 4.
+// cost model on held-out random packs, for the backbones of the FlowTrain presets at TP 1, 2, 4
+// (the two-term fit misses the per-microbatch constant overheads: 22% max at C = 2048); within
+// 0.5% with the fixed term.
 TEST(FitPackCost, MatchesTheCostModelOnHeldOutPacks) {
   auto cluster = spec::LoadCluster("npu-64gb");
   ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
@@ -135,6 +137,12 @@ TEST(FitPackCost, MatchesTheCostModelOnHeldOutPacks) {
         EXPECT_EQ(fit->held_out_packs, 200);
         EXPECT_LT(fit->median_relative_error, 0.03);
         EXPECT_LT(fit->max_relative_error, 0.10);
+        // With the fixed per-microbatch term the cost model is matched almost exactly.
+        auto three = FitPackCost(preset->model, llm, tp, cost_model,
+                                 {.capacity_tokens = capacity, .fixed_term = true});
+        ASSERT_TRUE(three.ok()) << three.status().ToString();
+        EXPECT_GT(three->cost.fixed_s, 0) << three->BriefReport();
+        EXPECT_LT(three->max_relative_error, 0.005) << three->BriefReport();
         // Determinism.
         auto again = FitPackCost(preset->model, llm, tp, cost_model, {.capacity_tokens = capacity});
         ASSERT_TRUE(again.ok());

@@ -9,13 +9,15 @@
 //   auto assignment = PackBatch(model, batch, {.capacity_tokens = 8192, .dp = 8, .cost = ...});
 //
 // Eq. 3 (cost of a packed microbatch m of capacity C, one backbone layer, forward + backward):
-//   cost_s(m) = linear_s · tokens(m) / C + quadratic_s · Σ_{i ∈ m} len_i² / C²
+//   cost_s(m) = linear_s · tokens(m) / C + quadratic_s · Σ_{i ∈ m} len_i² / C²  (+ fixed_s)
 // linear_s: the layer's token-linear work (GEMMs, norms, TP collectives) on C tokens;
 // quadratic_s: its attention core on one sequence of C tokens. The paper's text motivates the
 // quadratic term with the longest sub-sequence; packed (varlen) attention works on every
 // sub-sequence, so weft uses Σ len² (what the cost model prices; docs/strategies_flowtrain.md).
 // The two coefficients are fitted per backbone (module, TP) by least squares on the cost model's
-// own layer times (FitPackCost), which reports the fit's error on held-out random packs.
+// own layer times (FitPackCost), which reports the fit's error on held-out random packs; an
+// optional third, constant term (fixed_s, not in the paper) absorbs the per-microbatch overheads
+// that make the two-term fit miss at small capacities.
 //
 // Steps of PackAndDispatch (PackPolicy::kFlowTrain):
 //  1. best fit (algo::BestFit, segment tree over residuals, O(log C) per item) with Algorithm 1's
@@ -51,6 +53,9 @@ struct PackCost {
   int64_t capacity_tokens = 8192;  // C, the normalization
   double linear_s = 0;             // seconds per layer of C valid tokens' linear work
   double quadratic_s = 0;          // seconds per layer of attention over one C-token sequence
+  // Seconds per layer per microbatch whatever it holds (kernel launches, collective latencies);
+  // not in the paper's eq. 3: 0 unless fitted with PackCostFitOptions::fixed_term.
+  double fixed_s = 0;
 
   // Cost in seconds (one layer, forward + backward) of a microbatch of `tokens` valid tokens
   // whose sub-sequences have Σ len² = sum_squared_tokens.
@@ -70,6 +75,9 @@ struct PackCostFitOptions {
   std::vector<double> fill_fractions = {0.125, 0.25, 0.5, 0.75, 1.0};
   int held_out_packs = 200;  // random packs the error is measured on
   uint64_t seed = 1;         // of the held-out packs
+  // Also fit PackCost::fixed_s (a third term, not in the paper's eq. 3); false = eq. 3 as
+  // published.
+  bool fixed_term = false;
   Status Validate() const;
 };
 
