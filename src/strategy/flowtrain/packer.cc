@@ -409,9 +409,13 @@ StatusOr<PackResult> PackAndDispatch(std::span<const int64_t> lengths, const Pac
   r.capacity_tokens = capacity;
   r.max_open_bins = packing->max_open_bins;
   const int d = options.dp;
-  const int64_t wanted = static_cast<int64_t>(d) * std::max(1, options.microbatches_per_rank);
   const int given = static_cast<int>(bins.size());
-  while (static_cast<int64_t>(bins.size()) < wanted) {
+  const int64_t wanted = static_cast<int64_t>(d) * std::max(1, options.microbatches_per_rank);
+  int64_t target = wanted;
+  if (options.policy == PackPolicy::kFlowTrain && options.equal_microbatches_per_rank) {
+    target = std::max<int64_t>(target, (given + d - 1) / d * static_cast<int64_t>(d));
+  }
+  while (static_cast<int64_t>(bins.size()) < target) {
     int b = -1;
     for (int k = 0; k < static_cast<int>(bins.size()); ++k) {
       if (bins[k].size() >= 2 && (b < 0 || tokens[k] > tokens[b])) b = k;
@@ -426,23 +430,18 @@ StatusOr<PackResult> PackAndDispatch(std::span<const int64_t> lengths, const Pac
         "pack: {} items make {} microbatches (after {} splits); the {} DP ranks need one each",
         lengths.size(), n, r.splits, d));
   }
-  if (options.microbatches_per_rank > 0) {
-    if (n < wanted) {
-      r.notes =
-          fmt::format("asked {} microbatches per rank ({}), packing gave {}, {} after {} splits",
-                      options.microbatches_per_rank, wanted, given, n, r.splits);
-    } else if (n > wanted) {
-      r.notes =
-          fmt::format("asked {} microbatches per rank ({}), packing needs {}: ranks run up to {}",
-                      options.microbatches_per_rank, wanted, n, (n + d - 1) / d);
-    } else if (r.splits > 0) {
-      r.notes = fmt::format("asked {} microbatches per rank ({}), packing gave {}; {} splits",
-                            options.microbatches_per_rank, wanted, given, r.splits);
-    }
-  } else if (r.splits > 0) {
-    r.notes =
-        fmt::format("packing gave {} microbatches for {} ranks; {} splits", given, d, r.splits);
+  std::vector<std::string> notes;
+  if (options.microbatches_per_rank > 0 && n != wanted) {
+    notes.push_back(fmt::format("asked {} microbatches per rank ({} in all), used {}",
+                                options.microbatches_per_rank, wanted, n));
   }
+  if (r.splits > 0) {
+    notes.push_back(fmt::format("packing gave {}, {} split in two", given, r.splits));
+  }
+  if (n % d != 0) {
+    notes.push_back(fmt::format("ranks run {} or {} microbatches", n / d, n / d + 1));
+  }
+  for (const auto& note : notes) r.notes += (r.notes.empty() ? "" : "; ") + note;
   // 2. Eq. 3 cost per microbatch.
   r.microbatches.resize(n);
   for (int b = 0; b < n; ++b) {

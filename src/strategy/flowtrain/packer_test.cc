@@ -283,13 +283,34 @@ TEST(PackAndDispatch, SplitsMicrobatchesToReachTheWantedCount) {
   ExpectConsistent(*r, lengths, o, "12 x 100");
   EXPECT_EQ(r->microbatches.size(), 6u);
   EXPECT_EQ(r->splits, 5);
-  EXPECT_THAT(r->notes, HasSubstr("asked 3 microbatches per rank (6), packing gave 1"));
+  EXPECT_EQ(r->notes, "packing gave 1, 5 split in two");
   for (const auto& ranks : r->ranks) EXPECT_EQ(ranks.size(), 3u);
   // More ranks than items: nothing to split further.
   auto few = PackAndDispatch(std::vector<int64_t>{5, 6},
                              {.capacity_tokens = 2048, .dp = 3, .cost = TestCost(2048)});
   EXPECT_EQ(few.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(few.status().message(), HasSubstr("the 3 DP ranks need one each"));
+}
+
+TEST(PackAndDispatch, SplitsToAMultipleOfTheDpSizeByDefault) {
+  std::mt19937_64 rng(23);
+  for (int trial = 0; trial < 50; ++trial) {
+    const auto lengths = RandomLengths(rng, 256, 32768);
+    PackOptions o{.capacity_tokens = 32768, .dp = 8, .cost = TestCost(32768)};
+    auto equal = PackAndDispatch(lengths, o);
+    o.equal_microbatches_per_rank = false;
+    auto uneven = PackAndDispatch(lengths, o);
+    ASSERT_TRUE(equal.ok() && uneven.ok());
+    ExpectConsistent(*equal, lengths, o, fmt::format("trial {}", trial));
+    EXPECT_EQ(uneven->splits, 0);
+    const int given = static_cast<int>(uneven->microbatches.size());
+    EXPECT_EQ(equal->microbatches.size(), static_cast<size_t>((given + 7) / 8 * 8));
+    EXPECT_EQ(equal->splits, (given + 7) / 8 * 8 - given);
+    for (const auto& rank : equal->ranks) EXPECT_EQ(rank.size(), equal->ranks[0].size());
+    if (given % 8 != 0) {
+      EXPECT_THAT(uneven->notes, HasSubstr("ranks run"));
+    }
+  }
 }
 
 TEST(PackAndDispatch, RejectsBadInput) {

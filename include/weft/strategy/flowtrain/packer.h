@@ -23,6 +23,8 @@
 //  1. best fit (algo::BestFit, segment tree over residuals, O(log C) per item) with Algorithm 1's
 //     closing rule: a microbatch leaves the tree when its residual is below the smallest pending
 //     length; items in decreasing length by default (the pool holds the whole batch);
+//  1b. (weft's, not the paper's) splits up to the wanted count and, by default, to a multiple of
+//     the DP size so that every rank runs as many microbatches (PackOptions);
 //  2. eq. 3 cost per microbatch;
 //  3. buckets of similar cost: num_cost_buckets equal-width cost ranges over [min, max]; buckets
 //     heaviest first, microbatches by decreasing cost within a bucket (ties: lower index);
@@ -122,16 +124,21 @@ std::string_view PackPolicyName(PackPolicy policy);  // "flowtrain-pack", "first
 struct PackOptions {
   int64_t capacity_tokens = 8192;  // C: tokens per packed microbatch
   int dp = 1;                      // DP ranks to dispatch to
-  // Microbatches wanted per rank; 0 = as packing gives (at least one per rank). When packing
-  // gives fewer than dp · wanted, the microbatch with most tokens among those of >= 2 items is
-  // split in two (its items longest first, each to the lighter half) until there are enough or
-  // none can be split; the result says given vs used. Packing never gives more than it needs:
-  // with more microbatches than dp · wanted, ranks receive more (said in notes).
+  // Microbatches wanted per rank; 0 = as packing gives (at least one per rank). While there are
+  // fewer microbatches than the target (dp · wanted, and with equal_microbatches_per_rank the next
+  // multiple of dp), the one with most tokens among those of >= 2 items is split in two (its items
+  // longest first, each to the half with fewer tokens) until the target is met or nothing can be
+  // split; notes say given vs used. Packing never merges: with more microbatches than dp · wanted,
+  // ranks receive more.
   int microbatches_per_rank = 0;
   PackCost cost;  // eq. 3; capacity_tokens must equal the one above
   PackPolicy policy = PackPolicy::kFlowTrain;
   // kFlowTrain: items by decreasing length before best fit (false = in the given order, online).
   bool sort_decreasing = true;
+  // kFlowTrain: split microbatches (as above) until their count is a multiple of dp, so that every
+  // rank runs as many (a rank with one more stalls the others at the gradient sync). Not in the
+  // paper; false = the count packing gives.
+  bool equal_microbatches_per_rank = true;
   // kFlowTrain: equal-width cost buckets over [min, max] microbatch cost (>= 1).
   int num_cost_buckets = 8;
   Status Validate() const;
