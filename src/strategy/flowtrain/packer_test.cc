@@ -292,14 +292,14 @@ TEST(PackAndDispatch, SplitsMicrobatchesToReachTheWantedCount) {
   EXPECT_THAT(few.status().message(), HasSubstr("the 3 DP ranks need one each"));
 }
 
-TEST(PackAndDispatch, SplitsToAMultipleOfTheDpSizeByDefault) {
+TEST(PackAndDispatch, SplitsToAMultipleOfTheDpSizeWhenAsked) {
   std::mt19937_64 rng(23);
   for (int trial = 0; trial < 50; ++trial) {
     const auto lengths = RandomLengths(rng, 256, 32768);
     PackOptions o{.capacity_tokens = 32768, .dp = 8, .cost = TestCost(32768)};
+    auto uneven = PackAndDispatch(lengths, o);  // the default: as packing gives
+    o.equal_microbatches_per_rank = true;
     auto equal = PackAndDispatch(lengths, o);
-    o.equal_microbatches_per_rank = false;
-    auto uneven = PackAndDispatch(lengths, o);
     ASSERT_TRUE(equal.ok() && uneven.ok());
     ExpectConsistent(*equal, lengths, o, fmt::format("trial {}", trial));
     EXPECT_EQ(uneven->splits, 0);

@@ -23,7 +23,7 @@
 //  1. best fit (algo::BestFit, segment tree over residuals, O(log C) per item) with Algorithm 1's
 //     closing rule: a microbatch leaves the tree when its residual is below the smallest pending
 //     length; items in decreasing length by default (the pool holds the whole batch);
-//  1b. (weft's, not the paper's) splits up to the wanted count and, by default, to a multiple of
+//  1b. (weft's, not the paper's) splits up to the wanted count and, optionally, to a multiple of
 //     the DP size so that every rank runs as many microbatches (PackOptions);
 //  2. eq. 3 cost per microbatch;
 //  3. buckets of similar cost: num_cost_buckets equal-width cost ranges over [min, max]; buckets
@@ -137,8 +137,9 @@ struct PackOptions {
   bool sort_decreasing = true;
   // kFlowTrain: split microbatches (as above) until their count is a multiple of dp, so that every
   // rank runs as many (a rank with one more stalls the others at the gradient sync). Not in the
-  // paper; false = the count packing gives.
-  bool equal_microbatches_per_rank = true;
+  // paper (false = the count packing gives); trades padding for balance when microbatches are
+  // few per rank (docs/strategies_flowtrain.md has the numbers).
+  bool equal_microbatches_per_rank = false;
   // kFlowTrain: equal-width cost buckets over [min, max] microbatch cost (>= 1).
   int num_cost_buckets = 8;
   Status Validate() const;
