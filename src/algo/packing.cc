@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <numeric>
 
 namespace weft::algo {
@@ -69,11 +70,10 @@ class ResidualSegmentTree {
     leaves_ = 1;
     while (leaves_ < capacity + 1) leaves_ *= 2;
     occupied_.assign(2 * leaves_, 0);
-    bins_.resize(capacity + 1);
   }
 
   void Insert(int64_t residual, int bin) {
-    auto& heap = bins_[residual];
+    auto& heap = bins_[residual];  // created on first use
     heap.push_back(bin);
     std::push_heap(heap.begin(), heap.end(), std::greater<int>());
     for (int64_t node = leaves_ + residual; node >= 1; node /= 2) ++occupied_[node];
@@ -83,10 +83,12 @@ class ResidualSegmentTree {
   int TakeBestFit(int64_t size, int64_t* residual) {
     const int64_t leaf = FindFirstAtLeast(1, 0, leaves_ - 1, size);
     if (leaf < 0) return -1;
-    auto& heap = bins_[leaf];
+    auto it = bins_.find(leaf);
+    auto& heap = it->second;
     std::pop_heap(heap.begin(), heap.end(), std::greater<int>());
     const int bin = heap.back();
     heap.pop_back();
+    if (heap.empty()) bins_.erase(it);
     for (int64_t node = leaves_ + leaf; node >= 1; node /= 2) --occupied_[node];
     *residual = leaf;
     return bin;
@@ -97,8 +99,9 @@ class ResidualSegmentTree {
     int closed = 0;
     for (int64_t leaf = FindFirstAtLeast(1, 0, leaves_ - 1, 0); leaf >= 0 && leaf < threshold;
          leaf = FindFirstAtLeast(1, 0, leaves_ - 1, 0)) {
-      const int count = static_cast<int>(bins_[leaf].size());
-      bins_[leaf].clear();
+      auto it = bins_.find(leaf);
+      const int count = static_cast<int>(it->second.size());
+      bins_.erase(it);
       for (int64_t node = leaves_ + leaf; node >= 1; node /= 2) occupied_[node] -= count;
       closed += count;
     }
@@ -121,7 +124,9 @@ class ResidualSegmentTree {
 
   int64_t leaves_ = 1;
   std::vector<int> occupied_;
-  std::vector<std::vector<int>> bins_;
+  // The open bins of each occupied leaf (min-heaps); sparse: at most one entry per open bin, so
+  // building the tree costs O(C) only for the counts.
+  std::map<int64_t, std::vector<int>> bins_;
 };
 
 }  // namespace
