@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <numeric>
 
 namespace weft::algo {
@@ -70,10 +69,21 @@ class ResidualSegmentTree {
     leaves_ = 1;
     while (leaves_ < capacity + 1) leaves_ *= 2;
     occupied_.assign(2 * leaves_, 0);
+    heap_of_leaf_.assign(capacity + 1, -1);
   }
 
   void Insert(int64_t residual, int bin) {
-    auto& heap = bins_[residual];  // created on first use
+    int& slot = heap_of_leaf_[residual];
+    if (slot < 0) {
+      if (free_heaps_.empty()) {
+        slot = static_cast<int>(heaps_.size());
+        heaps_.emplace_back();
+      } else {
+        slot = free_heaps_.back();
+        free_heaps_.pop_back();
+      }
+    }
+    auto& heap = heaps_[slot];
     heap.push_back(bin);
     std::push_heap(heap.begin(), heap.end(), std::greater<int>());
     for (int64_t node = leaves_ + residual; node >= 1; node /= 2) ++occupied_[node];
@@ -83,12 +93,11 @@ class ResidualSegmentTree {
   int TakeBestFit(int64_t size, int64_t* residual) {
     const int64_t leaf = FindFirstAtLeast(1, 0, leaves_ - 1, size);
     if (leaf < 0) return -1;
-    auto it = bins_.find(leaf);
-    auto& heap = it->second;
+    auto& heap = heaps_[heap_of_leaf_[leaf]];
     std::pop_heap(heap.begin(), heap.end(), std::greater<int>());
     const int bin = heap.back();
     heap.pop_back();
-    if (heap.empty()) bins_.erase(it);
+    if (heap.empty()) Release(leaf);
     for (int64_t node = leaves_ + leaf; node >= 1; node /= 2) --occupied_[node];
     *residual = leaf;
     return bin;
@@ -99,9 +108,10 @@ class ResidualSegmentTree {
     int closed = 0;
     for (int64_t leaf = FindFirstAtLeast(1, 0, leaves_ - 1, 0); leaf >= 0 && leaf < threshold;
          leaf = FindFirstAtLeast(1, 0, leaves_ - 1, 0)) {
-      auto it = bins_.find(leaf);
-      const int count = static_cast<int>(it->second.size());
-      bins_.erase(it);
+      auto& heap = heaps_[heap_of_leaf_[leaf]];
+      const int count = static_cast<int>(heap.size());
+      heap.clear();
+      Release(leaf);
       for (int64_t node = leaves_ + leaf; node >= 1; node /= 2) occupied_[node] -= count;
       closed += count;
     }
@@ -111,6 +121,11 @@ class ResidualSegmentTree {
   int open_bins() const { return occupied_[1]; }
 
  private:
+  void Release(int64_t leaf) {
+    free_heaps_.push_back(heap_of_leaf_[leaf]);
+    heap_of_leaf_[leaf] = -1;
+  }
+
   // Leftmost occupied leaf in [max(lo, size), hi] under `node`, or -1. Visits O(log C) nodes: a
   // subtree entirely >= size with occupied > 0 always yields a leaf.
   int64_t FindFirstAtLeast(int64_t node, int64_t lo, int64_t hi, int64_t size) const {
@@ -124,9 +139,12 @@ class ResidualSegmentTree {
 
   int64_t leaves_ = 1;
   std::vector<int> occupied_;
-  // The open bins of each occupied leaf (min-heaps); sparse: at most one entry per open bin, so
-  // building the tree costs O(C) only for the counts.
-  std::map<int64_t, std::vector<int>> bins_;
+  // The open bins of each occupied leaf: a min-heap from a pool (heap_of_leaf_[r] = its index, -1
+  // when the leaf is empty; emptied heaps are reused), so building the tree costs two flat O(C)
+  // arrays rather than C + 1 vectors.
+  std::vector<int> heap_of_leaf_;
+  std::vector<std::vector<int>> heaps_;
+  std::vector<int> free_heaps_;
 };
 
 }  // namespace
