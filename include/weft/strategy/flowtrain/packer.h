@@ -6,7 +6,8 @@
 //
 //   auto fit = FitPackCost(model, llm, /*tp=*/2, cost_model, {.capacity_tokens = 8192});
 //   auto packed = PackAndDispatch(lengths, {.capacity_tokens = 8192, .dp = 8, .cost = fit->cost});
-//   auto assignment = PackBatch(model, batch, {.capacity_tokens = 8192, .dp = 8, .cost = ...});
+//   auto batch_packing = PackBatch(model, batch, {.capacity_tokens = 8192, .dp = 8, .cost = ...});
+//   // batch_packing->assignment: Assignment::sequences + per-replica microbatches
 //
 // Eq. 3 (cost of a packed microbatch m of capacity C, one backbone layer, forward + backward):
 //   cost_s(m) = linear_s · tokens(m) / C + quadratic_s · Σ_{i ∈ m} len_i² / C²  (+ fixed_s)
@@ -27,7 +28,8 @@
 //     the DP size so that every rank runs as many microbatches (PackOptions);
 //  2. eq. 3 cost per microbatch;
 //  3. buckets of similar cost: num_cost_buckets equal-width cost ranges over [min, max]; buckets
-//     heaviest first, microbatches by decreasing cost within a bucket (ties: lower index);
+//     heaviest first, microbatches by decreasing cost within a bucket (ties: lower index) — with
+//     contiguous cost ranges this is the global decreasing-cost order; the bucket is reported;
 //  4. zig-zag dispatch of that order over the d ranks: 0, 1, .., d-1, d-1, .., 0, 0, 1, ...;
 //     each rank runs its microbatches in the order received.
 // PackPolicy::kFirstFitRoundRobin (the `flowtrain-no-scheduler` ablation): first-fit decreasing
