@@ -375,7 +375,8 @@ void Cornstarch(spec::Sample& s) {
 namespace {
 constexpr std::string_view kProfiles[] = {"laion",     "obelics", "coco-llava",    "video",
                                           "audio",     "mixed",   "rise-and-fall", "cornstarch",
-                                          "scienceqa", "dip-vlm", "dip-t2v",       "dflop-mixed"};
+                                          "scienceqa", "dip-vlm", "dip-t2v",       "dflop-mixed",
+                                          "infovqa"};
 // DFLOP Table 2 (the order DflopMixed's switch follows).
 constexpr MixComponent kDflopMixed[] = {
     {.dataset = "LLaVA-Wild", .kind = "single-image", .samples = 28000},
@@ -454,8 +455,11 @@ StatusOr<std::vector<spec::Sample>> GenerateSamples(std::string_view profile,
       case 10:
         internal::DipT2v(rng, s);
         break;
-      default:
+      case 11:
         internal::DflopMixed(rng, s);
+        break;
+      default:  // infovqa: FlowTrain's InfoVQA workload (§4.1), InfographicVQA's statistics
+        internal::DflopInfoVqa(rng, s);
         break;
     }
     samples.push_back(std::move(s));

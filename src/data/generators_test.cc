@@ -291,5 +291,26 @@ TEST(RiseAndFall, EachDocumentFillsOnePackedSequenceWithinTheBounds) {
   }
 }
 
+// FlowTrain's InfoVQA workload: one tall infographic per sample inside InfographicVQA's published
+// size range, 1.58 QA turns on average (≈ 27 tokens each), reproducible per seed.
+TEST(InfoVqa, OneInfographicPerSampleInThePublishedRange) {
+  const auto samples = Gen("infovqa", 4000, 5);
+  double turns_tokens = 0, aspect_above_1 = 0;
+  for (const auto& s : samples) {
+    ASSERT_EQ(s.images.size(), 1u);
+    ASSERT_TRUE(s.videos.empty() && s.audios.empty());
+    const auto& im = s.images[0];
+    ASSERT_GE(im.width_px, 600);
+    ASSERT_LE(im.width_px, 6250);
+    ASSERT_GE(im.height_px, 340);
+    ASSERT_LE(im.height_px, 9375);
+    aspect_above_1 += im.height_px > im.width_px;
+    turns_tokens += s.text_tokens;
+  }
+  EXPECT_GT(aspect_above_1 / samples.size(), 0.8);  // infographics are tall
+  EXPECT_NEAR(turns_tokens / samples.size(), 1.58 * 27.1, 6.0);
+  EXPECT_EQ(SamplesToJsonl(Gen("infovqa", 100, 3)), SamplesToJsonl(Gen("infovqa", 100, 3)));
+}
+
 }  // namespace
 }  // namespace weft::data

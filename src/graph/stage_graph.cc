@@ -170,6 +170,37 @@ StatusOr<StageGraph> StageGraph::WithStages(std::vector<Stage> stages) const {
   return out;
 }
 
+StatusOr<StageGraph> StageGraph::WithoutEdges(std::span<const EdgeId> removed,
+                                              std::vector<Stage> stages) const {
+  if (stages.size() != stages_.size()) {
+    return InvalidArgumentError(fmt::format("WithoutEdges: {} stages for a graph of {}",
+                                            stages.size(), stages_.size()));
+  }
+  std::vector<char> drop(topology_->edges.size(), 0);
+  for (EdgeId e : removed) {
+    if (e < 0 || e >= num_edges()) {
+      return InvalidArgumentError(
+          fmt::format("WithoutEdges: edge {} not in [0, {})", e, num_edges()));
+    }
+    drop[e] = 1;
+  }
+  StageGraph out;
+  out.groups_ = groups_;
+  out.stages_ = std::move(stages);
+  out.module_names_ = module_names_;
+  out.grad_syncs_ = grad_syncs_;
+  out.topology_ = topology_;
+  Topology& t = out.MutableTopology();
+  std::vector<Edge> kept;
+  kept.reserve(t.edges.size());
+  for (size_t e = 0; e < t.edges.size(); ++e) {
+    if (!drop[e]) kept.push_back(t.edges[e]);
+  }
+  t.edges = std::move(kept);
+  WEFT_RETURN_IF_ERROR(out.Finalize());
+  return out;
+}
+
 Status StageGraph::CheckStages() const {
   for (int i = 0; i < num_stages(); ++i) {
     const Stage& s = stages_[i];

@@ -70,6 +70,39 @@ TEST(StageGraph, CopiesShareTheTopologyUntilOneChanges) {
   EXPECT_EQ(b.num_edges(), 0);
 }
 
+// Cutting edges keeps the stages given, the other edges in order and the original graph intact;
+// the adjacency and topological order are rebuilt; bad ids are refused.
+TEST(StageGraph, WithoutEdgesCutsOnlyTheGivenEdges) {
+  StageGraph g;
+  g.AddGroup({.label = "a"});
+  g.AddGroup({.first_gpu = 1, .label = "b"});
+  const StageId s0 = g.AddStage({.group = 0, .latency_s = 1});
+  const StageId s1 = g.AddStage({.group = 1, .latency_s = 2});
+  const StageId s2 = g.AddStage({.group = 1, .microbatch = 1, .latency_s = 3});
+  g.AddEdge(s2, s1, 10);
+  g.AddEdge(s0, s1, 20);
+  g.AddEdge(s0, s2, 30);
+  ASSERT_TRUE(g.Finalize().ok());
+  std::vector<Stage> stages(g.stages().begin(), g.stages().end());
+  stages[s1].latency_s = 5;
+  const std::vector<EdgeId> cut = {1, 2, 1};
+  auto d = g.WithoutEdges(cut, stages);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_TRUE(d->finalized());
+  ASSERT_EQ(d->num_edges(), 1);
+  EXPECT_EQ(d->edge(0).from, s2);
+  EXPECT_EQ(d->edge(0).bytes, 10);
+  EXPECT_THAT(d->in_edges(s1), ElementsAre(0));
+  EXPECT_THAT(d->out_edges(s0), ElementsAre());
+  EXPECT_EQ(d->stage(s1).latency_s, 5);
+  EXPECT_EQ(g.num_edges(), 3);  // the original keeps its edges
+  EXPECT_EQ(g.stage(s1).latency_s, 2);
+  const std::vector<EdgeId> bad = {3};
+  EXPECT_THAT(g.WithoutEdges(bad, stages).status().message(), HasSubstr("edge 3 not in [0, 3)"));
+  stages.pop_back();
+  EXPECT_FALSE(g.WithoutEdges({}, stages).ok());
+}
+
 TEST(StageGraph, WithStagesKeepsEverythingButTheStages) {
   StageGraph g;
   g.AddGroup({.label = "a"});

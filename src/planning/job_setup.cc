@@ -125,6 +125,7 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   setup->context_tokens = options.context_tokens > 0   ? options.context_tokens
                           : training.context_tokens > 0 ? training.context_tokens
                                                         : 8192;
+  job.context_tokens = setup->context_tokens;
   setup->sequences_per_batch =
       options.sequences_per_batch > 0 ? options.sequences_per_batch
       : training.global_batch_sequences > 0

@@ -304,13 +304,23 @@ StatusOr<PlacementSpec> ReadPlacementFile(const std::string& path, const spec::M
   return ParsePlacementYaml(text.str(), path, model, cluster);
 }
 
-StatusOr<Placement> BuildPlacement(const PlacementSpec& spec, const spec::ModelSpec& model,
+StatusOr<Placement> BuildPlacement(const PlacementSpec& given, const spec::ModelSpec& model,
                                    const spec::ClusterSpec& cluster,
                                    const cost::CostModel& cost_model) {
   const int n = static_cast<int>(model.modules.size());
-  if (static_cast<int>(spec.modules.size()) != n) {
-    return InvalidArgumentError("placement spec has " + std::to_string(spec.modules.size()) +
+  if (static_cast<int>(given.modules.size()) != n) {
+    return InvalidArgumentError("placement spec has " + std::to_string(given.modules.size()) +
                                 " modules; the model has " + std::to_string(n));
+  }
+  // A hosted module takes its host's TP, CP and DP (one copy on every host replica), whoever
+  // built the spec (the file reader does the same; strategies build specs in code).
+  PlacementSpec spec = given;
+  for (ModulePlacement& mp : spec.modules) {
+    if (mp.on.empty()) continue;
+    for (const ModulePlacement& host : given.modules) {
+      if (host.module == mp.module || host.module != mp.on || !host.on.empty()) continue;
+      mp.tp = host.tp, mp.cp = host.cp, mp.dp = host.dp;
+    }
   }
   Placement placement;
   placement.unfolded = true;

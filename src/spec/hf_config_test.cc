@@ -98,7 +98,9 @@ TEST(HfConfig, PublishedConfigsImportToThePresets) {
     ASSERT_TRUE(preset.ok()) << preset.status().message();
     int64_t imported_total = 0;
     int64_t preset_total = 0;
-    for (const auto& [mine, theirs] : c.modules) {
+    for (const auto& names : c.modules) {
+      // Named copies, not a structured binding: clang's C++20 cannot capture those in a lambda.
+      const std::string mine = names.first, theirs = names.second;
       SCOPED_TRACE("module " + mine);
       const ModuleSpec& a = Module(imported.preset.model, mine);
       const ModuleSpec& b = Module(preset->model, theirs);

@@ -17,8 +17,59 @@
 #include "weft/planning/placement_file.h"
 #include "weft/strategy/manual/manual.h"
 #include "weft/planning/planner.h"
+#include "weft/planning/window.h"
 
 namespace weft::strategy {
+namespace {
+
+// The window evaluation of a streaming strategy's planned iterations (planning/window.h): the
+// first iteration is the warm-up (the pool fills) when there are several; each row takes the
+// window's time of its iteration and the steady-state throughput and MFU.
+Status EvaluateStreaming(const planning::Planner& planner,
+                         const std::vector<planning::IterationPlan>& plans, int keep,
+                         report::StrategyResult& result, CompareRun& run) {
+  std::vector<const planning::IterationPlan*> ptrs;
+  for (const auto& p : plans) ptrs.push_back(&p);
+  const int warmup = plans.size() > 1 ? 1 : 0;
+  sim::SimOptions sim_options;
+  sim_options.record_transfers = true;
+  WEFT_ASSIGN_OR_RETURN(planning::WindowEvaluation w,
+                        planning::EvaluateWindow(planner.job(), planner.static_plan(), ptrs,
+                                                 warmup, sim_options));
+  run.static_plans.back() += " [streaming: " + w.Brief() + "; " +
+                             planner.static_plan().pool->description + "]";
+  for (size_t k = 0; k < result.iterations.size() && k < w.iteration_time_s.size(); ++k) {
+    report::IterationResult& r = result.iterations[k];
+    const sim::Timeline& t = w.window.iterations[k];
+    r.iteration_time_s = w.iteration_time_s[k];
+    r.samples_per_s = plans[k].replicas[0].samples / std::max(1e-30, r.iteration_time_s);
+    r.tokens_per_s = plans[k].replicas[0].tokens / std::max(1e-30, r.iteration_time_s);
+    const double peak_flops = planner.job().cluster.gpu.peak_bf16_flops_per_s;
+    r.mfu = peak_flops > 0 && w.gpus_charged > 0
+                ? plans[k].model_flops /
+                      (w.gpus_charged * peak_flops * std::max(1e-30, r.iteration_time_s))
+                : 0;
+    r.bubble_ratio = t.bubble_ratio;
+    int64_t peak = 0;
+    for (const auto& g : t.groups) peak = std::max(peak, g.peak_bytes);
+    r.peak_memory_bytes = peak;
+    r.oom = !t.oom.empty();
+  }
+  if (keep >= 0 && keep < static_cast<int>(plans.size())) {
+    KeptTimeline kept;
+    kept.strategy = result.name;
+    kept.iteration = keep;
+    kept.replica = 0;
+    kept.num_replicas = 1;
+    kept.graph = w.graphs[keep].graph;
+    kept.timeline = w.window.iterations[keep];
+    run.timelines.push_back(std::move(kept));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Strategy>> MakeStrategyForJob(std::string_view name,
                                                        const JobOptions& options,
                                                        const Job& job) {
@@ -78,6 +129,15 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
                        ? std::min(options.keep_timeline_of_iteration, options.iterations - 1)
                        : options.iterations - 1;
   for (auto& strategy : strategies) {
+    // Every registered strategy (no list given): a system that does not apply to this model
+    // (FlowTrain without frozen encoders) is left out with its reason, not shown as an error.
+    if (options.strategies.empty()) {
+      if (Status applies = strategy->Applies(setup->job); !applies.ok()) {
+        run.static_plans.push_back(std::string(strategy->Name()) +
+                                   ": left out (does not apply): " + applies.message());
+        continue;
+      }
+    }
     report::StrategyResult result;
     result.name = std::string(strategy->Name());
     result.description = std::string(strategy->Description());
@@ -89,6 +149,10 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
       continue;
     }
     run.static_plans.push_back(result.name + ": " + (*planner)->static_plan().description);
+    // A streaming plan (a pool: planning/window.h) is evaluated over the window of all
+    // iterations once they are planned; its per-iteration rows are then the window's.
+    const bool streaming = (*planner)->static_plan().pool.has_value();
+    std::vector<planning::IterationPlan> streamed;
     for (int it = 0; it < options.iterations; ++it) {
       sim::SimOptions sim_options;
       sim_options.record_transfers = it == keep;
@@ -123,6 +187,10 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
       r.oom = eval->oom;
       r.plan_time_s = plan->plan_time_s;
       result.iterations.push_back(r);
+      if (streaming) {
+        streamed.push_back(std::move(planned->plan));
+        continue;
+      }
       if (it == keep) {
         KeptTimeline kept;
         kept.strategy = result.name;
@@ -136,6 +204,11 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
       if (options.progress) {
         options.progress(result.name + " iteration " + std::to_string(it) + ": " +
                          std::to_string(r.iteration_time_s) + " s");
+      }
+    }
+    if (streaming && !result.error) {
+      if (auto w = EvaluateStreaming(**planner, streamed, keep, result, run); !w.ok()) {
+        result.error = w.message();
       }
     }
     if (result.error) {

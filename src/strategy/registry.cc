@@ -4,6 +4,7 @@
 #include "weft/strategy/cornstarch/cornstarch.h"
 #include "weft/strategy/dflop/dflop.h"
 #include "weft/strategy/dip/dip.h"
+#include "weft/strategy/flowtrain/flowtrain.h"
 #include "weft/strategy/fsdp/fsdp.h"
 #include "weft/strategy/lpt_assign/lpt_assign.h"
 #include "weft/strategy/megatron_mimo/megatron_mimo.h"
@@ -40,6 +41,14 @@ const std::vector<RegistryEntry>& Registry() {
       {"dflop-paper", [] { return dflop::MakeDflopStrategy(dflop::Variant::kPaper); }},
       {"dflop-optimizer-only",
        [] { return dflop::MakeDflopStrategy(dflop::Variant::kOptimizerOnly); }},
+      {"flowtrain", [] { return flowtrain::MakeFlowTrainStrategy(flowtrain::Variant::kFlowTrain); }},
+      {"flowtrain-no-pool",
+       [] { return flowtrain::MakeFlowTrainStrategy(flowtrain::Variant::kNoPool); }},
+      {"flowtrain-no-allocator",
+       [] { return flowtrain::MakeFlowTrainStrategy(flowtrain::Variant::kNoAllocator); }},
+      {"flowtrain-no-scheduler",
+       [] { return flowtrain::MakeFlowTrainStrategy(flowtrain::Variant::kNoScheduler); }},
+      {"disttrain", [] { return flowtrain::MakeFlowTrainStrategy(flowtrain::Variant::kDistTrain); }},
   };
   return kRegistry;
 }

@@ -10,6 +10,7 @@
 #include "weft/report/svg.h"
 #include "weft/report/trace.h"
 #include "weft/service/planner_service.h"
+#include "weft/planning/window.h"
 #include "weft/planning/mimo_config.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
@@ -197,7 +198,8 @@ void RegisterSimulateCommand(CLI::App& app, int& exit_code) {
       }
     }
     std::string trace_text, svg_text;  // of the last iteration, written once all succeeded
-    Status s = RunIterations(*o, [&](int64_t it, const planning::Planner&,
+    std::vector<planning::IterationPlan> streamed;  // a streaming plan's iterations (a pool)
+    Status s = RunIterations(*o, [&](int64_t it, const planning::Planner& planner,
                                      planning::PlannedIteration& p) -> Status {
       const auto& e = p.evaluation;
       const int n = static_cast<int>(p.plan.replicas.size());
@@ -219,6 +221,34 @@ void RegisterSimulateCommand(CLI::App& app, int& exit_code) {
       }
       if (!o->svg.empty()) {
         WEFT_ASSIGN_OR_RETURN(svg_text, report::TimelineSvg(g, t));
+      }
+      if (!planner.static_plan().pool) return OkStatus();
+      // Streaming (planning/window.h): the lines above are each iteration run alone; once all
+      // are planned, the window of all of them with the pool between producers and consumers.
+      streamed.push_back(p.plan);
+      if (static_cast<int>(streamed.size()) < o->iterations) return OkStatus();
+      std::vector<const planning::IterationPlan*> ptrs;
+      for (const auto& plan : streamed) ptrs.push_back(&plan);
+      const int warmup = o->iterations > 1 ? 1 : 0;
+      WEFT_ASSIGN_OR_RETURN(planning::WindowEvaluation w,
+                            planning::EvaluateWindow(planner.job(), planner.static_plan(), ptrs,
+                                                     warmup, {.record_transfers = true}));
+      std::cout << "streaming " << w.Brief() << "\n  " << planner.static_plan().pool->description
+                << "\n";
+      for (size_t k = 0; k < w.iteration_time_s.size(); ++k) {
+        std::cout << fmt::format("  window iteration {}: {:.4f} s (ends at {:.4f} s)\n",
+                                 o->first_iteration + static_cast<int64_t>(k),
+                                 w.iteration_time_s[k], w.window.iteration_end_s[k]);
+      }
+      std::cout << "  " << w.window.BriefReport() << "\n";
+      if (!o->trace.empty()) {
+        std::vector<sim::WindowIteration> its;
+        for (size_t k = 0; k < streamed.size(); ++k) {
+          its.push_back(sim::WindowIteration{.graph = &w.graphs[k].graph,
+                                             .schedule = &streamed[k].replicas[0].schedule,
+                                             .buffer_uses = w.graphs[k].buffer_uses});
+        }
+        WEFT_ASSIGN_OR_RETURN(trace_text, report::ChromeWindowTraceString(its, w.window));
       }
       return OkStatus();
     });

@@ -144,6 +144,13 @@ class StageGraph {
   // On a finalized graph only the new stages are checked: the adjacency and the topological
   // order depend on the edges alone and are copied.
   StatusOr<StageGraph> WithStages(std::vector<Stage> stages) const;
+  // This graph with `stages` in place of its stages (as WithStages) and the edges `removed` (ids,
+  // any order, duplicates allowed) taken out; the other edges keep their order (their ids shift
+  // down). Finalized; InvalidArgument for an edge id out of range or a stage breaking a rule.
+  // For a graph whose producers hand their outputs over through a buffer instead of edges
+  // (planning/window.h).
+  StatusOr<StageGraph> WithoutEdges(std::span<const EdgeId> removed,
+                                    std::vector<Stage> stages) const;
   bool finalized() const { return finalized_; }
 
   int num_stages() const { return static_cast<int>(stages_.size()); }

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,9 @@ struct Job {
   std::vector<spec::Batch> profile_batches;
   const cost::CostModel* cost_model = nullptr;  // required; must outlive the calls
   uint64_t seed = 1;
+  // Tokens per packed sequence the batches were packed to (the setup's context; 0 = unknown):
+  // strategies that re-pack (FlowTrain) use it as their microbatch capacity.
+  int64_t context_tokens = 0;
   // GPUs of the cluster that no module uses count in MFU and per-GPU figures (they are paid
   // for); false = only the GPUs the placement uses.
   bool charge_idle_gpus = true;
@@ -93,6 +97,18 @@ struct Placement {
 };
 
 // Choices fixed once per job.
+// A pool between producer and consumer modules (FlowTrain §3.2): the forward outputs of
+// `producer_modules` (frozen modules on device groups of their own: encoders) go into one
+// bounded buffer instead of straight to the stages that consume them; producers run ahead of
+// the consumers across iterations until the pool is full, consumers wait only when it is empty.
+// A static plan with a pool is evaluated over a window of iterations (planning/window.h); its
+// iteration plans keep the ordinary coupled graphs, which compile and run in lockstep.
+struct PoolSpec {
+  std::vector<int> producer_modules;  // model module indices, ascending
+  int64_t capacity_bytes = 0;         // > 0: the embeddings it can hold (both tiers)
+  std::string description;            // one line: tiers and where the capacity comes from
+};
+
 struct StaticPlan {
   Placement placement;
   std::string description;  // one line: partition and schedule rule
@@ -102,6 +118,7 @@ struct StaticPlan {
   bool split_backward = false;  // B and W as separate stages (zero-bubble)
   bool keep_empty_stages = false;  // see GraphBuildOptions::keep_empty_stages
   int num_microbatches = 0;  // per anchor (LLM) replica; 0 = the job's (a user placement sets it)
+  std::optional<PoolSpec> pool;  // set: a streaming plan (planning/window.h)
 };
 
 // The microbatches of one DP replica: indices into batch.sequences (or batch.samples when the
@@ -237,6 +254,10 @@ class Strategy {
                                                 const IterationInput& input) const = 0;
   // What the planner needs to know of the strategy, declared once.
   virtual StrategyTraits Traits() const { return {}; }
+  // Whether the system applies to the job's model at all (FlowTrain needs frozen encoders):
+  // FailedPrecondition with the reason otherwise. A comparison over every registered strategy
+  // leaves inapplicable ones out with that reason; asked for by name, Prepare fails with it.
+  virtual Status Applies(const Job&) const { return OkStatus(); }
 
   // Assign + PlanIteration with a fresh state (tests, tools that plan without a Planner).
   StatusOr<IterationPlan> PlanBatch(const Job& job, const StaticPlan& plan,
