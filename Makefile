@@ -126,6 +126,12 @@ cp-table: build
 
 # Same page; the modality-parallel tables (Table 2 / Fig. 9-10 / Table 3 analogues, dip vs
 # cornstarch) come from bench/cornstarch_table.py.
+.PHONY: flowtrain-tables
+flowtrain-tables: build
+	@mkdir -p out
+	bench/flowtrain_tables.sh $(BUILD_DIR)/weft > out/flowtrain_tables.md
+	@echo "wrote out/flowtrain_tables.md"
+
 .PHONY: cornstarch-tables
 cornstarch-tables: cp-table
 

@@ -94,11 +94,11 @@ expect 2 '^weft: error: every strategy failed on this input; optimus: ' -- compa
 "$WEFT" compare --list > "$tmp/list" || { echo "FAIL: compare --list"; fail=1; }
 grep -q '^dip  *DIP: ' "$tmp/list" || { echo "FAIL: compare --list has no dip line"; cat "$tmp/list"; fail=1; }
 [[ $(wc -l < "$tmp/list") -ge 16 ]] || { echo "FAIL: compare --list too short"; fail=1; }
-"$WEFT" presets --kind data | grep -q '^rise-and-fall ' || { echo "FAIL: presets --kind data"; fail=1; }
-"$WEFT" presets --kind strategies --json | grep -q '"name": "megatron-1f1b"' || { echo "FAIL: presets --kind strategies --json"; fail=1; }
+"$WEFT" presets --kind data | grep '^rise-and-fall ' >/dev/null || { echo "FAIL: presets --kind data"; fail=1; }
+"$WEFT" presets --kind strategies --json | grep '"name": "megatron-1f1b"' >/dev/null || { echo "FAIL: presets --kind strategies --json"; fail=1; }
 for cmd in compare simulate plan cost data presets bench cp validate export; do
   "$WEFT" $cmd --help 2>&1 | { grep -o 'weft [a-z]* --[a-z-]*' || true; } | sort -u | while read -r _ sub flag; do
-    "$WEFT" "$sub" --help 2>&1 | grep -q -- "$flag" || { echo "FAIL: $cmd --help points to weft $sub $flag"; exit 1; }
+    "$WEFT" "$sub" --help 2>&1 | grep -- "$flag" >/dev/null || { echo "FAIL: $cmd --help points to weft $sub $flag"; exit 1; }
   done || fail=1
 done
 

@@ -10,7 +10,7 @@ grep -q "<svg" "$tmp/t.svg"
 
 for s in megatron-1f1b gpipe zb-h1 optimus nnscaler; do
   "$WEFT" plan --model vlm-s --data mixed --strategy "$s" --out "$tmp/$s.json" > /dev/null
-  "$WEFT" validate "$tmp/$s.json" | grep -q "^OK"
+  "$WEFT" validate "$tmp/$s.json" | grep "^OK" >/dev/null
 done
 # weft.plan/v3 carries its data: every rank's entry with its chunks, the microbatches with their
 # instances, every microbatch the actions name.
