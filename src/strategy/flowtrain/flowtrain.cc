@@ -196,8 +196,13 @@ class FlowTrainStrategy : public planning::Strategy {
                                         const planning::StaticPlan& plan,
                                         const spec::Batch& batch,
                                         const planning::PlanState& state) const override {
-    if (variant_ == Variant::kDistTrain) return Strategy::Assign(job, plan, batch, state);
     WEFT_ASSIGN_OR_RETURN(Roles roles, FindRoles(job.model));
+    if (variant_ == Variant::kDistTrain) {
+      // DistTrain's batches as the job packed them, its encoder replicas balanced (as ours).
+      WEFT_ASSIGN_OR_RETURN(planning::Assignment a, Strategy::Assign(job, plan, batch, state));
+      WEFT_RETURN_IF_ERROR(BalanceProducers(job, plan, roles, batch, a));
+      return a;
+    }
     PackOptions options;
     options.capacity_tokens = job.context_tokens > 0 ? job.context_tokens : 8192;
     options.dp = planning::AnchorReplicas(job, plan);
@@ -228,7 +233,8 @@ class FlowTrainStrategy : public planning::Strategy {
   };
   StatusOr<Allocation> Allocate(const Job& job, const Roles& roles) const;
 
-  // The pool lets any producer replica encode any sample: each microbatch's encoder work goes
+  // The pool lets any producer replica encode any sample (DistTrain balances its encoder
+  // replicas too): each microbatch's encoder work goes
   // to one replica of each producer, longest first to the least loaded (LPT on the encoder
   // units of its samples), instead of the default rule that splits every microbatch's images
   // over all replicas (a microbatch with fewer images than replicas leaves the rest idle).
@@ -259,9 +265,13 @@ class FlowTrainStrategy : public planning::Strategy {
         for (size_t j = 0; j < assignment.replicas[a].size(); ++j) {
           Work w{.replica = static_cast<int>(a), .microbatch = static_cast<int>(j)};
           for (int q : assignment.replicas[a][j]) {
-            for (int sample : assignment.sequences[q].sample_indices) {
-              w.units += items[sample].encoder_units;
+            const auto& sequences =
+                assignment.sequences.empty() ? batch.sequences : assignment.sequences;
+            if (sequences.empty()) {  // an unpacked batch: indices are samples
+              w.units += items[q].encoder_units;
+              continue;
             }
+            for (int sample : sequences[q].sample_indices) w.units += items[sample].encoder_units;
           }
           work.push_back(w);
         }
