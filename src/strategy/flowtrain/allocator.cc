@@ -380,7 +380,7 @@ StatusOr<std::vector<int>> SolveFlowMilp(const std::vector<std::vector<ModuleCan
   int t = 0;
   build(m1, x, t);
   m1.SetObjective({{t, 1.0}}, algo::ObjectiveSense::kMaximize);
-  WEFT_ASSIGN_OR_RETURN(algo::MilpResult r1, algo::SolveMilp(m1));
+  WEFT_ASSIGN_OR_RETURN(algo::MilpResult r1, algo::SolveMilp(m1, {.lightweight = true}));
   if (!r1.has_solution()) return NotFoundError("no allocation fits");
   const std::vector<int> first = read(r1, x);
   double t_star = std::numeric_limits<double>::infinity();
@@ -410,7 +410,7 @@ StatusOr<std::vector<int>> SolveFlowMilp(const std::vector<std::vector<ModuleCan
   }
   m2.AddGreaterEqual({{t, 1.0}}, t_star * (1 - 1e-9));
   m2.SetObjective(objective, algo::ObjectiveSense::kMinimize);
-  WEFT_ASSIGN_OR_RETURN(algo::MilpResult r2, algo::SolveMilp(m2));
+  WEFT_ASSIGN_OR_RETURN(algo::MilpResult r2, algo::SolveMilp(m2, {.lightweight = true}));
   if (!r2.has_solution()) return first;
   return read(r2, x);
 }
