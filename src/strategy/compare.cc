@@ -87,6 +87,14 @@ StatusOr<std::unique_ptr<planning::Planner>> MakePlanner(const JobOptions& job,
                                                          std::string_view strategy,
                                                          planning::PlannerOptions options) {
   WEFT_RETURN_IF_ERROR(options.budget.Validate());  // before the work of the setup
+  // A placement file is the `manual` strategy's input; every other strategy places the model
+  // itself, so a placement given beside one would be silently ignored: refuse it.
+  if (!job.placement.empty() && strategy != "manual") {
+    return InvalidArgumentError(fmt::format(
+        "--placement {} runs strategy 'manual'; strategy '{}' chooses its own placement (drop "
+        "--strategy to run the file, or drop --placement; weft compare runs both)",
+        job.placement, strategy));
+  }
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<JobSetup> setup, MakeJobSetup(job));
   WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategyForJob(strategy, job, setup->job));
   return planning::Planner::Create(std::shared_ptr<const JobSetup>(std::move(setup)),
