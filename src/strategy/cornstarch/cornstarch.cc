@@ -243,6 +243,49 @@ StatusOr<Algorithm1Result> RunAlgorithm1(const Job& job, Weighting weighting) {
     if (c.feasible && batch != nullptr) WEFT_RETURN_IF_ERROR(Simulate(job, *batch, c));
     r.candidates.push_back(std::move(c));
   }
+  // No balanced candidate fits (Algorithm 1 wants every encoder stage under the LLM's stage
+  // target, which can need more GPUs than there are): per LLM stage count, the encoder
+  // branches get the stages the budget leaves, one at a time to the branch whose largest stage
+  // is slowest; the imbalance is stated. A user still gets a plan.
+  bool fallback = false;
+  if (std::none_of(r.candidates.begin(), r.candidates.end(),
+                   [](const Candidate& c) { return c.feasible; })) {
+    std::vector<int> branch_width;
+    for (const Branch& b : d.branches) {
+      branch_width.push_back(dp * parallel[b.head].tp * parallel[b.head].cp);
+    }
+    for (int l = 1; l <= llm_layers && l * llm_width + branch_min_gpus <= job.cluster.TotalGpus();
+         ++l) {
+      WEFT_ASSIGN_OR_RETURN(auto llm_part, algo::MinMaxContiguousPartition(d.llm.weight, l));
+      std::vector<int> stages(d.branches.size(), 1);
+      std::vector<algo::ContiguousPartition> parts;
+      for (size_t k = 0; k < d.branches.size(); ++k) {
+        WEFT_ASSIGN_OR_RETURN(auto part, algo::MinMaxContiguousPartition(d.branches[k].weight, 1));
+        parts.push_back(std::move(part));
+      }
+      int left = job.cluster.TotalGpus() - l * llm_width - branch_min_gpus;
+      while (true) {
+        int grow = -1;
+        for (size_t k = 0; k < d.branches.size(); ++k) {
+          const bool can = branch_width[k] <= left &&
+                           stages[k] < static_cast<int>(d.branches[k].weight.size()) &&
+                           parts[k].max_part_sum > llm_part.max_part_sum;
+          if (can && (grow < 0 || parts[k].max_part_sum > parts[grow].max_part_sum)) {
+            grow = static_cast<int>(k);
+          }
+        }
+        if (grow < 0) break;
+        ++stages[grow];
+        left -= branch_width[grow];
+        WEFT_ASSIGN_OR_RETURN(parts[grow], algo::MinMaxContiguousPartition(
+                                               d.branches[grow].weight, stages[grow]));
+      }
+      Candidate c = MakeCandidate(job, d, llm_part, parts);
+      if (c.feasible && batch != nullptr) WEFT_RETURN_IF_ERROR(Simulate(job, *batch, c));
+      r.candidates.push_back(std::move(c));
+    }
+    fallback = true;
+  }
   // The fastest feasible candidate (fitting memory first; ties: fewer GPUs). Without a profile
   // batch: the smallest (microbatches + stages on the longest path − 1) × largest stage time.
   const int m = std::max(1, job.parallel.num_microbatches);
@@ -267,8 +310,9 @@ StatusOr<Algorithm1Result> RunAlgorithm1(const Job& job, Weighting weighting) {
   }
   if (r.winner < 0) {
     return FailedPreconditionError(fmt::format(
-        "cornstarch: no candidate fits the budget of {} GPUs:\n{}", job.cluster.TotalGpus(),
-        r.Report()));
+        "no layout fits the budget of {} GPUs, even with one pipeline stage per encoder branch "
+        "({} GPUs) and one for the LLM ({} GPUs)",
+        job.cluster.TotalGpus(), branch_min_gpus, llm_width));
   }
   const Candidate& w = r.candidates[r.winner];
   int runner = -1;
@@ -281,6 +325,28 @@ StatusOr<Algorithm1Result> RunAlgorithm1(const Job& job, Weighting weighting) {
     }
   }
   const std::string measure = batch != nullptr ? "simulated iteration" : "estimated iteration";
+  if (fallback) {
+    const Candidate& w = r.candidates[r.winner];
+    double encoder_s = 0;
+    for (size_t k = 0; k < w.stages.size(); ++k) {
+      if (static_cast<int>(k) >= w.llm_stages) {
+        encoder_s = std::max(encoder_s, w.stages[k].forward_s + w.stages[k].backward_s);
+      }
+    }
+    double llm_s = 0;
+    for (int k = 0; k < w.llm_stages && k < static_cast<int>(w.stages.size()); ++k) {
+      llm_s = std::max(llm_s, w.stages[k].forward_s + w.stages[k].backward_s);
+    }
+    r.why = fmt::format(
+        "no balanced candidate fits {} GPUs; best within the budget: {} ({} {:.3f} s on {} GPUs{}; "
+        "slowest encoder stage {:.1f} ms vs LLM stage {:.1f} ms, {:.2f}x imbalance)",
+        job.cluster.TotalGpus(), Stages(r, w), measure, score(w), w.gpus,
+        w.oom ? ", out of memory" : "", 1e3 * encoder_s, 1e3 * llm_s,
+        llm_s > 0 ? encoder_s / llm_s : 0.0);
+    r.run_time_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  }
   if (runner < 0) {
     r.why = fmt::format("{} wins: {} {:.3f} s on {} GPUs{}; the only candidate within {} GPUs",
                         Stages(r, w), measure, score(w), w.gpus, w.oom ? " (out of memory)" : "",

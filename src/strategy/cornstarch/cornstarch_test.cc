@@ -113,6 +113,38 @@ TEST(Algorithm1, RejectsModelsWithoutEncodersAndBadStageCounts) {
   EXPECT_FALSE(PartitionWithStages(setup->job, Weighting::kFrozenAware, 2, {1}).ok());
 }
 
+// When no balanced candidate fits (vlm-s on 16 H800: the ViT needs 11+ stages at the LLM's
+// target), the best layout within the budget is planned and its imbalance said in one line
+// (issue 34 item 1: it used to fail with a table flattened into the error); a budget that fits no
+// layout at all is refused in one line.
+TEST(Algorithm1, FallsBackToTheBestLayoutWithinTheBudget) {
+  auto setup = MakeJobSetup({.model = "vlm-s", .cluster = "h800", .gpus = 16, .data = "mixed"});
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  auto r = RunAlgorithm1((*setup)->job, Weighting::kFrozenAware);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_GE(r->winner, 0);
+  const Candidate& w = r->candidates[r->winner];
+  EXPECT_TRUE(w.feasible);
+  EXPECT_LE(w.gpus, 16);
+  EXPECT_THAT(r->why, HasSubstr("no balanced candidate fits 16 GPUs"));
+  EXPECT_THAT(r->why, HasSubstr("x imbalance"));
+  EXPECT_EQ(r->why.find('\n'), std::string::npos);
+  for (const Candidate& c : r->candidates) {
+    if (c.feasible) EXPECT_LE(c.gpus, 16);
+  }
+  auto planner = MakePlanner({.model = "vlm-s", .cluster = "h800", .gpus = 16, .data = "mixed"},
+                             "cornstarch");
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+
+  auto wide = MakeJobSetup(
+      {.model = "flowtrain-vlm-6b", .gpus = 256, .data = "infovqa", .sequences_per_batch = 256});
+  ASSERT_TRUE(wide.ok()) << wide.status().ToString();
+  auto none = RunAlgorithm1((*wide)->job, Weighting::kFrozenAware);
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(), HasSubstr("no layout fits the budget of 256 GPUs"));
+  EXPECT_EQ(none.status().message().find('\n'), std::string::npos);
+}
+
 // Both strategies plan through the Planner, and their plans compile to a validated world plan
 // (every rank of the modality-parallel layout, gradient all-reduces of the trainable projectors).
 TEST(CornstarchStrategy, PlansCompileAndValidate) {
