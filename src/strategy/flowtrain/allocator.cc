@@ -8,6 +8,8 @@
 #include <limits>
 
 #include "weft/algo/milp.h"
+#include "weft/data/workload.h"
+#include "weft/sim/simulator.h"
 #include "weft/strategy/dflop/optimizer.h"
 
 namespace weft::strategy::flowtrain {
@@ -15,6 +17,16 @@ namespace weft::strategy::flowtrain {
 namespace {
 
 double Full(const cost::LayerTime& t) { return t.forward_s + t.backward_s; }
+
+// The shape of one microbatch of `samples` samples at the per-sample means.
+cost::TokenShape MeanShape(double samples, double tokens, double sum_squared, double instances) {
+  cost::TokenShape s;
+  s.tokens = static_cast<int64_t>(std::llround(samples * tokens));
+  s.sum_squared_tokens = std::clamp(samples * sum_squared, static_cast<double>(s.tokens),
+                                    static_cast<double>(s.tokens) * static_cast<double>(s.tokens));
+  s.instances = std::max(1, static_cast<int>(std::lround(samples * instances)));
+  return s;
+}
 
 // Lexicographic order of allocations: higher T, then lower imbalance, then fewer GPUs.
 struct Score {
@@ -128,10 +140,35 @@ StatusOr<FlowWorkload> SummarizeWorkload(const planning::Job& job,
                       : job.context_tokens > 0    ? job.context_tokens
                                                   : 8192;
   w.units_per_sample.assign(roles.producers.size(), 0.0);
+  w.producer_tokens.assign(roles.producers.size(), 0.0);
+  w.producer_sum_squared.assign(roles.producers.size(), 0.0);
+  w.producer_instances.assign(roles.producers.size(), 0.0);
+  w.glue_tokens.assign(roles.glue.size(), 0.0);
+  w.glue_sum_squared.assign(roles.glue.size(), 0.0);
+  w.glue_instances.assign(roles.glue.size(), 0.0);
   double samples = 0, tokens = 0;
   for (const spec::Batch& batch : job.profile_batches) {
     spec::Batch unpacked = batch;
     unpacked.sequences.clear();  // one item per sample
+    std::vector<int> all(unpacked.samples.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+    auto add_shape = [&](int module, double& t, double& q, double& n) -> Status {
+      WEFT_ASSIGN_OR_RETURN(data::ModuleWorkload mw,
+                            data::DeriveModuleWorkload(job.model, module, unpacked, all,
+                                                       job.workload));
+      t += static_cast<double>(mw.TotalTokens());
+      q += mw.SumSquaredTokens();
+      n += mw.NumInstances();
+      return OkStatus();
+    };
+    for (size_t e = 0; e < roles.producers.size(); ++e) {
+      WEFT_RETURN_IF_ERROR(add_shape(roles.producers[e], w.producer_tokens[e],
+                                     w.producer_sum_squared[e], w.producer_instances[e]));
+    }
+    for (size_t g = 0; g < roles.glue.size(); ++g) {
+      WEFT_RETURN_IF_ERROR(
+          add_shape(roles.glue[g], w.glue_tokens[g], w.glue_sum_squared[g], w.glue_instances[g]));
+    }
     for (size_t e = 0; e < roles.producers.size(); ++e) {
       const dflop::Roles r{.encoder = roles.producers[e], .projector = -1, .llm = roles.backbone};
       WEFT_ASSIGN_OR_RETURN(auto items,
@@ -148,7 +185,10 @@ StatusOr<FlowWorkload> SummarizeWorkload(const planning::Job& job,
     samples += static_cast<double>(batch.samples.size());
   }
   if (samples <= 0) return FailedPreconditionError("flowtrain allocator: empty profile batches");
-  for (double& u : w.units_per_sample) u /= samples;
+  for (auto* v : {&w.units_per_sample, &w.producer_tokens, &w.producer_sum_squared,
+                  &w.producer_instances, &w.glue_tokens, &w.glue_sum_squared, &w.glue_instances}) {
+    for (double& x : *v) x /= samples;
+  }
   w.samples_per_batch = samples / static_cast<double>(job.profile_batches.size());
   w.llm_tokens_per_sample = tokens / samples;
   return w;
@@ -200,12 +240,16 @@ StatusOr<std::vector<std::vector<ModuleCandidate>>> ModuleCandidates(
     const int m = roles.producers[e];
     const auto& module = job.model.modules[m];
     const std::string who = module.name;
-    const double b = std::max(1e-9, w.units_per_sample[e] * per_mb);
     std::vector<ModuleCandidate> all;
+    const double b = std::max(1e-9, w.units_per_sample[e] * per_mb);  // effective batch
+    const cost::TokenShape shape = MeanShape(per_mb, w.producer_tokens[e],
+                                             w.producer_sum_squared[e], w.producer_instances[e]);
     for (int tp : tps_of(m, who)) {
-      WEFT_ASSIGN_OR_RETURN(cost::LayerTime t, tables.EncoderLayerTime(m, tp, b));
       WEFT_ASSIGN_OR_RETURN(cost::LayerMemory mem, tables.Memory(m, tp));
-      const double forward_s = module.num_layers * t.forward_s;
+      WEFT_ASSIGN_OR_RETURN(cost::ChunkCost chunk,
+                            job.cost_model->Chunk(job.model, m, 0, module.num_layers, shape,
+                                                  spec::ModuleParallel{.tp = tp}));
+      const double forward_s = chunk.forward_s;
       const double memory = mem.parameters_per_layer * module.num_layers * 2.0 +
                             2.0 * mem.activation_bytes_per_unit * b;
       if (memory > usable) {
@@ -229,6 +273,19 @@ StatusOr<std::vector<std::vector<ModuleCandidate>>> ModuleCandidates(
   for (int g : roles.glue)
     glue_params += static_cast<double>(job.model.modules[g].ParameterCount());
   for (int tp : tps_of(m, who)) {
+    // The glue (projector) runs on the first stage, forward and backward.
+    double glue_s = 0;
+    for (size_t g = 0; g < roles.glue.size(); ++g) {
+      const int gm = roles.glue[g];
+      const cost::TokenShape shape =
+          MeanShape(per_mb, w.glue_tokens[g], w.glue_sum_squared[g], w.glue_instances[g]);
+      if (shape.tokens == 0) continue;
+      WEFT_ASSIGN_OR_RETURN(cost::ChunkCost chunk,
+                            job.cost_model->Chunk(job.model, gm, 0,
+                                                  job.model.modules[gm].num_layers, shape,
+                                                  spec::ModuleParallel{.tp = tp}));
+      glue_s += chunk.forward_s + chunk.BackwardS();
+    }
     double attention_per_sample = 0;
     for (int64_t t : w.sample_tokens) {
       WEFT_ASSIGN_OR_RETURN(cost::LayerTime a,
@@ -249,8 +306,8 @@ StatusOr<std::vector<std::vector<ModuleCandidate>>> ModuleCandidates(
       }
       const int first = (module.num_layers + pp - 1) / pp;
       const int last = module.num_layers / pp;
-      const double stage_s = pp == 1 ? module.num_layers * layer_s + head_s
-                                     : std::max(first * layer_s, last * layer_s + head_s);
+      const double stage_s = pp == 1 ? module.num_layers * layer_s + head_s + glue_s
+                                     : std::max(first * layer_s + glue_s, last * layer_s + head_s);
       for (int dp = 1; tp * pp * dp <= budget; ++dp) {
         if (dp > microbatches) {
           ++rejected[who + " dp > microbatches"];
@@ -267,9 +324,18 @@ StatusOr<std::vector<std::vector<ModuleCandidate>>> ModuleCandidates(
           ++rejected[who + " memory"];
           continue;
         }
-        const double rate = disttrain_stage_rate
-                                ? dp * per_mb / stage_s
-                                : w.samples_per_batch / ((per_replica + pp - 1) * stage_s);
+        // Once per batch: the first stage's gradient all-reduce and optimizer step.
+        const double stage_params =
+            mem.parameters_per_layer * first + embedding_params + glue_params / tp;
+        graph::DeviceGroup group{.num_gpus = tp, .dp = dp};
+        group.grad_sync_bytes = static_cast<int64_t>(stage_params * copt.gradient_bytes_per_param);
+        group.optimizer_bytes = static_cast<int64_t>(stage_params * bytes_per_param);
+        const double tail_s =
+            sim::GradSyncTimeS(group, job.cluster) + sim::OptimizerStepTimeS(group, job.cluster);
+        const double rate =
+            disttrain_stage_rate
+                ? dp * per_mb / stage_s
+                : w.samples_per_batch / ((per_replica + pp - 1) * stage_s + tail_s);
         all.push_back({.layout = {.module = m, .tp = tp, .pp = pp, .dp = dp},
                        .rate_samples_per_s = rate,
                        .memory_bytes = memory});

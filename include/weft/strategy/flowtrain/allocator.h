@@ -13,13 +13,16 @@
 //
 // Rates in samples/s, from the throughput tables (analytical from the cost model, or a measured
 // weft.profile/v1 file) and the job's profile batches:
-//   producer e:  P_e = dp · b / (L_e · t_fwd(b, tp))  with b = the encoder units of one packed
-//                microbatch's samples (its effective batch);
+//   producer e:  P_e = dp · k / t_fwd(tp)  with k samples per packed microbatch and t_fwd the
+//                cost model's forward of the whole encoder on their mean shape (tokens, Σ s² of
+//                the images: high-resolution images pay their attention);
 //   backbone:    C = B / ((m + pp − 1) · t_stage)   per global batch of B samples packed into
 //                M = ⌈B · s̄ / capacity⌉ microbatches, m = ⌈M / dp⌉ per replica, t_stage = the
 //                slower of the first stage (⌈L/pp⌉ layers) and the last (⌊L/pp⌋ layers + head)
-//                on one full microbatch (linear on its tokens, attention per sample), forward +
-//                backward; 1F1B's fill and drain are in (m + pp − 1).
+//                on one full microbatch (linear on its tokens, attention per sample, the glue
+//                (projector) on the first stage), forward + backward; 1F1B's fill and drain are
+//                in (m + pp − 1); the gradient all-reduce and optimizer step of the first stage
+//                are added once per batch.
 // Objective (lexicographic): maximize T = min(min_e P_e, C); then minimize Σ_e |P_e − C|; then
 // fewer GPUs. AllocateMilp solves it with CBC in two solves; AllocateExhaustive enumerates every
 // combination (the oracle). Two baselines price the same candidates:
@@ -28,8 +31,8 @@
 //   AllocateDistTrain        — DistTrain's rule as FlowTrain describes it ("optimize the worst
 //                pipeline stage"): maximize the slowest per-microbatch stage rate, the backbone
 //                priced per stage without 1F1B's fill and drain, producers as above.
-// Not modelled: the projector (glue on the backbone's first stage) in the rates; the gradient
-// all-reduce and optimizer step in C.
+// Not modelled: the fetch of embeddings from the pool; the encoder's effective batch (the
+// profile batches' mean microbatch shape, not the distribution).
 // Thread-safety: pure functions.
 #include <cstdint>
 #include <map>
@@ -60,6 +63,10 @@ struct FlowWorkload {
   double samples_per_batch = 0;          // B
   double llm_tokens_per_sample = 0;      // s̄
   std::vector<double> units_per_sample;  // per producer: encoder units per sample
+  // Per producer, then per glue module (Roles order): mean tokens, Σ s² (attention segments)
+  // and instances per sample, to price a microbatch's shape with the cost model.
+  std::vector<double> producer_tokens, producer_sum_squared, producer_instances;
+  std::vector<double> glue_tokens, glue_sum_squared, glue_instances;
   std::vector<int64_t> sample_tokens;    // every profile sample's LLM tokens (attention)
   int64_t capacity_tokens = 8192;
 };
