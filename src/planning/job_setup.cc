@@ -59,12 +59,16 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   }
   const spec::TrainingSetup training = preset.setup.value_or(spec::TrainingSetup{});
   std::string cluster_name = !options.cluster.empty() ? options.cluster : training.cluster;
+  std::string cluster_note;
   if (cluster_name.empty()) {
-    return InvalidArgumentError("--cluster: model '" + options.model +
-                                "' has no setup cluster; name one (e.g. --cluster h800)");
+    // A model without a setup (a Hugging Face config.json, a bare YAML spec): the most common
+    // training GPU, said in the notes and in every header that names the cluster.
+    cluster_name = "h100";
+    cluster_note = "no cluster given and the model names none: h100 assumed (--cluster to choose)";
   }
   WEFT_ASSIGN_OR_RETURN(spec::ClusterSpec cluster, spec::LoadCluster(cluster_name));
   setup->cluster_name = cluster_name;
+  setup->notes = cluster_note;
   const int gpus = options.gpus > 0 ? options.gpus
                    : training.gpus > 0 ? training.gpus
                                        : cluster.TotalGpus();
@@ -94,7 +98,8 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   const int dp = gpus / replica;
   if (gpus % replica != 0) {
     const int unused = gpus % replica;
-    setup->notes += std::to_string(unused) + (unused == 1 ? " GPU" : " GPUs") +
+    setup->notes += std::string(setup->notes.empty() ? "" : "; ") + std::to_string(unused) +
+                    (unused == 1 ? " GPU" : " GPUs") +
                     " unused by pipeline replicas of tp·pp·cp = " + std::to_string(replica);
   }
   if (dp != lp.dp) {

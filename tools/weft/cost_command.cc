@@ -105,11 +105,12 @@ int Run(const CostArgs& args) {
   auto preset = spec::LoadModel(args.model);
   if (!preset.ok()) return ReportError(preset.status());
   // --cluster defaults to the model's setup cluster, as in compare / simulate / plan.
-  const std::string cluster_name =
+  std::string cluster_name =
       !args.cluster.empty() ? args.cluster : preset->setup ? preset->setup->cluster : "";
-  if (cluster_name.empty()) {
-    return ReportError(InvalidArgumentError("--cluster: model " + QuoteForMessage(args.model) +
-                                            " has no setup cluster; name one (e.g. --cluster h800)"));
+  if (cluster_name.empty()) {  // as planning::MakeJobSetup: stated, never silent
+    cluster_name = "h100";
+    std::cerr << "note: no cluster given and the model names none: h100 assumed (--cluster to "
+                 "choose)\n";
   }
   auto cluster = spec::LoadCluster(cluster_name);
   if (!cluster.ok()) return ReportError(cluster.status());

@@ -49,7 +49,10 @@ Score ScoreOf(const std::vector<const ModuleCandidate*>& pick) {
   for (size_t i = 0; i < pick.size(); ++i) {
     s.throughput = std::min(s.throughput, pick[i]->rate_samples_per_s);
     s.gpus += pick[i]->layout.Gpus();
-    if (i + 1 < pick.size()) s.imbalance += std::abs(pick[i]->rate_samples_per_s - consumption);
+    // A producer without work in the workload (rate +inf) never limits nor imbalances the flow.
+    if (i + 1 < pick.size() && std::isfinite(pick[i]->rate_samples_per_s)) {
+      s.imbalance += std::abs(pick[i]->rate_samples_per_s - consumption);
+    }
   }
   return s;
 }
@@ -257,9 +260,14 @@ StatusOr<std::vector<std::vector<ModuleCandidate>>> ModuleCandidates(
         continue;
       }
       for (int dp = 1; tp * dp <= budget; ++dp) {
+        // No work in the profile batches (e.g. no audio in the data): an unbounded rate, so its
+        // smallest layout is kept and it never limits the flow.
         all.push_back({.layout = {.module = m, .tp = tp, .pp = 1, .dp = dp},
-                       .rate_samples_per_s = dp * per_mb / std::max(1e-30, forward_s),
+                       .rate_samples_per_s = forward_s > 0
+                                                 ? dp * per_mb / forward_s
+                                                 : std::numeric_limits<double>::infinity(),
                        .memory_bytes = memory});
+        if (!(forward_s > 0)) break;
       }
     }
     out.push_back(keep_fastest_per_gpus(std::move(all)));
@@ -409,21 +417,27 @@ StatusOr<std::vector<int>> SolveFlowMilp(const std::vector<std::vector<ModuleCan
     x.assign(cands.size(), {});
     double max_rate = 0;
     for (const auto& mod : cands) {
-      for (const auto& c : mod) max_rate = std::max(max_rate, c.rate_samples_per_s);
+      for (const auto& c : mod) {
+        if (std::isfinite(c.rate_samples_per_s)) max_rate = std::max(max_rate, c.rate_samples_per_s);
+      }
     }
     t = model.AddContinuous(0, max_rate, "T");
     for (size_t i = 0; i < cands.size(); ++i) {
       std::vector<algo::LinearTerm> one, rate;
+      bool bounded = true;
       for (size_t c = 0; c < cands[i].size(); ++c) {
         const int v = model.AddBinary();
         x[i].push_back(v);
         one.push_back({v, 1.0});
-        rate.push_back({v, cands[i][c].rate_samples_per_s});
+        bounded = bounded && std::isfinite(cands[i][c].rate_samples_per_s);
+        if (bounded) rate.push_back({v, cands[i][c].rate_samples_per_s});
         gpus.push_back({v, static_cast<double>(cands[i][c].layout.Gpus())});
       }
       model.AddEqual(one, 1.0);
-      rate.push_back({t, -1.0});
-      model.AddGreaterEqual(rate, 0.0);  // rate_i >= T
+      if (bounded) {  // an idle producer (+inf) never bounds T
+        rate.push_back({t, -1.0});
+        model.AddGreaterEqual(rate, 0.0);  // rate_i >= T
+      }
     }
     model.AddLessEqual(gpus, budget);
     if (exclude) {
@@ -446,8 +460,21 @@ StatusOr<std::vector<int>> SolveFlowMilp(const std::vector<std::vector<ModuleCan
   int t = 0;
   build(m1, x, t);
   m1.SetObjective({{t, 1.0}}, algo::ObjectiveSense::kMaximize);
-  WEFT_ASSIGN_OR_RETURN(algo::MilpResult r1, algo::SolveMilp(m1, {.lightweight = true}));
-  if (!r1.has_solution()) return NotFoundError("no allocation fits");
+  // Warm start (CBC's lightweight branch and bound starts from it): every module's smallest
+  // candidate, which fits whenever anything does (candidates are sorted by GPUs).
+  std::vector<double> start(m1.num_variables(), 0.0);
+  double start_t = std::numeric_limits<double>::infinity();
+  int start_gpus = 0;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    start[x[i][0]] = 1.0;
+    start_t = std::min(start_t, cands[i][0].rate_samples_per_s);
+    start_gpus += cands[i][0].layout.Gpus();
+  }
+  start[t] = start_t;
+  algo::MilpOptions o1{.lightweight = true};
+  if (start_gpus <= budget && !exclude) o1.warm_start = start;
+  WEFT_ASSIGN_OR_RETURN(algo::MilpResult r1, algo::SolveMilp(m1, o1));
+  if (!r1.has_solution()) return NotFoundError("no allocation fits: " + r1.BriefReport());
   const std::vector<int> first = read(r1, x);
   double t_star = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < cands.size(); ++i) {
@@ -460,7 +487,11 @@ StatusOr<std::vector<int>> SolveFlowMilp(const std::vector<std::vector<ModuleCan
   build(m2, x, t);
   std::vector<algo::LinearTerm> objective;
   const size_t backbone = cands.size() - 1;
+  std::vector<size_t> bounded_producers;
   for (size_t e = 0; e < backbone; ++e) {
+    if (std::isfinite(cands[e].front().rate_samples_per_s)) bounded_producers.push_back(e);
+  }
+  for (size_t e : bounded_producers) {
     const int d = m2.AddContinuous(0, algo::kMilpInfinity);
     objective.push_back({d, 1.0});
     for (double sign : {1.0, -1.0}) {  // d >= sign · (P_e − C)
@@ -476,14 +507,73 @@ StatusOr<std::vector<int>> SolveFlowMilp(const std::vector<std::vector<ModuleCan
   }
   m2.AddGreaterEqual({{t, 1.0}}, t_star * (1 - 1e-9));
   m2.SetObjective(objective, algo::ObjectiveSense::kMinimize);
-  WEFT_ASSIGN_OR_RETURN(algo::MilpResult r2, algo::SolveMilp(m2, {.lightweight = true}));
+  // Warm start: stage 1's solution with its imbalances.
+  std::vector<double> start2(m2.num_variables(), 0.0);
+  for (size_t i = 0; i < cands.size(); ++i) start2[x[i][first[i]]] = 1.0;
+  start2[t] = t_star;
+  {
+    const double c = cands[backbone][first[backbone]].rate_samples_per_s;
+    for (size_t k = 0; k < bounded_producers.size(); ++k) {
+      const size_t e = bounded_producers[k];
+      start2[objective[k].variable] = std::abs(cands[e][first[e]].rate_samples_per_s - c);
+    }
+  }
+  WEFT_ASSIGN_OR_RETURN(algo::MilpResult r2,
+                        algo::SolveMilp(m2, {.warm_start = start2, .lightweight = true}));
   if (!r2.has_solution()) return first;
   return read(r2, x);
 }
 
-StatusOr<AllocationResult> MilpOver(const std::vector<std::vector<ModuleCandidate>>& cands,
+// The candidates that can be in a lexicographic optimum with one producer (two modules): those
+// that fit beside the other module's smallest; then, with t_max = the smaller of the two
+// modules' fastest rates (T cannot exceed it), every candidate below t_max, and of those at or
+// above it (in GPU order) only one slower than every earlier one — a faster candidate with more
+// GPUs cannot raise T and only widens |P − C| and the GPUs. Several producers: fit only.
+std::vector<std::vector<ModuleCandidate>> Useful(
+    const std::vector<std::vector<ModuleCandidate>>& cands, int budget) {
+  std::vector<int> smallest;
+  int total_smallest = 0;
+  for (const auto& mod : cands) {
+    smallest.push_back(mod.empty() ? 0 : mod.front().layout.Gpus());  // sorted by GPUs
+    total_smallest += smallest.back();
+  }
+  std::vector<std::vector<ModuleCandidate>> out(cands.size());
+  double t_max = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < cands.size(); ++i) {
+    double fastest = 0;
+    for (const auto& c : cands[i]) {
+      if (c.layout.Gpus() + total_smallest - smallest[i] > budget) continue;
+      out[i].push_back(c);
+      fastest = std::max(fastest, c.rate_samples_per_s);
+    }
+    t_max = std::min(t_max, fastest);
+  }
+  if (cands.size() != 2) return out;
+  for (auto& mod : out) {
+    std::vector<ModuleCandidate> kept;
+    bool any_above = false;
+    double slowest_above = 0;
+    for (auto& c : mod) {
+      if (c.rate_samples_per_s < t_max) {
+        kept.push_back(c);
+      } else if (!any_above || c.rate_samples_per_s < slowest_above) {
+        any_above = true;
+        slowest_above = c.rate_samples_per_s;
+        kept.push_back(c);
+      }
+    }
+    mod = std::move(kept);
+  }
+  return out;
+}
+
+StatusOr<AllocationResult> MilpOver(const std::vector<std::vector<ModuleCandidate>>& all,
                                     int budget,
                                     std::string method) {
+  const std::vector<std::vector<ModuleCandidate>> cands = Useful(all, budget);
+  for (const auto& mod : cands) {
+    if (mod.empty()) return NotFoundError("no allocation fits");
+  }
   double t = 0;
   WEFT_ASSIGN_OR_RETURN(std::vector<int> pick, SolveFlowMilp(cands, budget, nullptr, &t));
   std::vector<const ModuleCandidate*> chosen;
@@ -495,7 +585,7 @@ StatusOr<AllocationResult> MilpOver(const std::vector<std::vector<ModuleCandidat
     for (size_t i = 0; i < cands.size(); ++i) r.runner_up.push_back(cands[i][(*other)[i]]);
     r.runner_up_throughput_samples_per_s = t2;
   }
-  for (const auto& c : cands) r.candidates += static_cast<int64_t>(c.size());
+  for (const auto& c : all) r.candidates += static_cast<int64_t>(c.size());
   return r;
 }
 
@@ -510,7 +600,8 @@ StatusOr<AllocationResult> AllocateMilp(const planning::Job& job,
   auto r = MilpOver(cands, Budget(job, options), "milp");
   if (!r.ok()) {
     return FailedPreconditionError(
-        fmt::format("flowtrain allocator: no allocation fits {} GPUs", Budget(job, options)));
+        fmt::format("flowtrain allocator: no allocation fits {} GPUs ({})", Budget(job, options),
+                    r.status().message()));
   }
   r->rejected = std::move(rejected);
   return r;
