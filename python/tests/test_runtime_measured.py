@@ -120,10 +120,12 @@ def test_an_injected_slowdown_shows_on_the_matching_stages_only(planned, baselin
     assert ratios["same module, other shape"] and ratios["other"]
     medians = {k: statistics.median(v) for k, v in ratios.items()}
     # The sleep makes a matching stage take `factor` times its own compute; the others only move
-    # by the machine's noise.
-    assert medians["match"] > factor / 2, medians
-    assert medians["same module, other shape"] < 2.0, medians
-    assert medians["other"] < 2.0, medians
+    # by the machine's noise. The baseline and the slowed run are separate runs on a shared
+    # machine, so every stage may move by a common load factor: compare against the unrelated
+    # stages' median rather than against 1.
+    load = medians["other"]
+    assert medians["match"] / load > factor / 2, medians
+    assert medians["same module, other shape"] / load < 2.0, medians
 
 
 def test_inject_slowdown_is_checked_before_any_worker_starts(planned):
