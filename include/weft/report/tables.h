@@ -16,8 +16,9 @@ namespace weft::report {
 std::string TextTable(const Comparison& comparison);
 // The line under the table that explains "gap LB %" (what the HTML report says in its caption).
 inline constexpr const char* kGapLegend =
-    "gap LB % = simulated time / lower bound - 1 (lower bound: busiest GPU group or critical "
-    "path); 0 = no schedule can be faster";
+    "gap LB % = simulated time / lower bound - 1 (lower bound of the row's own placement: its "
+    "busiest GPU group or critical path); 0 = no schedule of that placement can be faster "
+    "(another placement may be)";
 
 // RFC 4180 CSV, one row per strategy with the aggregates (header row first; an `error` column).
 std::string SummaryCsv(const Comparison& comparison);
