@@ -206,6 +206,11 @@ void RegisterSimulateCommand(CLI::App& app, int& exit_code) {
       WEFT_ASSIGN_OR_RETURN(const int shown, ShownReplica(*o, p));
       std::cout << "iteration " << it << ": " << e.timelines[e.slowest_replica].BriefReport();
       if (n > 1) {
+        // The lines above are one replica's (its throughput and MFU); the job's are all of them.
+        std::cout << fmt::format("  job: {:.4g} samples/s, {:.0f} tokens/s, MFU {:.1f}% over all {} "
+                                 "DP replicas (the lines above: replica {} alone)\n",
+                                 e.samples_per_s, e.tokens_per_s, 100 * e.mfu, n,
+                                 e.slowest_replica);
         std::cout << "  " << n << " DP replicas; the iteration time is the slowest one's (replica "
                   << e.slowest_replica << ")";
         if (!o->trace.empty() || !o->svg.empty()) {
