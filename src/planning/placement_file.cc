@@ -68,13 +68,7 @@ static StatusOr<PlacementSpec> ParsePlacementYamlImpl(std::string_view text,
                                                       const spec::ModelSpec& model,
                                                       const spec::ClusterSpec& cluster) {
   Reader rd(source);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgumentError(fmt::format("{}: malformed YAML at line {}: {}", source,
-                                            e.mark.line + 1, e.msg));
-  }
+  WEFT_ASSIGN_OR_RETURN(const YAML::Node root, LoadStrictYaml(text, source));
   WEFT_RETURN_IF_ERROR(rd.CheckKeys(root, "(top level)", {"placement"}));
   const YAML::Node p = root["placement"];
   WEFT_RETURN_IF_ERROR(rd.CheckKeys(p, "placement", {"schedule", "microbatches", "modules"}));
