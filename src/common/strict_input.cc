@@ -6,7 +6,12 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <sstream>
 #include <stdexcept>
+#include <unordered_map>
+
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 
 #include "weft/common/text.h"
 
@@ -114,6 +119,121 @@ std::string DidYouMean(std::string_view word, const std::vector<std::string>& ca
   const int limit = std::max<int>(2, static_cast<int>(word.size()) / 3);
   if (best_name.empty() || best > limit) return "";
   return fmt::format(" (did you mean '{}'?)", best_name);
+}
+
+namespace {
+
+// Counts the nodes of the first document on the parser's events, each alias as the size of the
+// node it names, and notes the first rule broken (with its mark). Ignores events after that.
+class ExpansionCounter : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++documents_ == 2) {
+      Fail(mark, "a second YAML document starts here; a file holds exactly one");
+    }
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { Leaf(mark, anchor); }
+  void OnScalar(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t anchor,
+                const std::string& /*value*/) override {
+    Leaf(mark, anchor);
+  }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    if (!error_.empty()) return;
+    const auto it = size_of_anchor_.find(anchor);
+    if (it == size_of_anchor_.end()) {
+      // Registered but not closed: the alias sits inside the node it names.
+      Fail(mark, "an alias names a node that contains it; aliases must not form a cycle");
+      return;
+    }
+    Add(mark, it->second);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string& /*tag*/,
+                       YAML::anchor_t anchor, YAML::EmitterStyle::value /*style*/) override {
+    Open(mark, anchor);
+  }
+  void OnSequenceEnd() override { Close(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value /*style*/) override {
+    Open(mark, anchor);
+  }
+  void OnMapEnd() override { Close(); }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  struct Open_ {
+    YAML::anchor_t anchor;
+    int64_t nodes;  // this collection and everything under it so far, aliases expanded
+  };
+
+  void Fail(const YAML::Mark& mark, std::string rule) {
+    if (!error_.empty()) return;
+    error_ = fmt::format("{}:{}: {}", mark.line + 1, mark.column + 1, rule);
+  }
+  // Adds `nodes` to the enclosing collection and the document total, refusing past the bound.
+  // `to_parent` false for a collection's own node: its parent gets it, with its children, when
+  // the collection closes.
+  void Add(const YAML::Mark& mark, int64_t nodes, bool to_parent = true) {
+    if (documents_ != 1) return;
+    total_ = std::min(total_ + nodes, kMaxYamlNodes + 1);
+    if (to_parent && !open_.empty()) {
+      open_.back().nodes = std::min(open_.back().nodes + nodes, kMaxYamlNodes + 1);
+    }
+    if (total_ > kMaxYamlNodes) {
+      Fail(mark, fmt::format("aliases expand the document past {} nodes; at most {} (each alias "
+                             "counts as a copy of the node it names)",
+                             kMaxYamlNodes, kMaxYamlNodes));
+    }
+  }
+  void Leaf(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    if (!error_.empty()) return;
+    if (anchor != YAML::NullAnchor) size_of_anchor_[anchor] = 1;
+    Add(mark, 1);
+  }
+  void Open(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    if (!error_.empty()) return;
+    Add(mark, 1, /*to_parent=*/false);
+    open_.push_back({anchor, 1});
+  }
+  void Close() {
+    if (!error_.empty() || open_.empty()) return;
+    const Open_ done = open_.back();
+    open_.pop_back();
+    if (done.anchor != YAML::NullAnchor) size_of_anchor_[done.anchor] = done.nodes;
+    if (!open_.empty()) {
+      open_.back().nodes = std::min(open_.back().nodes + done.nodes, kMaxYamlNodes + 1);
+    }
+  }
+
+  int documents_ = 0;
+  int64_t total_ = 0;
+  std::vector<Open_> open_;
+  std::unordered_map<YAML::anchor_t, int64_t> size_of_anchor_;  // closed anchored nodes
+  std::string error_;
+};
+
+}  // namespace
+
+StatusOr<YAML::Node> LoadStrictYaml(std::string_view text, std::string_view source) {
+  try {
+    {
+      std::istringstream in{std::string(text)};
+      YAML::Parser parser(in);
+      ExpansionCounter counter;
+      while (counter.error().empty() && parser.HandleNextDocument(counter)) {
+      }
+      if (!counter.error().empty()) {
+        return InvalidArgumentError(fmt::format("{}:{}", source, counter.error()));
+      }
+    }
+    YAML::Node root = YAML::Load(std::string(text));
+    WEFT_RETURN_IF_ERROR(CheckNoDuplicateKeys(root, source));
+    return root;
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(fmt::format("{}:{}:{}: malformed YAML: {}", source,
+                                            e.mark.line + 1, e.mark.column + 1, Shown(e.msg)));
+  }
 }
 
 Status CheckNoDuplicateKeys(const YAML::Node& node, std::string_view source) {

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "weft/common/strict_input.h"
+
 namespace weft::cp {
 namespace internal {
 namespace {
@@ -159,6 +161,14 @@ Status ParseSegments(const nlohmann::json& list, const std::string& where, int d
       return InvalidArgumentError(
           fmt::format("{}[1] = {}; length must be an integer > 0", at, s[1].dump()));
     }
+    // Compared before narrowing: 2^63 reads as unsigned and would wrap to a negative int64.
+    const bool too_long = s[1].is_number_unsigned()
+                              ? s[1].get<uint64_t>() > static_cast<uint64_t>(kMaxLayoutTokens)
+                              : s[1].get<int64_t>() > kMaxLayoutTokens;
+    if (too_long) {
+      return InvalidArgumentError(fmt::format("{}[1] = {}; length must be at most {} tokens (2^24)",
+                                              at, s[1].dump(), kMaxLayoutTokens));
+    }
     seg.tokens = s[1].get<int64_t>();
     if (seg.tokens <= 0) {
       return InvalidArgumentError(
@@ -184,11 +194,23 @@ Status Layout::Validate() const {
   if (segments.empty()) {
     return InvalidArgumentError("layout.segments: empty; a layout needs at least one segment");
   }
+  int64_t total_tokens = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
     const Segment& s = segments[i];
     if (s.tokens <= 0) {
       return InvalidArgumentError(
           fmt::format("layout.segments[{}].tokens = {}; must be > 0", i, s.tokens));
+    }
+    if (s.tokens > kMaxLayoutTokens) {
+      return InvalidArgumentError(fmt::format("layout.segments[{}].tokens = {}; must be at most {}",
+                                              i, s.tokens, kMaxLayoutTokens));
+    }
+    total_tokens += s.tokens;  // each term <= 2^24 and the sum stops at 2^24: no overflow
+    if (total_tokens > kMaxLayoutTokens) {
+      return InvalidArgumentError(fmt::format(
+          "layout: {} tokens through segment {}; a layout holds at most {} tokens (2^24, the cap "
+          "of --tokens)",
+          total_tokens, i, kMaxLayoutTokens));
     }
     if (s.kind < 0 || s.kind > kMaxModalities) {
       return InvalidArgumentError(fmt::format(
@@ -233,6 +255,10 @@ StatusOr<MaskKind> ParseMaskKind(std::string_view name) {
 Status LayoutOptions::Validate() const {
   if (tokens <= 0) {
     return InvalidArgumentError(fmt::format("tokens = {}; must be > 0", tokens));
+  }
+  if (tokens > kMaxLayoutTokens) {
+    return InvalidArgumentError(
+        fmt::format("tokens = {}; must be at most {} (2^24)", tokens, kMaxLayoutTokens));
   }
   if (modalities < 1 || modalities > kMaxModalities) {
     return InvalidArgumentError(fmt::format("modalities = {}; must lie in 1..{} (BAM bits)",
@@ -290,11 +316,8 @@ StatusOr<Layout> MakeLayout(MaskKind kind, const LayoutOptions& o) {
 
 StatusOr<Layout> ParseLayoutJson(std::string_view json_text) {
   nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgumentError(fmt::format("layout: malformed JSON ({})", e.what()));
-  }
+  const Status parsed = ParseJsonRejectingDuplicates(json_text, &j);
+  if (!parsed.ok()) return InvalidArgumentError(fmt::format("layout: {}", parsed.message()));
   Layout out;
   if (j.is_object()) {
     if (!j.contains("documents") || j.size() != 1) {

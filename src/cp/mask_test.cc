@@ -169,8 +169,20 @@ TEST(ParseLayoutJson, BadInputNamesFieldAndRule) {
       {R"([["text"]])", "layout[0] = [\"text\"]; must be [kind, length]"},
       {R"([["text", 1.5]])", "length must be an integer"},
       {R"([])", "no segments"},
-      {R"([["text", 3)", "malformed JSON"},
+      {R"([["text", 3)", "layout: not valid JSON (byte 12)"},
       {R"({"docs": []})", "exactly one key"},
+      // Lengths and the total are capped like --tokens (issue 34 item 8: 2^40 was bad_alloc,
+      // 2^63 a max_size() error, 4.29e9 tokens priced at 1.38e12 ms).
+      {R"([["text", 1099511627776]])",
+       "layout[0][1] = 1099511627776; length must be at most 16777216 tokens (2^24)"},
+      {R"([["text", 9223372036854775808]])",
+       "layout[0][1] = 9223372036854775808; length must be at most 16777216"},
+      {R"([["text", 9223372036854775807]])", "length must be at most 16777216"},
+      {R"([["text", 18446744073709551616]])", "length must be an integer"},
+      {R"([["text", 16777216], [1, 1]])",
+       "layout: 16777217 tokens through segment 1; a layout holds at most 16777216 tokens"},
+      {R"({"documents": [[["text", 3]]], "documents": [[["text", 5]]]})",
+       "layout: key \"documents\" appears twice in one object; keys must be unique"},
   };
   for (const auto& [json, message] : cases) {
     auto r = ParseLayoutJson(json);
@@ -185,6 +197,9 @@ TEST(Layout, ValidateNamesSegment) {
   Layout bad{.segments = {{.kind = 0, .tokens = 3}, {.kind = 1, .tokens = 0}}};
   EXPECT_THAT(bad.Validate().message(),
               ::testing::HasSubstr("layout.segments[1].tokens = 0; must be > 0"));
+  Layout huge{.segments = {{.kind = 0, .tokens = kMaxLayoutTokens + 1}}};
+  EXPECT_THAT(huge.Validate().message(),
+              ::testing::HasSubstr("layout.segments[0].tokens = 16777217; must be at most"));
   Layout gap{.segments = {{.kind = 0, .tokens = 3}, {.kind = 0, .tokens = 1, .document = 2}}};
   EXPECT_FALSE(gap.Validate().ok());
   EXPECT_FALSE(ComputeBlockWorkloads(Layout{}).ok());

@@ -106,9 +106,11 @@ int MimoLanguageModule(const spec::ModelSpec& model) {
 }
 
 bool LooksLikeMimoConfig(std::string_view text) {
+  // A file that is not strict YAML is not a MIMO config; the placement reader then refuses it with
+  // the same LoadStrictYaml error.
   try {
-    const YAML::Node root = YAML::Load(std::string(text));
-    return root.IsMap() && root["module_parallelisms"];
+    const StatusOr<YAML::Node> root = LoadStrictYaml(text, "");
+    return root.ok() && root->IsMap() && (*root)["module_parallelisms"];
   } catch (const YAML::Exception&) {
     return false;
   }
@@ -117,12 +119,7 @@ bool LooksLikeMimoConfig(std::string_view text) {
 static StatusOr<MimoConfig> ParseMimoConfigYamlImpl(std::string_view text,
                                                     std::string_view source,
                                                     const spec::ModelSpec& model) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return Bad(source, fmt::format("malformed YAML at line {}: {}", e.mark.line + 1, e.msg));
-  }
+  WEFT_ASSIGN_OR_RETURN(const YAML::Node root, LoadStrictYaml(text, source));
   WEFT_RETURN_IF_ERROR(CheckKeys(root, source, "(top level)",
                                  {"module_parallelisms", "modules", "special_token_ids"}));
   const YAML::Node mods = root["module_parallelisms"];

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
@@ -68,13 +69,21 @@ static StatusOr<PlacementSpec> ParsePlacementYamlImpl(std::string_view text,
                                                       const spec::ModelSpec& model,
                                                       const spec::ClusterSpec& cluster) {
   Reader rd(source);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgumentError(fmt::format("{}: malformed YAML at line {}: {}", source,
-                                            e.mark.line + 1, e.msg));
+  StatusOr<YAML::Node> loaded = LoadStrictYaml(text, source);
+  if (!loaded.ok()) {
+    // Every placement error starts "SOURCE: "; the strict reader's "SOURCE:LINE:COL: rule"
+    // becomes "SOURCE: line LINE, column COL: rule".
+    const std::string m = loaded.status().message();
+    int line = 0, column = 0, used = 0;
+    const std::string rest = m.substr(std::min(m.size(), source.size() + 1));
+    if (m.rfind(std::string(source) + ":", 0) == 0 &&
+        std::sscanf(rest.c_str(), "%d:%d: %n", &line, &column, &used) == 2 && used > 0) {
+      return InvalidArgumentError(
+          fmt::format("{}: line {}, column {}: {}", source, line, column, rest.substr(used)));
+    }
+    return loaded.status();
   }
+  const YAML::Node root = *std::move(loaded);
   WEFT_RETURN_IF_ERROR(rd.CheckKeys(root, "(top level)", {"placement"}));
   const YAML::Node p = root["placement"];
   WEFT_RETURN_IF_ERROR(rd.CheckKeys(p, "placement", {"schedule", "microbatches", "modules"}));

@@ -713,17 +713,10 @@ std::string DefaultName(std::string_view source) {
   return std::filesystem::path(std::string(source)).stem().string();
 }
 
-// Parses `text` as YAML; a syntax error names the file, line and column.
-// Duplicate keys anywhere are an error (yaml-cpp keeps both; a reader would take one silently).
+// Parses `text` as one strict YAML document (LoadStrictYaml: one document, aliases bounded,
+// unique keys); every error names the file, line and column.
 StatusOr<YAML::Node> LoadYaml(std::string_view text, const Context& ctx) {
-  try {
-    YAML::Node root = YAML::Load(std::string(text));
-    WEFT_RETURN_IF_ERROR(CheckNoDuplicateKeys(root, ctx.source));
-    return root;
-  } catch (const YAML::Exception& e) {
-    return InvalidArgumentError(fmt::format("{}:{}:{}: malformed YAML: {}", ctx.source,
-                                            e.mark.line + 1, e.mark.column + 1, Shown(e.msg)));
-  }
+  return LoadStrictYaml(text, ctx.source);
 }
 
 StatusOr<ModelPreset> ParseModelDocument(std::string_view text, const Context& ctx) {
@@ -1033,8 +1026,8 @@ StatusOr<ModelPreset> LoadModelWithContext(std::string_view name_or_path, const 
     // reference may point anywhere, e.g. ../../etc/passwd).
     bool is_model = false;
     try {
-      const YAML::Node doc = YAML::Load(text);
-      is_model = doc.IsMap() && doc["modules"] && doc["modules"].IsSequence();
+      const StatusOr<YAML::Node> doc = LoadStrictYaml(text, path.string());
+      is_model = doc.ok() && doc->IsMap() && (*doc)["modules"] && (*doc)["modules"].IsSequence();
     } catch (const YAML::Exception&) {
     }
     if (!is_model) {

@@ -38,7 +38,18 @@ bad "layout[1][1] = 0; length must be > 0" --layout "$(layout '[["text", 300], [
 bad "layout[0][1] = -5; length must be > 0" --layout "$(layout '[["text", -5]]')" --ranks 1
 bad 'layout[0][0] = "video"; kind must be' --layout "$(layout '[["video", 300]]')" --ranks 1
 bad "layout[1][0] = 62; a modality index must lie in 1..61" --layout "$(layout '[["text", 300], [62, 10]]')" --ranks 1
-bad "malformed JSON" --layout "$(layout '[["text", 300]')" --ranks 1
+bad "not valid JSON" --layout "$(layout '[["text", 300]')" --ranks 1
+# Issue 34 item 8: lengths and the total capped like --tokens (2^24); duplicate keys refused.
+bad "layout[0][1] = 1099511627776; length must be at most 16777216 tokens" \
+  --layout "$(layout '[["text", 1099511627776]]')" --ranks 1
+bad "layout[0][1] = 9223372036854775808; length must be at most 16777216 tokens" \
+  --layout "$(layout '[["text", 9223372036854775808]]')" --ranks 1
+bad "layout: 33554432 tokens through segment 1; a layout holds at most 16777216 tokens" \
+  --layout "$(layout '{"documents": [[["text", 16777216]], [["text", 16777216]]]}')" --ranks 1
+bad "a layout holds at most 16777216 tokens" \
+  --layout "$(layout '[["text", 16777216], [1, 1]]')" --ranks 1
+bad 'key "documents" appears twice in one object; keys must be unique' \
+  --layout "$(layout '{"documents": [[["text", 3]]], "documents": [[["text", 5]]]}')" --ranks 1
 bad "l.json" --layout "$(layout '[["text", 300]')" --ranks 1
 bad "--ranks: 0 is out of range; must be an integer in [1, 4096]" --tokens 4096 --mask EE --ranks 0
 bad "--ranks = 40; must be <= blocks (32" --tokens 4096 --mask EE --ranks 40

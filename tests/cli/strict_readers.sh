@@ -62,4 +62,34 @@ good="$SRC/python/tests/data/1f1b_p2_m4.plan.json"
 sed 's/"num_replicas": \([0-9]*\),/"num_replicas": \1, "num_replicas": 7,/' "$good" > dup-plan.json
 expect_refused 'key "num_replicas" appears twice in one object; keys must be unique' \
   validate dup-plan.json
+
+# One strict YAML path for every YAML input (issue 34 item 7): an alias bomb (10 levels x 10
+# aliases, 10^10 nodes expanded) ran `simulate --model` for minutes; now every reader refuses it
+# on the parser's events, as it refuses a second document and a duplicate key.
+{
+  echo 'a0: &a0 [x, x, x, x, x, x, x, x, x, x]'
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    p=$((i - 1)); echo "a$i: &a$i [*a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p]"
+  done
+} > bomb.yaml
+bomb_rule="bomb.yaml:6:50: aliases expand the document past 1048576 nodes"
+start=$(date +%s)
+expect_refused "$bomb_rule" simulate --model bomb.yaml
+expect_refused "$bomb_rule" cost --model tiny-vlm --cluster bomb.yaml
+expect_refused "bomb.yaml: line 6, column 50: aliases expand the document past 1048576 nodes" \
+  simulate --model tiny-vlm --gpus 4 --placement bomb.yaml
+(echo 'module_parallelisms: {llm: {tensor_model_parallel_size: 1}}'; cat bomb.yaml) > mimo-bomb.yaml
+expect_refused "mimo-bomb.yaml: line 7, column 50: aliases expand the document past 1048576 nodes" \
+  simulate --model tiny-vlm --gpus 4 --placement mimo-bomb.yaml
+[ $(( $(date +%s) - start )) -le 10 ] || { echo "alias bombs took over 10 s to refuse"; exit 1; }
+printf 'a: &a [1, *a]\n' > cycle.yaml
+expect_refused "cycle.yaml:1:11: an alias names a node that contains it" simulate --model cycle.yaml
+(cat "$models/tiny-vlm.yaml"; printf -- '---\nname: other\n') > two-docs.yaml
+expect_refused "two-docs.yaml:$(( $(wc -l < "$models/tiny-vlm.yaml") + 1 )):1: a second YAML document starts here; a file holds exactly one" \
+  simulate --model two-docs.yaml
+placements="$SRC/presets/placements"
+sed 's/^placement:/placement:\n  microbatches: 2\n  microbatches: 3/' "$placements/tiny-vlm-hetero-dp.yaml" > dup-placement.yaml
+line=$(grep -n '^placement:' dup-placement.yaml | cut -d: -f1)
+expect_refused "dup-placement.yaml: line $((line + 2)), column 3: placement.microbatches appears twice (first at line $((line + 1)))" \
+  simulate --model tiny-vlm --gpus 4 --placement dup-placement.yaml
 echo "strict readers: OK"

@@ -150,7 +150,7 @@ void RegisterCpCommand(CLI::App& app, int& exit_code) {
       "Examples:\n  weft cp --tokens 65536 --mask EE --ranks 8\n"
       "  weft cp --layout layout.json --ranks 4 --method lpt,zigzag --json out.json\n"
       "  (layout.json: [[\"text\", 1000], [1, 576], [\"text\", 200], [2, 1500], [\"text\", 800]])");
-  AddNumberOption(cmd, "--tokens", args->tokens, int64_t{0}, int64_t{1} << 24,
+  AddNumberOption(cmd, "--tokens", args->tokens, int64_t{0}, cp::kMaxLayoutTokens,
                   "sequence length for --mask");
   cmd->add_option("--mask", args->mask,
                   "EP (encoder outputs prepended), EE (embedded) or MP (multimodal packing)");

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,23 @@ std::string OneLineMessage(std::string_view message, size_t max_chars = 1000);
 // " (did you mean 'x'?)" for the candidate closest to `word` (edit distance at most
 // max(2, |word|/3)), else "".
 std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates);
+
+// The most nodes one YAML input may expand to, each alias counted as a copy of the node it names
+// (a scalar, null, sequence or map is one node). Bounds an alias bomb: 10 levels of 10 aliases
+// is a 300-byte file that expands to 10^10 nodes, which a reader walking the tree would visit.
+// Every YAML file in presets/ and tests/ is under 2 KB, so under 2,000 nodes.
+inline constexpr int64_t kMaxYamlNodes = int64_t{1} << 20;
+
+// THE way weft reads YAML (model and cluster specs, placements, MIMO configs): parses `text` as
+// exactly one YAML document. InvalidArgument, one line starting "SOURCE:LINE:COL: ", when
+//   - it is not YAML ("malformed YAML: ..."),
+//   - a second document follows the first ("a second YAML document starts here; ..."),
+//   - aliases expand it past kMaxYamlNodes nodes ("aliases expand the document past ..."),
+//   - an alias names a node that contains it (a cycle no reader could walk),
+//   - a mapping anywhere has a key twice (CheckNoDuplicateKeys).
+// The alias count is made on the parser's events before any tree is walked, so a bomb is refused
+// in time linear in the file size. An empty input is a null node, as yaml-cpp reads it.
+StatusOr<YAML::Node> LoadStrictYaml(std::string_view text, std::string_view source);
 
 // OK when no mapping anywhere under `node` has a key twice; else InvalidArgument
 // "SOURCE:LINE:COL: PATH appears twice (first at line L); keys must be unique". (yaml-cpp keeps

@@ -32,6 +32,9 @@ inline constexpr uint64_t kCausalBit = uint64_t{1} << 62;
 inline constexpr uint64_t kModalityBitsMask = (uint64_t{1} << 62) - 1;  // bits 0..61
 inline constexpr int kMaxModalities = 61;
 inline constexpr int kDefaultBlockTokens = 128;
+// The most tokens one layout may hold, per segment and in total: the cap of `weft cp --tokens`.
+// A per-token mask of this size is 2^24 x 12 bytes = 192 MiB.
+inline constexpr int64_t kMaxLayoutTokens = int64_t{1} << 24;
 
 // Cornstarch's rule for one (query, key) pair of the same document (positions in tokens).
 inline bool Attends(uint64_t query_bits, int64_t query_pos, uint64_t key_bits, int64_t key_pos) {
@@ -54,8 +57,9 @@ struct Layout {
 
   int64_t Tokens() const;
   int Documents() const;  // last document index + 1 (0 when empty)
-  // At least one segment; every length > 0; kind in [0, 61]; documents start at 0 and step by 0
-  // or 1. Names the segment, field and rule: "layout.segments[3].tokens = 0; must be > 0".
+  // At least one segment; every length in [1, kMaxLayoutTokens] and their sum at most
+  // kMaxLayoutTokens; kind in [0, 61]; documents start at 0 and step by 0 or 1. Names the
+  // segment, field and rule: "layout.segments[3].tokens = 0; must be > 0".
   Status Validate() const;
   // "EE, 32768 tokens, 9 segments, 1 document"
   std::string BriefReport() const;
@@ -89,6 +93,7 @@ StatusOr<Layout> MakeLayout(MaskKind kind, const LayoutOptions& options);
 
 // Parses an explicit layout: a JSON list of [kind, length] segments, kind "text" or a modality
 // index 1..61 (one document), or {"documents": [[[kind, length], ...], ...]} (packed samples).
+// Lengths and their total are at most kMaxLayoutTokens; a key twice in an object is an error.
 // Errors name the field and the rule: "layout[2][0] = 62; a modality index must lie in 1..61".
 StatusOr<Layout> ParseLayoutJson(std::string_view json_text);
 // The same layout written back in the format ParseLayoutJson reads.
