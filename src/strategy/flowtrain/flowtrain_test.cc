@@ -182,6 +182,32 @@ TEST(FlowTrain, PlansCompileAndStreamThroughTheBoundedPool) {
               HasSubstr("more than the pool's capacity"));
 }
 
+// One batch repeated for 12 iterations through a pool of about three iterations' embeddings:
+// the window settles into a steady state (the last iterations take the same time, the backbone's
+// period), the producers run ahead until the pool bounds them, and occupancy stays within it.
+TEST(FlowTrain, RepeatedBatchesReachAStableSteadyState) {
+  auto planner = MakePlanner(TinyFrozen(6), "flowtrain");
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+  auto batches = (*planner)->Batches(0, 1);
+  ASSERT_TRUE(batches.ok());
+  auto planned = (*planner)->Plan((*batches)[0]);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  std::vector<const planning::IterationPlan*> ptrs(12, &planned->plan);
+  auto once = planning::EvaluateWindow((*planner)->job(), (*planner)->static_plan(), ptrs, 1);
+  ASSERT_TRUE(once.ok()) << once.status().ToString();
+  planning::StaticPlan bounded = (*planner)->static_plan();
+  bounded.pool->capacity_bytes = 3 * once->graphs[0].pool_bytes;
+  auto w = planning::EvaluateWindow((*planner)->job(), bounded, ptrs, 4);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const auto& times = w->iteration_time_s;
+  ASSERT_EQ(times.size(), 12u);
+  for (size_t k = 8; k < times.size(); ++k) {
+    EXPECT_NEAR(times[k], times[7], 1e-9 * times[7]) << k;
+  }
+  EXPECT_LE(w->window.buffers[0].peak_bytes, bounded.pool->capacity_bytes);
+  EXPECT_NEAR(w->window.steady.iteration_time_s, times.back(), 1e-6 * times.back());
+}
+
 // The ablations and DistTrain plan the same job; the batch-synchronized ones carry no pool.
 TEST(FlowTrain, VariantsPlan) {
   for (auto [name, pool] :
