@@ -1,5 +1,7 @@
 #include "weft/strategy/registry.h"
 
+#include "weft/common/strict_input.h"
+
 #include "weft/strategy/baselines.h"
 #include "weft/strategy/cornstarch/cornstarch.h"
 #include "weft/strategy/dflop/dflop.h"
@@ -71,7 +73,8 @@ StatusOr<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name) {
   for (const auto& entry : internal::Registry()) {
     known += (known.empty() ? "" : ", ") + std::string(entry.name);
   }
-  return NotFoundError("unknown strategy '" + std::string(name) + "'; known: " + known);
+  return NotFoundError("unknown strategy '" + std::string(name) + "'" +
+                       DidYouMean(name, StrategyNames()) + "; known: " + known);
 }
 
 }  // namespace weft::strategy

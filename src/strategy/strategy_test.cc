@@ -374,5 +374,15 @@ TEST(Megatron, TextOnlyBatchKeepsThePipelineStructureForInterleaving) {
   EXPECT_GT(planned->evaluation.iteration_time_s, 0);
 }
 
+// A strategy-name typo gets the nearest registered name (issue 34 item 18).
+TEST(Registry, UnknownStrategySuggestsTheNearestName) {
+  auto s = MakeStrategy("dflp");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(s.status().message().find("did you mean 'dflop'?"), std::string::npos)
+      << s.status().message();
+  EXPECT_EQ(MakeStrategy("zzzzzzzz").status().message().find("did you mean"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace weft::strategy
