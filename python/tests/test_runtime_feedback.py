@@ -11,6 +11,7 @@ comes after. Timing noise on a shared 2-core machine is large per stage, so the 
 sums over the stages of a kind (the same stages in every iteration: one batch is planned again
 and again)."""
 import json
+import statistics
 import random
 
 import pytest
@@ -107,9 +108,13 @@ def test_weft_learns_an_injected_slowdown_and_nothing_else(tmp_path):
     final = _predicted(plan_json, kinds)
     # Several stages of one key observed in one iteration weigh as that many observations
     # (cost::UpdateCorrection): the factor follows the last iteration's measurements.
-    measured_slow = history[-1]["measured"]["slow"]
-    # The slowed stages: predicted within 10% of what they now measure, about 3x before.
-    assert abs(final["slow"] / measured_slow - 1) <= 0.10, (final, measured_slow, history)
+    # The last two slowed runs' mean: on a shared 2-core machine one run's CPU timing moves by
+    # 10-40% with the load, and the update (alpha 0.8) mixes the last runs. The slowed stages are
+    # predicted within 20% of what they now measure, about 3x before. (Within 10% of a steady
+    # measurement is exact in C++ with synthetic measurements:
+    # Planner.ObservedStagesCorrectTheirPredictionsAndNoOthers.)
+    measured_slow = statistics.mean(h["measured"]["slow"] for h in history[-2:])
+    assert abs(final["slow"] / measured_slow - 1) <= 0.20, (final, measured_slow, history)
     assert final["slow"] / calibrated["slow"] > 0.6 * FACTOR, (final, calibrated)
     # The other stages did not take the slowdown: relative to them the slowed stages moved by
     # about the factor. (That no other prediction moves at all is exact in C++, where the
