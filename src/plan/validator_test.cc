@@ -131,10 +131,10 @@ TEST(ValidatePlan, RendezvousDeadlockOnWaitSend) {
                            testing::Compute(kBackward, 0, {1}, {}),
                            testing::Free(1, 0, B)};
   plan.ranks[1].buffers = {{2, testing::Act(), ""}, {3, testing::Act(), ""}};
-  plan.ranks[1].actions = {testing::Compute(kBackward, 0, {}, {2}),
-                           testing::Comm(kIsend, 2, 0, 0, B),
-                           testing::Comm(kWaitSend, 2, 0, 0, B),
-                           testing::Free(2, 0, B),
+  plan.ranks[1].actions = {testing::Compute(kForward, 1, {}, {2}),
+                           testing::Comm(kIsend, 2, 0, 1, F),
+                           testing::Comm(kWaitSend, 2, 0, 1, F),
+                           testing::Comm(kFree, 2, -1, 1, F),
                            testing::Comm(kIrecv, 3, 0, 0, F),
                            testing::Comm(kWaitRecv, 3, 0, 0, F),
                            testing::Compute(kForward, 0, {3}, {}),
@@ -309,12 +309,11 @@ TEST(ValidatePlan, ComputesMustBeTheEndsOfTheBuffersTheyTouch) {
 
 TEST(ValidatePlan, MatchedTransfersCarryTheSameEndsSamplesAndRows) {
   ExecutionPlan plan = TwoRankOneFOneB();
-  plan.ranks[0].buffers[1].producer.stage.chunk = 1;  // buf 1 (send of mb 1): other chunk
-  plan.ranks[0].actions[2].stage.chunk = 1;             // ... and its producer agrees
+  plan.ranks[0].buffers[1].consumer.stage.sub_microbatch = 1;  // buf 1 (send of mb 1)
   EXPECT_EQ(ValidatePlan(plan).status().message(),
             "rank 1 action 6 (irecv buf 11 from rank 0): receives rank 0 forward m0 c0 mb1 -> rank "
             "1 forward m0 c0 mb1 but the matching send #2 (rank 0 action 3 (isend buf 1 to rank 1)) "
-            "carries rank 0 forward m0 c1 mb1 -> rank 1 forward m0 c0 mb1");
+            "carries rank 0 forward m0 c0 mb1 -> rank 1 forward m0 c0 mb1.1");
   plan = TwoRankOneFOneB();
   plan.ranks[0].buffers[0].samples = {0, 1};
   plan.ranks[0].buffers[0].rows = 32;
@@ -417,7 +416,7 @@ TEST(ValidatePlan, DataTablesMustFitTheActions) {
   EXPECT_EQ(message(plan), "data.microbatches[0].instances has 2 lists; the plan has 1 modules");
   plan = good;
   plan.data.ranks[1].replica = 1;
-  EXPECT_EQ(message(plan), "rank 1 action 2 (forward m0 c0 mb0): microbatch 0 of replica 1 "
+  EXPECT_EQ(message(plan), "rank 1 action 0 (irecv buf 10 from rank 0): microbatch 0 of replica 1 "
                            "(data.ranks[1].replica) is not in data.microbatches");
   plan = good;
   plan.ranks[0].actions[2].instance_end = 2;
@@ -429,7 +428,7 @@ TEST(ValidatePlan, DataTablesMustFitTheActions) {
                            "1 of replica 0 (data.microbatches[1])");
   plan = good;
   plan.data.ranks[1].chunks[0].chunk = 1;
-  EXPECT_EQ(message(plan), "rank 1 action 2 (forward m0 c0 mb0): the rank holds no chunk of "
+  EXPECT_EQ(message(plan), "rank 1 action 0 (irecv buf 10 from rank 0): the rank holds no chunk of "
                            "module 0 in slot 0 (data.ranks[1].chunks)");
   plan = good;
   plan.data.ranks[0].chunks.push_back(plan.data.ranks[0].chunks[0]);
