@@ -331,9 +331,10 @@ class Validator {
 
   // Every stage of the rank runs exactly once and whole: per (module, chunk, microbatch,
   // sub-microbatch) at most one forward, one backward or backward_input, one backward_weight; a
-  // backward / backward_input after its forward, a backward_weight after its backward_input and
-  // every backward_input followed by its backward_weight; within one (module, chunk) either
-  // every forward has its backward or none (a frozen chunk). And every buffer whose producer
+  // backward / backward_input after its forward, a backward_weight after its backward_input;
+  // within one (module, chunk) either every forward has its backward or none (a frozen chunk),
+  // and either every backward_input has its backward_weight or none (a frozen chunk that passes
+  // input gradients on). And every buffer whose producer
   // (consumer) is a stage of this rank is among that stage's compute's outputs (inputs).
   Status CheckStages(int r) const {
     const RankPlan& rank = plan_.ranks[r];
@@ -382,20 +383,30 @@ class Validator {
     }
     // A split backward without its weight gradient, and a chunk whose forwards disagree on
     // having a backward: reported at the least action index.
+    // (A frozen module downstream of a trained one runs backward_input alone: its chunks have
+    // no backward_weight at all.)
     int missing_weight = -1, missing_backward = -1;
-    std::map<std::pair<int, int>, std::array<int, 2>> trained;  // (module, chunk) -> [without, with]
+    // Per (module, chunk): stages [without, with] a backward (of those with a forward), and
+    // split backwards [without, with] a backward_weight.
+    std::map<std::pair<int, int>, std::array<int, 2>> trained, weighted;
     for (const auto& [key, run] : runs) {
-      if (run.split && run.weight < 0 &&
+      if (run.forward >= 0) ++trained[{key[0], key[1]}][run.backward >= 0 ? 1 : 0];
+      if (run.split) ++weighted[{key[0], key[1]}][run.weight >= 0 ? 1 : 0];
+    }
+    for (const auto& [key, run] : runs) {
+      if (run.split && run.weight < 0 && weighted[{key[0], key[1]}][1] > 0 &&
           (missing_weight < 0 || run.backward < missing_weight)) {
         missing_weight = run.backward;
       }
-      if (run.forward >= 0) ++trained[{key[0], key[1]}][run.backward >= 0 ? 1 : 0];
     }
     if (missing_weight >= 0) {
+      const Action& a = rank.actions[missing_weight];
       return Error(r, missing_weight,
-                   fmt::format("no backward_weight of this stage follows on rank {}; a split "
-                               "backward needs both halves (the weight gradient is never computed)",
-                               r));
+                   fmt::format("no backward_weight of this stage follows on rank {} while {} other "
+                               "split backwards of module {} chunk {} have one (the weight "
+                               "gradient is never computed)",
+                               r, weighted[{a.stage.module, a.stage.chunk}][1], a.stage.module,
+                               a.stage.chunk));
     }
     for (const auto& [key, run] : runs) {
       const auto& [without, with] = trained[{key[0], key[1]}];
