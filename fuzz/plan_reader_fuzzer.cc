@@ -61,11 +61,21 @@ bool Mutate(ExecutionPlan& plan, Choices& c) {
       weft::plan::StageRef& s = a.stage;
       // (A compute's pass is its kind's: JSON has no field for another.)
       switch (c.Below(weft::plan::IsCompute(a.kind) ? 4 : 5)) {
-        case 0: s.microbatch = c.Below(2) ? c.Pick(kIndices) : c.Below(num_mb + 2); break;
-        case 1: s.chunk = c.Pick(kIndices); break;
-        case 2: s.sub_microbatch = c.Pick(kIndices); break;
-        case 3: s.module = c.Below(plan.module_names.size() + 1); break;
-        default: s.pass = static_cast<weft::graph::Pass>(c.Below(4)); break;
+        case 0:
+          s.microbatch = c.Below(2) ? c.Pick(kIndices) : c.Below(num_mb + 2);
+          break;
+        case 1:
+          s.chunk = c.Pick(kIndices);
+          break;
+        case 2:
+          s.sub_microbatch = c.Pick(kIndices);
+          break;
+        case 3:
+          s.module = c.Below(plan.module_names.size() + 1);
+          break;
+        default:
+          s.pass = static_cast<weft::graph::Pass>(c.Below(4));
+          break;
       }
       return true;
     }
@@ -74,7 +84,8 @@ bool Mutate(ExecutionPlan& plan, Choices& c) {
       weft::plan::Buffer& b = rank.buffers[c.Below(rank.buffers.size())];
       const int64_t rows = b.rows;
       const std::array<std::vector<int64_t>, 6> shapes = {
-          std::vector<int64_t>{0}, {}, {rows}, {rows, 0}, {rows + 1, 64}, {int64_t{1} << 40, 1 << 20}};
+          std::vector<int64_t>{0},    {}, {rows}, {rows, 0}, {rows + 1, 64},
+          {int64_t{1} << 40, 1 << 20}};
       b.tensor.shape = shapes[c.Below(shapes.size())];
       return true;
     }
@@ -94,16 +105,20 @@ bool Mutate(ExecutionPlan& plan, Choices& c) {
       if (computes.empty()) return false;
       Action& a = *computes[c.Below(computes.size())];
       switch (c.Below(5)) {
-        case 0: a.inputs.clear(); break;
-        case 1: a.outputs.clear(); break;
+        case 0:
+          a.inputs.clear();
+          break;
+        case 1:
+          a.outputs.clear();
+          break;
         case 2:
           a.instance_begin = c.Pick(kIndices);
           a.instance_end = c.Pick(kIndices);
           break;
-        case 3: a.kind = c.Pick(std::array<weft::plan::ActionKind, 4>{
-                    weft::plan::ActionKind::kForward, weft::plan::ActionKind::kBackward,
-                    weft::plan::ActionKind::kBackwardInput,
-                    weft::plan::ActionKind::kBackwardWeight});
+        case 3:
+          a.kind = c.Pick(std::array<weft::plan::ActionKind, 4>{
+              weft::plan::ActionKind::kForward, weft::plan::ActionKind::kBackward,
+              weft::plan::ActionKind::kBackwardInput, weft::plan::ActionKind::kBackwardWeight});
           a.stage.pass = weft::plan::PassOf(a.kind);
           break;
         default:

@@ -71,8 +71,7 @@ int ComputeOf(const ExecutionPlan& plan, int rank, ActionKind kind, const plan::
   for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
     const Action& a = actions[i];
     if (a.kind == kind && a.stage.module == stage.module && a.stage.chunk == stage.chunk &&
-        a.stage.microbatch == stage.microbatch &&
-        a.stage.sub_microbatch == stage.sub_microbatch) {
+        a.stage.microbatch == stage.microbatch && a.stage.sub_microbatch == stage.sub_microbatch) {
       return i;
     }
   }
@@ -107,7 +106,8 @@ TEST(ValidatorRules, AForwardRemovedWhileItsBackwardStaysIsRefused) {
 TEST(ValidatorRules, ABackwardWeightRemovedIsRefused) {
   ExecutionPlan plan = CompiledPlan("zb-h1");
   ASSERT_EQ(Refusal(plan), "OK");
-  auto [r, w] = Find(plan, [](int, const Action& a) { return a.kind == ActionKind::kBackwardWeight; });
+  auto [r, w] =
+      Find(plan, [](int, const Action& a) { return a.kind == ActionKind::kBackwardWeight; });
   ASSERT_GE(r, 0) << "zb-h1 splits the backward";
   const plan::StageRef stage = plan.ranks[r].actions[w].stage;
   plan.ranks[r].actions.erase(plan.ranks[r].actions.begin() + w);
@@ -199,11 +199,11 @@ TEST(ValidatorRules, TransfersNamingAMicrobatchOrChunkOutsideTheTablesAreRefused
     auto [r, i] = Find(plan, [&](int, const Action& a) { return a.kind == kind; });
     ASSERT_GE(r, 0) << plan::ActionKindName(kind);
     plan.ranks[r].actions[i].stage.microbatch = 999;
-    EXPECT_EQ(Refusal(plan), plan::ActionLocation(plan, r, i) +
-                                 fmt::format(": microbatch 999 of replica {} "
-                                             "(data.ranks[{}].replica) is not in "
-                                             "data.microbatches",
-                                             plan.data.ranks[r].replica, r));
+    EXPECT_EQ(Refusal(plan),
+              plan::ActionLocation(plan, r, i) + fmt::format(": microbatch 999 of replica {} "
+                                                             "(data.ranks[{}].replica) is not in "
+                                                             "data.microbatches",
+                                                             plan.data.ranks[r].replica, r));
     plan = good;
     plan.ranks[r].actions[i].stage.chunk = 999;
     EXPECT_EQ(Refusal(plan), plan::ActionLocation(plan, r, i) +
@@ -214,8 +214,8 @@ TEST(ValidatorRules, TransfersNamingAMicrobatchOrChunkOutsideTheTablesAreRefused
     plan = good;
     Action& a = plan.ranks[r].actions[i];
     a.stage.microbatch = a.stage.microbatch == 0 ? 1 : 0;
-    EXPECT_THAT(Refusal(plan), HasSubstr(fmt::format("which is not an end of buf {} on rank {}",
-                                                     a.buffer, r)));
+    EXPECT_THAT(Refusal(plan),
+                HasSubstr(fmt::format("which is not an end of buf {} on rank {}", a.buffer, r)));
   }
 }
 
