@@ -106,7 +106,8 @@ TEST(TorchCsv, StageMapFollowsTheDataChain) {
 TEST(TorchCsv, SubMicrobatchesAreRefused) {
   ExecutionPlan plan = testing::TwoRankOneFOneB();
   for (Action& a : plan.ranks[1].actions) {  // rank 1's stages of mb 0 become mb 0.1
-    if (a.kind != ActionKind::kAllReduceGrads && a.stage.microbatch == 0) a.stage.sub_microbatch = 1;
+    if (a.kind != ActionKind::kAllReduceGrads && a.stage.microbatch == 0)
+      a.stage.sub_microbatch = 1;
   }
   testing::SetBufferEnds(plan);
   auto csv = ExportTorchCsv(plan);

@@ -245,8 +245,9 @@ class Validator {
         }
         for (int16_t layers : a.recompute_layers) {
           if (layers < 0) {
-            return Error(r, i, fmt::format("recompute_layers [{}]; layer counts must be >= 0",
-                                           fmt::join(a.recompute_layers, ",")));
+            return Error(r, i,
+                         fmt::format("recompute_layers [{}]; layer counts must be >= 0",
+                                     fmt::join(a.recompute_layers, ",")));
           }
         }
       }
@@ -359,26 +360,29 @@ class Validator {
                   : a.kind == ActionKind::kBackwardWeight ? run.weight
                                                           : run.backward;
       if (slot >= 0) {
-        return Error(r, i, fmt::format("the stage's {} already ran at action {}; every stage runs "
-                                       "exactly once on its rank",
-                                       a.kind == ActionKind::kForward          ? "forward"
-                                       : a.kind == ActionKind::kBackwardWeight ? "backward_weight"
-                                                                               : "backward",
-                                       slot));
+        return Error(r, i,
+                     fmt::format("the stage's {} already ran at action {}; every stage runs "
+                                 "exactly once on its rank",
+                                 a.kind == ActionKind::kForward          ? "forward"
+                                 : a.kind == ActionKind::kBackwardWeight ? "backward_weight"
+                                                                         : "backward",
+                                 slot));
       }
       slot = i;
       if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) {
         run.split = a.kind == ActionKind::kBackwardInput;
         if (run.forward < 0) {
-          return Error(r, i, fmt::format("no forward of this stage runs earlier on rank {}; a "
-                                         "backward needs its forward",
-                                         r));
+          return Error(r, i,
+                       fmt::format("no forward of this stage runs earlier on rank {}; a "
+                                   "backward needs its forward",
+                                   r));
         }
       }
       if (a.kind == ActionKind::kBackwardWeight && (run.backward < 0 || !run.split)) {
-        return Error(r, i, fmt::format("no backward_input of this stage runs earlier on rank {}; "
-                                       "a backward_weight follows its backward_input",
-                                       r));
+        return Error(r, i,
+                     fmt::format("no backward_input of this stage runs earlier on rank {}; "
+                                 "a backward_weight follows its backward_input",
+                                 r));
       }
     }
     // A split backward without its weight gradient, and a chunk whose forwards disagree on
@@ -431,10 +435,11 @@ class Validator {
       const Buffer& b = BufferOf(r, a.buffer);
       if (!(b.producer.rank == r && a.stage == b.producer.stage) &&
           !(b.consumer.rank == r && a.stage == b.consumer.stage)) {
-        return Error(r, i, fmt::format("names stage {} which is not an end of buf {} on rank {} "
-                                       "({} -> {})",
-                                       DescribeStage(a.stage), a.buffer, r,
-                                       DescribeBufferEnd(b.producer), DescribeBufferEnd(b.consumer)));
+        return Error(r, i,
+                     fmt::format("names stage {} which is not an end of buf {} on rank {} "
+                                 "({} -> {})",
+                                 DescribeStage(a.stage), a.buffer, r, DescribeBufferEnd(b.producer),
+                                 DescribeBufferEnd(b.consumer)));
       }
     }
     // The compute a buffer end names: the action index, or -1.
@@ -443,8 +448,10 @@ class Validator {
       if (it == runs.end()) return -1;
       const Runs& run = it->second;
       switch (s.pass) {
-        case graph::Pass::kForward: return run.forward;
-        case graph::Pass::kBackwardWeight: return run.weight;
+        case graph::Pass::kForward:
+          return run.forward;
+        case graph::Pass::kBackwardWeight:
+          return run.weight;
         default: {
           if (run.backward < 0) return -1;
           return PassOf(rank.actions[run.backward].kind) == s.pass ? run.backward : -1;
@@ -461,17 +468,18 @@ class Validator {
         if (end.rank != r || done) continue;
         const int at = compute_of(end.stage);
         if (at < 0) {
-          return InvalidArgumentError(fmt::format(
-              "ranks[{}].buffers[{}] (buf {}): its {} {} is not computed on rank {}", r, k, b.id,
-              role, DescribeBufferEnd(end), r));
+          return InvalidArgumentError(
+              fmt::format("ranks[{}].buffers[{}] (buf {}): its {} {} is not computed on rank {}", r,
+                          k, b.id, role, DescribeBufferEnd(end), r));
         }
-        return Error(r, at, fmt::format("buf {} is not among its {} [{}] but names this stage as "
-                                        "its {}",
-                                        b.id, list,
-                                        fmt::join(role[0] == 'c' ? rank.actions[at].inputs
-                                                                 : rank.actions[at].outputs,
-                                                  ","),
-                                        role));
+        return Error(
+            r, at,
+            fmt::format(
+                "buf {} is not among its {} [{}] but names this stage as "
+                "its {}",
+                b.id, list,
+                fmt::join(role[0] == 'c' ? rank.actions[at].inputs : rank.actions[at].outputs, ","),
+                role));
       }
     }
     return OkStatus();
@@ -636,9 +644,10 @@ class Validator {
         });
         if (!IsCompute(a.kind)) {
           if (held == rd.chunks.end()) {
-            return Error(r, i, fmt::format("the rank holds no chunk of module {} in slot {} "
-                                           "(data.ranks[{}].chunks)",
-                                           a.stage.module, a.stage.chunk, r));
+            return Error(r, i,
+                         fmt::format("the rank holds no chunk of module {} in slot {} "
+                                     "(data.ranks[{}].chunks)",
+                                     a.stage.module, a.stage.chunk, r));
           }
           continue;
         }
@@ -667,11 +676,13 @@ class Validator {
           int layers = 0;
           for (int16_t n : a.recompute_layers) layers += n;
           if (layers != held->num_layers) {
-            return Error(r, i, fmt::format(
-                "recompute_layers [{}] cover {} layers; the chunk (module {}, slot {}) has {} "
-                "layers (data.ranks[{}].chunks[{}])",
-                fmt::join(a.recompute_layers, ","), layers, a.stage.module, a.stage.chunk,
-                held->num_layers, r, held - rd.chunks.begin()));
+            return Error(
+                r, i,
+                fmt::format(
+                    "recompute_layers [{}] cover {} layers; the chunk (module {}, slot {}) has {} "
+                    "layers (data.ranks[{}].chunks[{}])",
+                    fmt::join(a.recompute_layers, ","), layers, a.stage.module, a.stage.chunk,
+                    held->num_layers, r, held - rd.chunks.begin()));
           }
         }
       }

@@ -135,14 +135,11 @@ TEST(ValidatePlan, RendezvousDeadlockOnWaitSend) {
                            testing::Compute(kBackward, 0, {1}, {}),
                            testing::Free(1, 0, B)};
   plan.ranks[1].buffers = {{2, testing::Act(), ""}, {3, testing::Act(), ""}};
-  plan.ranks[1].actions = {testing::Compute(kForward, 1, {}, {2}),
-                           testing::Comm(kIsend, 2, 0, 1, F),
-                           testing::Comm(kWaitSend, 2, 0, 1, F),
-                           testing::Comm(kFree, 2, -1, 1, F),
-                           testing::Comm(kIrecv, 3, 0, 0, F),
-                           testing::Comm(kWaitRecv, 3, 0, 0, F),
-                           testing::Compute(kForward, 0, {3}, {}),
-                           testing::Free(3, 0, F)};
+  plan.ranks[1].actions = {
+      testing::Compute(kForward, 1, {}, {2}), testing::Comm(kIsend, 2, 0, 1, F),
+      testing::Comm(kWaitSend, 2, 0, 1, F),   testing::Comm(kFree, 2, -1, 1, F),
+      testing::Comm(kIrecv, 3, 0, 0, F),      testing::Comm(kWaitRecv, 3, 0, 0, F),
+      testing::Compute(kForward, 0, {3}, {}), testing::Free(3, 0, F)};
   plan.module_names = {"llm"};
   testing::SetBufferEnds(plan);
   auto report = ValidatePlan(plan);
@@ -314,10 +311,11 @@ TEST(ValidatePlan, ComputesMustBeTheEndsOfTheBuffersTheyTouch) {
 TEST(ValidatePlan, MatchedTransfersCarryTheSameEndsSamplesAndRows) {
   ExecutionPlan plan = TwoRankOneFOneB();
   plan.ranks[0].buffers[1].consumer.stage.sub_microbatch = 1;  // buf 1 (send of mb 1)
-  EXPECT_EQ(ValidatePlan(plan).status().message(),
-            "rank 1 action 6 (irecv buf 11 from rank 0): receives rank 0 forward m0 c0 mb1 -> rank "
-            "1 forward m0 c0 mb1 but the matching send #2 (rank 0 action 3 (isend buf 1 to rank 1)) "
-            "carries rank 0 forward m0 c0 mb1 -> rank 1 forward m0 c0 mb1.1");
+  EXPECT_EQ(
+      ValidatePlan(plan).status().message(),
+      "rank 1 action 6 (irecv buf 11 from rank 0): receives rank 0 forward m0 c0 mb1 -> rank "
+      "1 forward m0 c0 mb1 but the matching send #2 (rank 0 action 3 (isend buf 1 to rank 1)) "
+      "carries rank 0 forward m0 c0 mb1 -> rank 1 forward m0 c0 mb1.1");
   plan = TwoRankOneFOneB();
   plan.ranks[0].buffers[0].samples = {0, 1};
   plan.ranks[0].buffers[0].rows = 32;
@@ -420,8 +418,9 @@ TEST(ValidatePlan, DataTablesMustFitTheActions) {
   EXPECT_EQ(message(plan), "data.microbatches[0].instances has 2 lists; the plan has 1 modules");
   plan = good;
   plan.data.ranks[1].replica = 1;
-  EXPECT_EQ(message(plan), "rank 1 action 0 (irecv buf 10 from rank 0): microbatch 0 of replica 1 "
-                           "(data.ranks[1].replica) is not in data.microbatches");
+  EXPECT_EQ(message(plan),
+            "rank 1 action 0 (irecv buf 10 from rank 0): microbatch 0 of replica 1 "
+            "(data.ranks[1].replica) is not in data.microbatches");
   plan = good;
   plan.ranks[0].actions[2].instance_end = 2;
   EXPECT_EQ(message(plan), "rank 0 action 2 (forward m0 c0 mb1): instances [0, 2); the "
@@ -432,8 +431,9 @@ TEST(ValidatePlan, DataTablesMustFitTheActions) {
                            "1 of replica 0 (data.microbatches[1])");
   plan = good;
   plan.data.ranks[1].chunks[0].chunk = 1;
-  EXPECT_EQ(message(plan), "rank 1 action 0 (irecv buf 10 from rank 0): the rank holds no chunk of "
-                           "module 0 in slot 0 (data.ranks[1].chunks)");
+  EXPECT_EQ(message(plan),
+            "rank 1 action 0 (irecv buf 10 from rank 0): the rank holds no chunk of "
+            "module 0 in slot 0 (data.ranks[1].chunks)");
   plan = good;
   plan.data.ranks[0].chunks.push_back(plan.data.ranks[0].chunks[0]);
   EXPECT_EQ(message(plan), "data.ranks[0].chunks[1]: module 0 has a chunk in slot 0 already ([0])");
@@ -446,7 +446,6 @@ TEST(ValidatePlan, DataTablesMustFitTheActions) {
   plan.data = {};
   EXPECT_EQ(message(plan), "OK");
 }
-
 
 // A plan compiled from a 4-rank pipeline of 8 microbatches (no data tables): the rules that need
 // only the plan's actions and buffers.
@@ -478,8 +477,8 @@ ExecutionPlan CompiledPipeline(sched::ScheduleKind kind, bool split) {
   cluster.inter_node = cluster.intra_node;
   auto timeline = sim::Simulate(*graph, *schedule, cluster);
   EXPECT_TRUE(timeline.ok()) << timeline.status().ToString();
-  auto plan = CompilePlan(*graph, *schedule, *timeline,
-                          {.model = "toy", .hidden_size_by_module = {4096}});
+  auto plan =
+      CompilePlan(*graph, *schedule, *timeline, {.model = "toy", .hidden_size_by_module = {4096}});
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_TRUE(ValidatePlan(*plan).ok()) << ValidatePlan(*plan).status().ToString();
   return *std::move(plan);
@@ -505,9 +504,8 @@ TEST(ValidatePlan, CompiledPlanWithoutAForwardWhoseBackwardStaysIsRefused) {
   const int f = FindAction(plan, 3, forward_of(3));
   ASSERT_GE(f, 0);
   plan.ranks[3].actions.erase(plan.ranks[3].actions.begin() + f);
-  const int b = FindAction(plan, 3, [](const Action& a) {
-    return a.kind == kBackward && a.stage.microbatch == 3;
-  });
+  const int b = FindAction(
+      plan, 3, [](const Action& a) { return a.kind == kBackward && a.stage.microbatch == 3; });
   EXPECT_EQ(ValidatePlan(plan).status().message(),
             ActionLocation(plan, 3, b) +
                 ": no forward of this stage runs earlier on rank 3; a backward needs its forward");
@@ -532,9 +530,8 @@ TEST(ValidatePlan, CompiledPlanWithoutABackwardWeightIsRefused) {
   });
   ASSERT_GE(w, 0);
   plan.ranks[1].actions.erase(plan.ranks[1].actions.begin() + w);
-  const int bi = FindAction(plan, 1, [](const Action& a) {
-    return a.kind == kBackwardInput && a.stage.microbatch == 5;
-  });
+  const int bi = FindAction(
+      plan, 1, [](const Action& a) { return a.kind == kBackwardInput && a.stage.microbatch == 5; });
   EXPECT_EQ(ValidatePlan(plan).status().message(),
             ActionLocation(plan, 1, bi) +
                 ": no backward_weight of this stage follows on rank 1 while 7 other split "
@@ -545,9 +542,8 @@ TEST(ValidatePlan, CompiledPlanWithoutABackwardWeightIsRefused) {
   const int w5 = FindAction(plan, 1, [](const Action& a) {
     return a.kind == kBackwardWeight && a.stage.microbatch == 5;
   });
-  const int bi5 = FindAction(plan, 1, [](const Action& a) {
-    return a.kind == kBackwardInput && a.stage.microbatch == 5;
-  });
+  const int bi5 = FindAction(
+      plan, 1, [](const Action& a) { return a.kind == kBackwardInput && a.stage.microbatch == 5; });
   ASSERT_LT(bi5, w5);
   std::rotate(actions.begin() + bi5, actions.begin() + w5, actions.begin() + w5 + 1);
   EXPECT_EQ(ValidatePlan(plan).status().message(),
@@ -558,9 +554,8 @@ TEST(ValidatePlan, CompiledPlanWithoutABackwardWeightIsRefused) {
 
 TEST(ValidatePlan, CompiledPlanWithAComputesInputsEmptiedIsRefused) {
   ExecutionPlan plan = CompiledPipeline(sched::ScheduleKind::kOneFOneB, false);
-  const int f = FindAction(plan, 2, [](const Action& a) {
-    return a.kind == kForward && a.stage.microbatch == 2;
-  });
+  const int f = FindAction(
+      plan, 2, [](const Action& a) { return a.kind == kForward && a.stage.microbatch == 2; });
   ASSERT_GE(f, 0);
   ASSERT_EQ(plan.ranks[2].actions[f].inputs.size(), 1u);
   const BufferId input = plan.ranks[2].actions[f].inputs[0];
@@ -589,12 +584,12 @@ TEST(ValidatePlan, CompiledPlanWhoseTransferNamesAnotherStageIsRefused) {
   send.stage.microbatch = 999;
   const Buffer* b = plan.FindBuffer(0, send.buffer);
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(ValidatePlan(plan).status().message(),
-            ActionLocation(plan, 0, s) +
-                fmt::format(": names stage forward m0 c0 mb999 which is not an end of buf {} on "
-                            "rank 0 ({} -> {})",
-                            send.buffer, DescribeBufferEnd(b->producer),
-                            DescribeBufferEnd(b->consumer)));
+  EXPECT_EQ(
+      ValidatePlan(plan).status().message(),
+      ActionLocation(plan, 0, s) +
+          fmt::format(": names stage forward m0 c0 mb999 which is not an end of buf {} on "
+                      "rank 0 ({} -> {})",
+                      send.buffer, DescribeBufferEnd(b->producer), DescribeBufferEnd(b->consumer)));
 }
 
 TEST(ValidatePlan, BufferRowsNeedAShapeThatHoldsThem) {
