@@ -4,9 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -52,6 +54,14 @@ bool UsesBuffer(ActionKind kind) {
   return kind == ActionKind::kIsend || kind == ActionKind::kIrecv ||
          kind == ActionKind::kWaitSend || kind == ActionKind::kWaitRecv ||
          kind == ActionKind::kFree;
+}
+
+// "forward m0 c1 mb3": a stage in messages.
+std::string DescribeStage(const StageRef& stage) {
+  Action a;
+  a.kind = ComputeKindOf(stage.pass);
+  a.stage = stage;
+  return DescribeAction(a);
 }
 
 bool UsesPeer(ActionKind kind) {
@@ -119,6 +129,7 @@ class Validator {
       WEFT_RETURN_IF_ERROR(CheckStructure(r));
     }
     WEFT_RETURN_IF_ERROR(CheckData());
+    for (int r = 0; r < num_ranks_; ++r) WEFT_RETURN_IF_ERROR(CheckStages(r));
     WEFT_RETURN_IF_ERROR(CheckMatching());
     WEFT_RETURN_IF_ERROR(CheckCollectives());
     Status memory_error;
@@ -232,6 +243,13 @@ class Validator {
           return Error(r, i, fmt::format("instances [{}, {}); need 0 <= begin <= end",
                                          a.instance_begin, a.instance_end));
         }
+        for (int16_t layers : a.recompute_layers) {
+          if (layers < 0) {
+            return Error(r, i,
+                         fmt::format("recompute_layers [{}]; layer counts must be >= 0",
+                                     fmt::join(a.recompute_layers, ",")));
+          }
+        }
       }
       if (UsesBuffer(a.kind) && !known(a.buffer)) {
         return Error(r, i, fmt::format("buf {} is not declared on rank {}", a.buffer, r));
@@ -307,6 +325,161 @@ class Validator {
                                          a.group, it->second));
         }
         group_last_index[a.group] = i;
+      }
+    }
+    return OkStatus();
+  }
+
+  // Every stage of the rank runs exactly once and whole: per (module, chunk, microbatch,
+  // sub-microbatch) at most one forward, one backward or backward_input, one backward_weight; a
+  // backward / backward_input after its forward, a backward_weight after its backward_input;
+  // within one (module, chunk) either every forward has its backward or none (a frozen chunk),
+  // and either every backward_input has its backward_weight or none (a frozen chunk that passes
+  // input gradients on). And every buffer whose producer
+  // (consumer) is a stage of this rank is among that stage's compute's outputs (inputs).
+  Status CheckStages(int r) const {
+    const RankPlan& rank = plan_.ranks[r];
+    struct Runs {
+      int forward = -1, backward = -1, weight = -1;  // action indices; backward: B or B_input
+      bool split = false;                            // the backward is a backward_input
+    };
+    using Key = std::array<int, 4>;  // module, chunk, microbatch, sub-microbatch
+    auto key_of = [](const StageRef& s) {
+      return Key{s.module, s.chunk, s.microbatch, s.sub_microbatch};
+    };
+    std::map<Key, Runs> runs;
+    const int num_buffers = static_cast<int>(rank.buffers.size());
+    std::vector<char> read(num_buffers, 0), written(num_buffers, 0);
+    for (int i = 0; i < static_cast<int>(rank.actions.size()); ++i) {
+      const Action& a = rank.actions[i];
+      if (!IsCompute(a.kind)) continue;
+      for (BufferId id : a.inputs) read[FindBuffer(r, id)] = 1;
+      for (BufferId id : a.outputs) written[FindBuffer(r, id)] = 1;
+      Runs& run = runs[key_of(a.stage)];
+      int& slot = a.kind == ActionKind::kForward          ? run.forward
+                  : a.kind == ActionKind::kBackwardWeight ? run.weight
+                                                          : run.backward;
+      if (slot >= 0) {
+        return Error(r, i,
+                     fmt::format("the stage's {} already ran at action {}; every stage runs "
+                                 "exactly once on its rank",
+                                 a.kind == ActionKind::kForward          ? "forward"
+                                 : a.kind == ActionKind::kBackwardWeight ? "backward_weight"
+                                                                         : "backward",
+                                 slot));
+      }
+      slot = i;
+      if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) {
+        run.split = a.kind == ActionKind::kBackwardInput;
+        if (run.forward < 0) {
+          return Error(r, i,
+                       fmt::format("no forward of this stage runs earlier on rank {}; a "
+                                   "backward needs its forward",
+                                   r));
+        }
+      }
+      if (a.kind == ActionKind::kBackwardWeight && (run.backward < 0 || !run.split)) {
+        return Error(r, i,
+                     fmt::format("no backward_input of this stage runs earlier on rank {}; "
+                                 "a backward_weight follows its backward_input",
+                                 r));
+      }
+    }
+    // A split backward without its weight gradient, and a chunk whose forwards disagree on
+    // having a backward: reported at the least action index.
+    // (A frozen module downstream of a trained one runs backward_input alone: its chunks have
+    // no backward_weight at all.)
+    int missing_weight = -1, missing_backward = -1;
+    // Per (module, chunk): stages [without, with] a backward (of those with a forward), and
+    // split backwards [without, with] a backward_weight.
+    std::map<std::pair<int, int>, std::array<int, 2>> trained, weighted;
+    for (const auto& [key, run] : runs) {
+      if (run.forward >= 0) ++trained[{key[0], key[1]}][run.backward >= 0 ? 1 : 0];
+      if (run.split) ++weighted[{key[0], key[1]}][run.weight >= 0 ? 1 : 0];
+    }
+    for (const auto& [key, run] : runs) {
+      if (run.split && run.weight < 0 && weighted[{key[0], key[1]}][1] > 0 &&
+          (missing_weight < 0 || run.backward < missing_weight)) {
+        missing_weight = run.backward;
+      }
+    }
+    if (missing_weight >= 0) {
+      const Action& a = rank.actions[missing_weight];
+      return Error(r, missing_weight,
+                   fmt::format("no backward_weight of this stage follows on rank {} while {} other "
+                               "split backwards of module {} chunk {} have one (the weight "
+                               "gradient is never computed)",
+                               r, weighted[{a.stage.module, a.stage.chunk}][1], a.stage.module,
+                               a.stage.chunk));
+    }
+    for (const auto& [key, run] : runs) {
+      const auto& [without, with] = trained[{key[0], key[1]}];
+      if (run.forward >= 0 && run.backward < 0 && with > 0 &&
+          (missing_backward < 0 || run.forward < missing_backward)) {
+        missing_backward = run.forward;
+      }
+    }
+    if (missing_backward >= 0) {
+      const Action& a = rank.actions[missing_backward];
+      return Error(r, missing_backward,
+                   fmt::format("no backward of this stage runs on rank {} while {} other stages of "
+                               "module {} chunk {} have one; every stage runs exactly once",
+                               r, trained[{a.stage.module, a.stage.chunk}][1], a.stage.module,
+                               a.stage.chunk));
+    }
+    // The stage a transfer, wait or free names is its buffer's producer or consumer on this
+    // rank: a runtime keys its tensors by it.
+    for (int i = 0; i < static_cast<int>(rank.actions.size()); ++i) {
+      const Action& a = rank.actions[i];
+      if (!UsesBuffer(a.kind)) continue;
+      const Buffer& b = BufferOf(r, a.buffer);
+      if (!(b.producer.rank == r && a.stage == b.producer.stage) &&
+          !(b.consumer.rank == r && a.stage == b.consumer.stage)) {
+        return Error(r, i,
+                     fmt::format("names stage {} which is not an end of buf {} on rank {} "
+                                 "({} -> {})",
+                                 DescribeStage(a.stage), a.buffer, r, DescribeBufferEnd(b.producer),
+                                 DescribeBufferEnd(b.consumer)));
+      }
+    }
+    // The compute a buffer end names: the action index, or -1.
+    auto compute_of = [&](const StageRef& s) {
+      auto it = runs.find(key_of(s));
+      if (it == runs.end()) return -1;
+      const Runs& run = it->second;
+      switch (s.pass) {
+        case graph::Pass::kForward:
+          return run.forward;
+        case graph::Pass::kBackwardWeight:
+          return run.weight;
+        default: {
+          if (run.backward < 0) return -1;
+          return PassOf(rank.actions[run.backward].kind) == s.pass ? run.backward : -1;
+        }
+      }
+    };
+    for (int k = 0; k < num_buffers; ++k) {
+      const Buffer& b = rank.buffers[k];
+      for (const auto& [end, done, role, list] :
+           {std::tuple<const BufferEnd&, char, const char*, const char*>{b.consumer, read[k],
+                                                                         "consumer", "inputs"},
+            std::tuple<const BufferEnd&, char, const char*, const char*>{b.producer, written[k],
+                                                                         "producer", "outputs"}}) {
+        if (end.rank != r || done) continue;
+        const int at = compute_of(end.stage);
+        if (at < 0) {
+          return InvalidArgumentError(
+              fmt::format("ranks[{}].buffers[{}] (buf {}): its {} {} is not computed on rank {}", r,
+                          k, b.id, role, DescribeBufferEnd(end), r));
+        }
+        return Error(
+            r, at,
+            fmt::format(
+                "buf {} is not among its {} [{}] but names this stage as "
+                "its {}",
+                b.id, list,
+                fmt::join(role[0] == 'c' ? rank.actions[at].inputs : rank.actions[at].outputs, ","),
+                role));
       }
     }
     return OkStatus();
@@ -455,7 +628,8 @@ class Validator {
       int last_mb = -1, index = -1;  // computes of one microbatch tend to come in runs
       for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
         const Action& a = actions[i];
-        if (!IsCompute(a.kind)) continue;
+        // Computes, and the transfers, waits and frees that name a stage of this rank.
+        if (!IsCompute(a.kind) && !UsesBuffer(a.kind)) continue;
         if (a.stage.microbatch != last_mb) {
           last_mb = a.stage.microbatch;
           index = d.FindMicrobatch(rd.replica, last_mb);
@@ -464,6 +638,18 @@ class Validator {
           return Error(r, i, fmt::format("microbatch {} of replica {} (data.ranks[{}].replica) is "
                                          "not in data.microbatches",
                                          a.stage.microbatch, rd.replica, r));
+        }
+        const auto held = std::find_if(rd.chunks.begin(), rd.chunks.end(), [&](const ChunkData& c) {
+          return c.module == a.stage.module && c.chunk == a.stage.chunk;
+        });
+        if (!IsCompute(a.kind)) {
+          if (held == rd.chunks.end()) {
+            return Error(r, i,
+                         fmt::format("the rank holds no chunk of module {} in slot {} "
+                                     "(data.ranks[{}].chunks)",
+                                     a.stage.module, a.stage.chunk, r));
+          }
+          continue;
         }
         const int num_instances =
             static_cast<int>(d.microbatches[index].instances[a.stage.module].size());
@@ -480,13 +666,24 @@ class Validator {
                                            s, a.stage.microbatch, rd.replica, index));
           }
         }
-        const bool held = std::any_of(rd.chunks.begin(), rd.chunks.end(), [&](const ChunkData& c) {
-          return c.module == a.stage.module && c.chunk == a.stage.chunk;
-        });
-        if (!held) {
+        if (held == rd.chunks.end()) {
           return Error(r, i, fmt::format("the rank holds no chunk of module {} in slot {} "
                                          "(data.ranks[{}].chunks)",
                                          a.stage.module, a.stage.chunk, r));
+        }
+        // A per-layer recompute mix covers the chunk's layers exactly (graph::Stage).
+        if (a.recompute_layers != std::array<int16_t, 4>{}) {
+          int layers = 0;
+          for (int16_t n : a.recompute_layers) layers += n;
+          if (layers != held->num_layers) {
+            return Error(
+                r, i,
+                fmt::format(
+                    "recompute_layers [{}] cover {} layers; the chunk (module {}, slot {}) has {} "
+                    "layers (data.ranks[{}].chunks[{}])",
+                    fmt::join(a.recompute_layers, ","), layers, a.stage.module, a.stage.chunk,
+                    held->num_layers, r, held - rd.chunks.begin()));
+          }
         }
       }
     }
@@ -519,6 +716,14 @@ class Validator {
     }
     if (b.rows < -1) {
       return InvalidArgumentError(fmt::format("{}.rows = {}; must be >= -1", where(), b.rows));
+    }
+    // A buffer that carries token rows holds at least one element per GPU; its shape's rows
+    // (the first dimension of a [rows, hidden] shape) are never 0 then.
+    if (b.rows > 0 && (b.tensor.NumElements() == 0 || b.tensor.shape.empty())) {
+      return InvalidArgumentError(fmt::format(
+          "{} (buf {}): shape {} holds no rows but the buffer carries {} rows; shape and rows "
+          "must agree",
+          where(), b.id, b.tensor.ToString(), b.rows));
     }
     return OkStatus();
   }

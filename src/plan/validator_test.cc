@@ -1,11 +1,15 @@
 #include "weft/plan/validator.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "test_plans.h"
+#include "weft/plan/compiler.h"
+#include "weft/sched/generators.h"
+#include "weft/sim/simulator.h"
 
 namespace weft::plan {
 namespace {
@@ -131,14 +135,11 @@ TEST(ValidatePlan, RendezvousDeadlockOnWaitSend) {
                            testing::Compute(kBackward, 0, {1}, {}),
                            testing::Free(1, 0, B)};
   plan.ranks[1].buffers = {{2, testing::Act(), ""}, {3, testing::Act(), ""}};
-  plan.ranks[1].actions = {testing::Compute(kBackward, 0, {}, {2}),
-                           testing::Comm(kIsend, 2, 0, 0, B),
-                           testing::Comm(kWaitSend, 2, 0, 0, B),
-                           testing::Free(2, 0, B),
-                           testing::Comm(kIrecv, 3, 0, 0, F),
-                           testing::Comm(kWaitRecv, 3, 0, 0, F),
-                           testing::Compute(kForward, 0, {3}, {}),
-                           testing::Free(3, 0, F)};
+  plan.ranks[1].actions = {
+      testing::Compute(kForward, 1, {}, {2}), testing::Comm(kIsend, 2, 0, 1, F),
+      testing::Comm(kWaitSend, 2, 0, 1, F),   testing::Comm(kFree, 2, -1, 1, F),
+      testing::Comm(kIrecv, 3, 0, 0, F),      testing::Comm(kWaitRecv, 3, 0, 0, F),
+      testing::Compute(kForward, 0, {3}, {}), testing::Free(3, 0, F)};
   plan.module_names = {"llm"};
   testing::SetBufferEnds(plan);
   auto report = ValidatePlan(plan);
@@ -309,12 +310,12 @@ TEST(ValidatePlan, ComputesMustBeTheEndsOfTheBuffersTheyTouch) {
 
 TEST(ValidatePlan, MatchedTransfersCarryTheSameEndsSamplesAndRows) {
   ExecutionPlan plan = TwoRankOneFOneB();
-  plan.ranks[0].buffers[1].producer.stage.chunk = 1;  // buf 1 (send of mb 1): other chunk
-  plan.ranks[0].actions[2].stage.chunk = 1;             // ... and its producer agrees
-  EXPECT_EQ(ValidatePlan(plan).status().message(),
-            "rank 1 action 6 (irecv buf 11 from rank 0): receives rank 0 forward m0 c0 mb1 -> rank "
-            "1 forward m0 c0 mb1 but the matching send #2 (rank 0 action 3 (isend buf 1 to rank 1)) "
-            "carries rank 0 forward m0 c1 mb1 -> rank 1 forward m0 c0 mb1");
+  plan.ranks[0].buffers[1].consumer.stage.sub_microbatch = 1;  // buf 1 (send of mb 1)
+  EXPECT_EQ(
+      ValidatePlan(plan).status().message(),
+      "rank 1 action 6 (irecv buf 11 from rank 0): receives rank 0 forward m0 c0 mb1 -> rank "
+      "1 forward m0 c0 mb1 but the matching send #2 (rank 0 action 3 (isend buf 1 to rank 1)) "
+      "carries rank 0 forward m0 c0 mb1 -> rank 1 forward m0 c0 mb1.1");
   plan = TwoRankOneFOneB();
   plan.ranks[0].buffers[0].samples = {0, 1};
   plan.ranks[0].buffers[0].rows = 32;
@@ -417,8 +418,9 @@ TEST(ValidatePlan, DataTablesMustFitTheActions) {
   EXPECT_EQ(message(plan), "data.microbatches[0].instances has 2 lists; the plan has 1 modules");
   plan = good;
   plan.data.ranks[1].replica = 1;
-  EXPECT_EQ(message(plan), "rank 1 action 2 (forward m0 c0 mb0): microbatch 0 of replica 1 "
-                           "(data.ranks[1].replica) is not in data.microbatches");
+  EXPECT_EQ(message(plan),
+            "rank 1 action 0 (irecv buf 10 from rank 0): microbatch 0 of replica 1 "
+            "(data.ranks[1].replica) is not in data.microbatches");
   plan = good;
   plan.ranks[0].actions[2].instance_end = 2;
   EXPECT_EQ(message(plan), "rank 0 action 2 (forward m0 c0 mb1): instances [0, 2); the "
@@ -429,8 +431,9 @@ TEST(ValidatePlan, DataTablesMustFitTheActions) {
                            "1 of replica 0 (data.microbatches[1])");
   plan = good;
   plan.data.ranks[1].chunks[0].chunk = 1;
-  EXPECT_EQ(message(plan), "rank 1 action 2 (forward m0 c0 mb0): the rank holds no chunk of "
-                           "module 0 in slot 0 (data.ranks[1].chunks)");
+  EXPECT_EQ(message(plan),
+            "rank 1 action 0 (irecv buf 10 from rank 0): the rank holds no chunk of "
+            "module 0 in slot 0 (data.ranks[1].chunks)");
   plan = good;
   plan.data.ranks[0].chunks.push_back(plan.data.ranks[0].chunks[0]);
   EXPECT_EQ(message(plan), "data.ranks[0].chunks[1]: module 0 has a chunk in slot 0 already ([0])");
@@ -442,6 +445,164 @@ TEST(ValidatePlan, DataTablesMustFitTheActions) {
   plan = good;
   plan.data = {};
   EXPECT_EQ(message(plan), "OK");
+}
+
+// A plan compiled from a 4-rank pipeline of 8 microbatches (no data tables): the rules that need
+// only the plan's actions and buffers.
+ExecutionPlan CompiledPipeline(sched::ScheduleKind kind, bool split) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  auto graph = sched::BuildPipelineGraph(
+      {.num_groups = 4,
+       .chunks_per_group = 1,
+       .num_microbatches = 8,
+       .split_backward = split,
+       .costs = {sched::VirtualStageCost{.forward_s = 1e-3,
+                                         .backward_input_s = 1e-3,
+                                         .backward_weight_s = 1e-3,
+                                         .activation_bytes = kGiB,
+                                         .weight_grad_activation_bytes = split ? kGiB / 4 : 0,
+                                         .send_bytes = 2048 * 4096 * 2}},
+       .static_bytes_per_group = 10 * kGiB});
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  auto schedule = sched::MakeSchedule(kind, *graph);
+  EXPECT_TRUE(schedule.ok()) << schedule.status().ToString();
+  spec::ClusterSpec cluster;
+  cluster.name = "test";
+  cluster.num_nodes = 1;
+  cluster.gpus_per_node = 8;
+  cluster.gpu.peak_bf16_flops_per_s = 1e15;
+  cluster.gpu.hbm_bandwidth_bytes_per_s = 2e12;
+  cluster.gpu.memory_capacity_bytes = 80 * kGiB;
+  cluster.intra_node = {.bandwidth_bytes_per_s = 200e9, .latency_s = 1e-5};
+  cluster.inter_node = cluster.intra_node;
+  auto timeline = sim::Simulate(*graph, *schedule, cluster);
+  EXPECT_TRUE(timeline.ok()) << timeline.status().ToString();
+  auto plan =
+      CompilePlan(*graph, *schedule, *timeline, {.model = "toy", .hidden_size_by_module = {4096}});
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(ValidatePlan(*plan).ok()) << ValidatePlan(*plan).status().ToString();
+  return *std::move(plan);
+}
+
+// The index of the first action on `rank` for which `pick` holds, or -1.
+template <typename Pick>
+int FindAction(const ExecutionPlan& plan, int rank, Pick pick) {
+  const auto& actions = plan.ranks[rank].actions;
+  for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+    if (pick(actions[i])) return i;
+  }
+  return -1;
+}
+
+// Issue 34 item 6: every stage of the plan runs exactly once on its rank.
+TEST(ValidatePlan, CompiledPlanWithoutAForwardWhoseBackwardStaysIsRefused) {
+  ExecutionPlan plan = CompiledPipeline(sched::ScheduleKind::kOneFOneB, false);
+  // The last rank's forward of microbatch 3: it reads the activations rank 2 sent.
+  auto forward_of = [](int mb) {
+    return [mb](const Action& a) { return a.kind == kForward && a.stage.microbatch == mb; };
+  };
+  const int f = FindAction(plan, 3, forward_of(3));
+  ASSERT_GE(f, 0);
+  plan.ranks[3].actions.erase(plan.ranks[3].actions.begin() + f);
+  const int b = FindAction(
+      plan, 3, [](const Action& a) { return a.kind == kBackward && a.stage.microbatch == 3; });
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            ActionLocation(plan, 3, b) +
+                ": no forward of this stage runs earlier on rank 3; a backward needs its forward");
+  // Twice is refused as well.
+  plan = CompiledPipeline(sched::ScheduleKind::kOneFOneB, false);
+  const int f0 = FindAction(plan, 0, forward_of(0));
+  const int f1 = FindAction(plan, 0, forward_of(1));
+  Action again = plan.ranks[0].actions[f0];
+  again.outputs.clear();
+  plan.ranks[0].actions.insert(plan.ranks[0].actions.begin() + f1, again);
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            ActionLocation(plan, 0, f1) + fmt::format(": the stage's forward already ran at "
+                                                      "action {}; every stage runs exactly once "
+                                                      "on its rank",
+                                                      f0));
+}
+
+TEST(ValidatePlan, CompiledPlanWithoutABackwardWeightIsRefused) {
+  ExecutionPlan plan = CompiledPipeline(sched::ScheduleKind::kZeroBubbleH1, true);
+  const int w = FindAction(plan, 1, [](const Action& a) {
+    return a.kind == kBackwardWeight && a.stage.microbatch == 5;
+  });
+  ASSERT_GE(w, 0);
+  plan.ranks[1].actions.erase(plan.ranks[1].actions.begin() + w);
+  const int bi = FindAction(
+      plan, 1, [](const Action& a) { return a.kind == kBackwardInput && a.stage.microbatch == 5; });
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            ActionLocation(plan, 1, bi) +
+                ": no backward_weight of this stage follows on rank 1 while 7 other split "
+                "backwards of module 0 chunk 0 have one (the weight gradient is never computed)");
+  // A backward_weight before its backward_input.
+  plan = CompiledPipeline(sched::ScheduleKind::kZeroBubbleH1, true);
+  auto& actions = plan.ranks[1].actions;
+  const int w5 = FindAction(plan, 1, [](const Action& a) {
+    return a.kind == kBackwardWeight && a.stage.microbatch == 5;
+  });
+  const int bi5 = FindAction(
+      plan, 1, [](const Action& a) { return a.kind == kBackwardInput && a.stage.microbatch == 5; });
+  ASSERT_LT(bi5, w5);
+  std::rotate(actions.begin() + bi5, actions.begin() + w5, actions.begin() + w5 + 1);
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            ActionLocation(plan, 1, bi5) +
+                ": no backward_input of this stage runs earlier on rank 1; a backward_weight "
+                "follows its backward_input");
+}
+
+TEST(ValidatePlan, CompiledPlanWithAComputesInputsEmptiedIsRefused) {
+  ExecutionPlan plan = CompiledPipeline(sched::ScheduleKind::kOneFOneB, false);
+  const int f = FindAction(
+      plan, 2, [](const Action& a) { return a.kind == kForward && a.stage.microbatch == 2; });
+  ASSERT_GE(f, 0);
+  ASSERT_EQ(plan.ranks[2].actions[f].inputs.size(), 1u);
+  const BufferId input = plan.ranks[2].actions[f].inputs[0];
+  plan.ranks[2].actions[f].inputs.clear();
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            ActionLocation(plan, 2, f) +
+                fmt::format(": buf {} is not among its inputs [] but names this stage as its "
+                            "consumer",
+                            input));
+  // Outputs alike.
+  plan = CompiledPipeline(sched::ScheduleKind::kOneFOneB, false);
+  const BufferId output = plan.ranks[2].actions[f].outputs.at(0);
+  plan.ranks[2].actions[f].outputs.clear();
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            ActionLocation(plan, 2, f) +
+                fmt::format(": buf {} is not among its outputs [] but names this stage as its "
+                            "producer",
+                            output));
+}
+
+TEST(ValidatePlan, CompiledPlanWhoseTransferNamesAnotherStageIsRefused) {
+  ExecutionPlan plan = CompiledPipeline(sched::ScheduleKind::kOneFOneB, false);
+  const int s = FindAction(plan, 0, [](const Action& a) { return a.kind == kIsend; });
+  ASSERT_GE(s, 0);
+  Action& send = plan.ranks[0].actions[s];
+  send.stage.microbatch = 999;
+  const Buffer* b = plan.FindBuffer(0, send.buffer);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(
+      ValidatePlan(plan).status().message(),
+      ActionLocation(plan, 0, s) +
+          fmt::format(": names stage forward m0 c0 mb999 which is not an end of buf {} on "
+                      "rank 0 ({} -> {})",
+                      send.buffer, DescribeBufferEnd(b->producer), DescribeBufferEnd(b->consumer)));
+}
+
+TEST(ValidatePlan, BufferRowsNeedAShapeThatHoldsThem) {
+  ExecutionPlan plan = TwoRankOneFOneB();
+  // Buf 0 (rank 0) -> buf 10 (rank 1), the activations of mb 0.
+  plan.ranks[0].buffers[0].tensor.shape = plan.ranks[1].buffers[0].tensor.shape = {0};
+  EXPECT_TRUE(ValidatePlan(plan).ok());  // rows unknown (-1): nothing to compare
+  plan.ranks[0].buffers[0].rows = plan.ranks[1].buffers[0].rows = 144;
+  EXPECT_EQ(ValidatePlan(plan).status().message(),
+            "ranks[0].buffers[0] (buf 0): shape [0] bf16 holds no rows but the buffer carries 144 "
+            "rows; shape and rows must agree");
+  plan.ranks[0].buffers[0].tensor.shape = {0, 8};
+  EXPECT_THAT(ValidatePlan(plan).status().message(), HasSubstr("shape [0,8] bf16 holds no rows"));
 }
 
 }  // namespace

@@ -190,6 +190,10 @@ TEST(Planner, CollectivesInACycleAreADeadlock) {
   p.ranks.resize(2);
   for (int r = 0; r < 2; ++r) {
     for (int m = 0; m < 2; ++m) {
+      plan::Action fwd;
+      fwd.kind = plan::ActionKind::kForward;
+      fwd.stage = {.module = m, .pass = graph::Pass::kForward};
+      p.ranks[r].actions.push_back(fwd);
       plan::Action bwd;
       bwd.kind = plan::ActionKind::kBackward;
       bwd.stage = {.module = m, .pass = graph::Pass::kBackward};

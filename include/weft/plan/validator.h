@@ -6,7 +6,16 @@
 //     microbatch ids in range; microbatches sorted by (replica, microbatch), numbered without
 //     gaps, one instance list per module whose samples belong to the microbatch; every compute
 //     action's (replica, mb) in the table, its instances within the module's list, its samples
-//     in the microbatch and its (module, chunk) among the rank's chunks.
+//     in the microbatch and its (module, chunk) among the rank's chunks, its per-layer recompute
+//     mix covering the chunk's layers; every transfer, wait and free's (replica, mb) in the table
+//     and its (module, chunk) among the rank's chunks.
+//     Stages, per rank: every stage runs exactly once and whole (per module, chunk, microbatch and
+//     sub-microbatch at most one forward, one backward or backward_input, one backward_weight; a
+//     backward after its forward, a backward_weight after its backward_input; per (module, chunk)
+//     every forward has its backward or none does, every backward_input its backward_weight or
+//     none does: a frozen chunk); a buffer whose consumer (producer) is a stage of the rank is
+//     among that compute's inputs (outputs); a transfer, wait or free names its buffer's end on
+//     the rank; a buffer with rows > 0 has a non-empty shape.
 //  2. Matching: per ordered rank pair (a → b), the k-th isend on a to b and the k-th irecv on b
 //     from a carry buffers of equal shape and dtype, and the counts are equal (NCCL semantics).
 //  3. Data flow, per rank in order: a compute action reads only buffers that are ready (produced
