@@ -12,11 +12,21 @@ weft.PlannerService (background C++ threads) while the ranks run iteration i and
 plan to the other ranks with torch.distributed; a plan that is not ready when its iteration starts
 is replaced by the service's fallback plan. --offline plans
 every iteration first (weft.plan), then runs them.
+
+The pool (FlowTrain §3.2; default for flowtrain, flowtrain-no-allocator, flowtrain-no-scheduler;
+--pool for any plan whose frozen encoders sit on ranks of their own): producer ranks run the
+frozen encoders ahead, iteration after iteration, through bounded segments; the backbone ranks
+fetch from them and update synchronously per global batch (weft.runtime.pool, docs/runtime.md):
+
+  python -m weft.train --model tiny-vlm-frozen-vit --strategy flowtrain --procs 4 --iterations 6 --check
+  python -m weft.train --model tiny-vlm-frozen-vit --procs 6 --pool --check \
+      --placement presets/placements/tiny-vlm-frozen-vit-pool-pp2-dp2.yaml
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 import torch
@@ -25,8 +35,13 @@ import weft
 from weft.runtime.executor import PlanExecutionError, run_streamed
 from weft.runtime.harness import (SEARCH_STRATEGIES, OnlinePlannerSource, max_relative_error,
                                   plan_jobs, reference)
+from weft.runtime.executor import load_plan
 from weft.runtime.measured import write_measured
+from weft.runtime.pool import pool_config, check_entries_fit, pool_summary, pool_trace_events
 from weft.runtime.trace import write_trace
+
+# Strategies whose plans stream through the pool by default (their static plan has a PoolSpec).
+POOL_STRATEGIES = ("flowtrain", "flowtrain-no-allocator", "flowtrain-no-scheduler")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +82,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work-budget", type=int, default=0,
                    help="online: bound every search by deterministic work units instead of time "
                    "(same seed, same plans)")
+    pool = p.add_mutually_exclusive_group()
+    pool.add_argument("--pool", dest="pool", action="store_true", default=None,
+                      help="run the frozen encoders' ranks ahead through a bounded pool "
+                      f"(default for {', '.join(POOL_STRATEGIES)}; offline planning)")
+    pool.add_argument("--no-pool", dest="pool", action="store_false",
+                      help="run every rank in lockstep, iteration by iteration")
+    p.add_argument("--pool-device-bytes", type=int, default=1 << 20,
+                   help="pool: each producer rank's device tier (bytes)")
+    p.add_argument("--pool-host-bytes", type=int, default=1 << 20,
+                   help="pool: each producer rank's host tier (bytes), used when the device "
+                   "tier has no room")
     p.add_argument("--trace", default="", help="write a measured Chrome trace (JSON) here")
     p.add_argument("--measured", default="",
                    help="write the measured iterations (weft.measured/v1 JSON: per compute stage "
@@ -83,6 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     if a.procs < 0 or a.pp < 0:
         print(f"error: --procs = {a.procs}, --pp = {a.pp}; must be >= 0", file=sys.stderr)
         return 2
+    bad = [f"{name} = {value!r}" for name, value, ok in (
+        ("--timeout-s", a.timeout_s, math.isfinite(a.timeout_s) and a.timeout_s > 0),
+        ("--budget-s", a.budget_s, math.isfinite(a.budget_s) and a.budget_s > 0),
+        ("--plan-deadline-s", a.plan_deadline_s,
+         math.isfinite(a.plan_deadline_s) and a.plan_deadline_s >= 0),
+        ("--seed", a.seed, a.seed >= 0),
+        ("--pool-device-bytes", a.pool_device_bytes, a.pool_device_bytes >= 0),
+        ("--pool-host-bytes", a.pool_host_bytes, a.pool_host_bytes >= 0)) if not ok]
+    if bad:
+        print(f"error: {bad[0]}: must be finite and > 0 (--plan-deadline-s, --seed and pool "
+              f"sizes: >= 0)", file=sys.stderr)
+        return 2
     if a.lookahead < 1 or a.work_budget < 0:
         print(f"error: --lookahead = {a.lookahead}, --work-budget = {a.work_budget}; must be "
               ">= 1 and >= 0", file=sys.stderr)
@@ -92,7 +130,11 @@ def main(argv: list[str] | None = None) -> int:
             print("error: --placement plans offline (no --online)", file=sys.stderr)
             return 2
         a.strategy, a.online = "manual", False
-    online = a.strategy in SEARCH_STRATEGIES if a.online is None else a.online
+    use_pool = a.strategy in POOL_STRATEGIES if a.pool is None else a.pool
+    if use_pool and a.online:
+        print("error: --pool runs offline-planned iterations (no --online)", file=sys.stderr)
+        return 2
+    online = (a.strategy in SEARCH_STRATEGIES and not use_pool) if a.online is None else a.online
     try:
         if online:
             # The placement (chunks) is static; a quick plan of iteration 0 gives it. Rank 0 then
@@ -128,23 +170,44 @@ def main(argv: list[str] | None = None) -> int:
           f"{first['num_microbatches']} microbatches; {first['placement']}; "
           f"{'online' if online else 'offline'} planning")
     model = weft.load_model(a.model)
+    config = None
+    if use_pool:
+        try:
+            config = pool_config(model, load_plan(first["plan_json"] if isinstance(
+                first["plan_json"], dict) else json.loads(first["plan_json"])),
+                a.pool_device_bytes, a.pool_host_bytes)
+            for job in jobs:
+                check_entries_fit(load_plan(job["plan"]), config)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(config.describe())
     def next_job(i: int, prev: dict | None) -> dict | None:
         return jobs[i] if i < len(jobs) else None
     try:
         runs = run_streamed(model, first["num_ranks"],
                             None if online else next_job, source=source if online else None,
                             seed=a.seed, timeout_s=a.timeout_s, record=bool(a.trace),
-                            keep_grads=a.check)
+                            keep_grads=a.check, pool=config)
         jobs = [r["job"] for r in runs]
     except PlanExecutionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     refs = reference(a.model, jobs, seed=a.seed) if a.check else None
+    stats = pool_summary(runs, config) if config else None
     errors = []
     for it, (job, run) in enumerate(zip(jobs, runs)):
-        line = (f"iteration {it}: loss {run['loss']:.6f}  wall {run['wall_s'] * 1e3:.1f} ms  "
+        wall_s = stats[it]["consumer_wall_s"] if stats else run["wall_s"]
+        line = (f"iteration {it}: loss {run['loss']:.6f}  wall {wall_s * 1e3:.1f} ms  "
                 f"plan {job['plan_wall_s'] * 1e3:.1f} ms  simulated "
                 f"{job['summary']['iteration_time_s'] * 1e3:.3f} ms")
+        if stats:
+            s = stats[it]
+            line += (f"  pool peak {s['pool_peak_bytes'] / 1024:.0f} of "
+                     f"{s['pool_capacity_bytes'] / 1024:.0f} KiB, producers "
+                     f"{s['producer_lead']:+d} ahead, consumer wait "
+                     f"{s['consumer_wait_s'] * 1e3:.1f} ms, producer blocked "
+                     f"{s['producer_blocked_s'] * 1e3:.1f} ms")
         if refs:
             grads = {n: torch.from_numpy(g) for n, g in run["grads"].items()}
             errors.append(max_relative_error(grads, refs[it]["grads"]))
@@ -156,10 +219,24 @@ def main(argv: list[str] | None = None) -> int:
         searched = sum(job["ready"] for job in jobs)
         print(f"online planning: {searched} of {len(jobs)} iterations searched, "
               f"{len(jobs) - searched} fallback (lookahead {a.lookahead})")
+    if stats:
+        steady = stats[1:] or stats
+        wait_s = sum(s["consumer_wait_s"] for s in steady)
+        wall_s = sum(s["consumer_wall_s"] for s in steady)
+        print(f"pool: peak {max(s['pool_peak_bytes'] for s in stats) / 1024:.0f} KiB of "
+              f"{config.capacity_bytes / 1024:.0f} KiB (segments' peak "
+              f"{max(s['segment_peak_bytes'] for s in stats) / 1024:.0f} KiB); producers "
+              f"ahead by {min(s['producer_lead'] for s in steady)} to "
+              f"{max(s['producer_lead'] for s in steady)} iterations after iteration 0; "
+              f"consumer starved {100 * wait_s / wall_s if wall_s else 0:.1f}% of its time "
+              f"(waiting for the pool)")
     if a.trace:
         write_trace(a.trace, [{"iteration": it, "plan": job["plan"], "records": run["records"]}
                               for it, (job, run) in enumerate(zip(jobs, runs))],
-                    title=f"{a.strategy} on {first['model']} (measured)")
+                    title=f"{a.strategy} on {first['model']} (measured)",
+                    extra_events=(lambda origin_s: pool_trace_events(
+                        runs, config, first["num_ranks"], origin_s)) if config else None,
+                    pool_capacity_bytes=config.capacity_bytes if config else None)
         print(f"wrote {a.trace}")
     if a.measured:
         write_measured(a.measured, [run["measured"] for run in runs])

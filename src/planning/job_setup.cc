@@ -1,10 +1,10 @@
 #include "weft/planning/job_setup.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "weft/common/text.h"
 #include "weft/data/generators.h"
@@ -35,10 +35,10 @@ Status JobOptions::Validate() const {
   WEFT_RETURN_IF_ERROR(range("pipeline_size", pipeline_size, kMaxPipelineSize, "the setup's pp"));
   WEFT_RETURN_IF_ERROR(range("sequences_per_batch", sequences_per_batch, kMaxSequencesPerBatch,
                              "microbatches x DP"));
-  WEFT_RETURN_IF_ERROR(range("num_microbatches", num_microbatches, kMaxMicrobatches,
-                             "the setup's, else 2 x pp"));
-  WEFT_RETURN_IF_ERROR(range("context_tokens", context_tokens, kMaxContextTokens,
-                             "the setup's, else 8192"));
+  WEFT_RETURN_IF_ERROR(
+      range("num_microbatches", num_microbatches, kMaxMicrobatches, "the setup's, else 2 x pp"));
+  WEFT_RETURN_IF_ERROR(
+      range("context_tokens", context_tokens, kMaxContextTokens, "the setup's, else 8192"));
   return OkStatus();
 }
 
@@ -69,7 +69,7 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   WEFT_ASSIGN_OR_RETURN(spec::ClusterSpec cluster, spec::LoadCluster(cluster_name));
   setup->cluster_name = cluster_name;
   setup->notes = cluster_note;
-  const int gpus = options.gpus > 0 ? options.gpus
+  const int gpus = options.gpus > 0    ? options.gpus
                    : training.gpus > 0 ? training.gpus
                                        : cluster.TotalGpus();
   WEFT_ASSIGN_OR_RETURN(cluster, cluster.WithTotalGpus(gpus));
@@ -80,6 +80,11 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   job.parallel = training.parallel;
   job.seed = options.seed;
   job.charge_idle_gpus = options.charge_idle_gpus;
+  if (options.pool_bytes < 0) {
+    return InvalidArgumentError("--pool-bytes = " + std::to_string(options.pool_bytes) +
+                                "; must be >= 0");
+  }
+  job.pool_capacity_bytes = options.pool_bytes;
   // The backbone's TP·PP·CP fixes one replica; DP fills the GPUs.
   const int llm = data::FirstLlmModule(job.model);
   if (llm < 0) return FailedPreconditionError("model '" + options.model + "' has no llm module");
@@ -92,8 +97,8 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   const int replica = lp.tp * lp.pp * lp.cp;
   if (gpus < replica) {
     return FailedPreconditionError("--gpus = " + std::to_string(gpus) + "; module '" +
-                                   job.model.modules[llm].name + "' needs tp·pp·cp = " +
-                                   std::to_string(replica) + " GPUs");
+                                   job.model.modules[llm].name +
+                                   "' needs tp·pp·cp = " + std::to_string(replica) + " GPUs");
   }
   const int dp = gpus / replica;
   if (gpus % replica != 0) {
@@ -127,15 +132,14 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   if (!training.long_clips.empty()) {
     WEFT_ASSIGN_OR_RETURN(setup->long_clips, data::ParseLongClipRule(training.long_clips));
   }
-  setup->context_tokens = options.context_tokens > 0   ? options.context_tokens
+  setup->context_tokens = options.context_tokens > 0    ? options.context_tokens
                           : training.context_tokens > 0 ? training.context_tokens
                                                         : 8192;
   job.context_tokens = setup->context_tokens;
-  setup->sequences_per_batch =
-      options.sequences_per_batch > 0 ? options.sequences_per_batch
-      : training.global_batch_sequences > 0
-          ? training.global_batch_sequences
-          : job.parallel.num_microbatches * dp;
+  setup->sequences_per_batch = options.sequences_per_batch > 0 ? options.sequences_per_batch
+                               : training.global_batch_sequences > 0
+                                   ? training.global_batch_sequences
+                                   : job.parallel.num_microbatches * dp;
   // The derived batch too (microbatches x DP): beyond the limit a batch exhausts memory.
   if (setup->sequences_per_batch > JobOptions::kMaxSequencesPerBatch) {
     return InvalidArgumentError(
@@ -149,15 +153,16 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   if (setup->data_name.empty() || (!IsGeneratorProfile(setup->data_name) &&
                                    !std::filesystem::exists(setup->data_name, exists_error))) {
     std::string known;
-    for (auto n : data::GeneratorProfileNames()) known += (known.empty() ? "" : ", ") + std::string(n);
+    for (auto n : data::GeneratorProfileNames())
+      known += (known.empty() ? "" : ", ") + std::string(n);
     if (!options.data.empty()) {
       return NotFoundError("--data = " + QuoteForMessage(options.data) +
                            "; neither a file nor a profile (profiles: " + known + ")");
     }
     if (!setup->data_name.empty()) {
       // The model's setup names a profile that does not exist: an error, not a silent "mixed".
-      return NotFoundError(options.model + ": setup.data_profile = " +
-                           QuoteForMessage(setup->data_name) +
+      return NotFoundError(options.model +
+                           ": setup.data_profile = " + QuoteForMessage(setup->data_name) +
                            "; neither a file nor a profile (profiles: " + known + ")");
     }
     setup->data_name = "mixed";
@@ -178,8 +183,10 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   return setup;
 }
 
-StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, int64_t first,
-                                                        int count, std::string* warning) {
+StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup,
+                                                        int64_t first,
+                                                        int count,
+                                                        std::string* warning) {
   const Job& job = setup.job;
   data::BatchingOptions batching;
   batching.packing.context_tokens = setup.context_tokens;
@@ -245,8 +252,7 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, i
   }
   batching.drop_last = true;
   data::BatchingReport used;
-  WEFT_ASSIGN_OR_RETURN(auto batches,
-                        data::MakeBatches(job.model, read.samples, batching, &used));
+  WEFT_ASSIGN_OR_RETURN(auto batches, data::MakeBatches(job.model, read.samples, batching, &used));
   std::string short_note;
   if (batches.empty()) {
     // Less than one batch in the whole file: that short batch is the data (said below).
@@ -270,8 +276,8 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, i
   if (pr.frame_sampled_samples > 0) {
     rules += "; " + std::to_string(pr.frame_sampled_samples) +
              " sample(s) frame-sampled to fit the context (ViT frames " +
-             std::to_string(pr.vit_frames_packed) + " packed of " + std::to_string(pr.vit_frames_in) +
-             " given)";
+             std::to_string(pr.vit_frames_packed) + " packed of " +
+             std::to_string(pr.vit_frames_in) + " given)";
   }
   if (pr.long_clips > 0) {
     rules += "; " + std::to_string(pr.long_clips) + " clip(s) longer than " +
@@ -284,11 +290,11 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, i
     *warning = setup.data_name + ": " + std::to_string(given) + " records given, " +
                std::to_string(given - unused) + " samples used (" +
                std::to_string(read.num_malformed) + " malformed, " +
-               std::to_string(used.packing.rejected_ids.size()) +
-               " rejected by packing into " + std::to_string(setup.context_tokens) +
-               "-token sequences, " + std::to_string(used.samples_in_dropped_batch) +
-               " in a short last batch of " + std::to_string(used.sequences_in_dropped_batch) +
-               " sequence(s), dropped)" + short_note + rules;
+               std::to_string(used.packing.rejected_ids.size()) + " rejected by packing into " +
+               std::to_string(setup.context_tokens) + "-token sequences, " +
+               std::to_string(used.samples_in_dropped_batch) + " in a short last batch of " +
+               std::to_string(used.sequences_in_dropped_batch) + " sequence(s), dropped)" +
+               short_note + rules;
   }
   for (int64_t it = first; it < first + count; ++it) {
     const int64_t n = static_cast<int64_t>(batches.size());

@@ -1,7 +1,6 @@
 #pragma once
 // The --model/--cluster/--gpus/--data/... flags shared by compare, simulate and plan.
 #include <CLI/CLI.hpp>
-
 #include <cmath>
 #include <string>
 
@@ -35,8 +34,8 @@ inline void AddJobOptions(CLI::App* cmd, planning::JobOptions& job) {
                   "data profile (weft presets --kind data lists them) or a data file (weft "
                   "JSONL, LLaVA JSON, COCO, CSV/TSV manifests)")
       ->check(InputFileCheck(kMaxDataFileBytes));
-  AddNumberOption(cmd, "--sequences", job.sequences_per_batch, 0,
-                  JobOptions::kMaxSequencesPerBatch, "packed sequences per global batch",
+  AddNumberOption(cmd, "--sequences", job.sequences_per_batch, 0, JobOptions::kMaxSequencesPerBatch,
+                  "packed sequences per global batch",
                   "0 = microbatches x DP; the derived value has the same limit");
   AddNumberOption(cmd, "--microbatches", job.num_microbatches, 0, JobOptions::kMaxMicrobatches,
                   "microbatches per DP replica", "0 = the setup's, else 2 x pp");
@@ -49,6 +48,9 @@ inline void AddJobOptions(CLI::App* cmd, planning::JobOptions& job) {
                   "split, GPUs and schedule rule, or a Megatron MIMO parallelism config "
                   "(module_parallelisms); run as strategy `manual`")
       ->check(InputFileCheck(kMaxSpecFileBytes));
+  AddNumberOption(cmd, "--pool-bytes", job.pool_bytes, int64_t{0}, JobOptions::kMaxPoolBytes,
+                  "a streaming plan's pool capacity in bytes (flowtrain)",
+                  "0 = the strategy's sizing rule");
   cmd->add_flag("!--ignore-idle-gpus", job.charge_idle_gpus,
                 "MFU and per-GPU figures over the GPUs the placement uses only (default: over "
                 "every GPU of the cluster, idle ones included)");
@@ -60,11 +62,12 @@ inline constexpr int kMaxIterations = 10000;
 // The planning budget of search strategies (DIP). Deterministic by default: a work budget, so the
 // same command with the same inputs prints the same numbers; --budget-ms opts into a wall-clock
 // budget (faster to hit a deadline, different plans run to run).
-inline constexpr int64_t kDefaultWorkBudget = 100;  // dip: 0.37 s (vlm-m) to 1.30 s (vlm-s); docs/cli.md
+inline constexpr int64_t kDefaultWorkBudget =
+    100;  // dip: 0.37 s (vlm-m) to 1.30 s (vlm-s); docs/cli.md
 struct BudgetFlags {
-  double budget_ms = 0;                   // > 0: wall clock
+  double budget_ms = 0;  // > 0: wall clock
   int64_t budget_work = kDefaultWorkBudget;
-  int threads = 1;                        // planning threads (DIP: DP replicas in parallel)
+  int threads = 1;  // planning threads (DIP: DP replicas in parallel)
 };
 
 inline void AddBudgetOptions(CLI::App* cmd, BudgetFlags& b) {
@@ -89,9 +92,9 @@ inline void AddBudgetOptions(CLI::App* cmd, BudgetFlags& b) {
 inline StatusOr<planning::PlanBudget> MakePlanBudget(const BudgetFlags& b) {
   // The flags' ranges are checked at parse time; callers that fill BudgetFlags directly get
   // the same rules here.
-  if (std::string e = CheckRealText(NumberForMessage(b.budget_ms), 0,
-                                    planning::PlanBudget::kMaxTimeBudgetS * 1000,
-                                    "0 = use --budget-work");
+  if (std::string e =
+          CheckRealText(NumberForMessage(b.budget_ms), 0,
+                        planning::PlanBudget::kMaxTimeBudgetS * 1000, "0 = use --budget-work");
       !e.empty()) {
     return InvalidArgumentError("--budget-ms: " + e);
   }
@@ -100,8 +103,8 @@ inline StatusOr<planning::PlanBudget> MakePlanBudget(const BudgetFlags& b) {
       !e.empty()) {
     return InvalidArgumentError("--budget-work: " + e);
   }
-  if (std::string e = CheckIntegerText(std::to_string(b.threads), 1,
-                                       planning::PlanBudget::kMaxThreads, "");
+  if (std::string e =
+          CheckIntegerText(std::to_string(b.threads), 1, planning::PlanBudget::kMaxThreads, "");
       !e.empty()) {
     return InvalidArgumentError("--threads: " + e);
   }

@@ -16,25 +16,27 @@
 namespace weft::planning {
 
 struct JobOptions {
-  std::string model = "vlm-s";     // preset name or YAML/JSON path
-  std::string cluster = "";        // preset name or path; "" = the model's setup cluster
-  int gpus = 0;                    // total GPUs; 0 = the model's setup
-  int pipeline_size = 0;           // pipeline ranks P of the backbone; 0 = the setup's pp
-  std::string data = "";           // generator profile or data file; "" = the setup's profile
-  int sequences_per_batch = 0;     // packed sequences per global batch; 0 = 2·P·m·DP default
-  int num_microbatches = 0;        // per DP replica; 0 = setup's, else 2·P
-  int context_tokens = 0;          // 0 = the setup's (8192 when unset)
+  std::string model = "vlm-s";  // preset name or YAML/JSON path
+  std::string cluster = "";     // preset name or path; "" = the model's setup cluster
+  int gpus = 0;                 // total GPUs; 0 = the model's setup
+  int pipeline_size = 0;        // pipeline ranks P of the backbone; 0 = the setup's pp
+  std::string data = "";        // generator profile or data file; "" = the setup's profile
+  int sequences_per_batch = 0;  // packed sequences per global batch; 0 = 2·P·m·DP default
+  int num_microbatches = 0;     // per DP replica; 0 = setup's, else 2·P
+  int context_tokens = 0;       // 0 = the setup's (8192 when unset)
   uint64_t seed = 1;
-  int profile_batches = 2;         // batches the static strategies may look at
-  std::string placement = "";      // user placement file (strategy `manual`); "" = none
-  bool charge_idle_gpus = true;    // Job::charge_idle_gpus
-  std::vector<std::string> freeze; // modules marked frozen on top of the spec's (--freeze)
+  int profile_batches = 2;          // batches the static strategies may look at
+  std::string placement = "";       // user placement file (strategy `manual`); "" = none
+  bool charge_idle_gpus = true;     // Job::charge_idle_gpus
+  std::vector<std::string> freeze;  // modules marked frozen on top of the spec's (--freeze)
+  int64_t pool_bytes = 0;           // Job::pool_capacity_bytes (--pool-bytes); 0 = the strategy's
 
   // The valid ranges (docs/cli.md): beyond them a run would exhaust memory or take far longer
   // than a planning session, so they are refused before any work.
-  static constexpr int kMaxGpus = 16384;                 // simulate: ~2.4 s per iteration (vlm-s)
+  static constexpr int64_t kMaxPoolBytes = int64_t{1} << 50;  // 1 PiB
+  static constexpr int kMaxGpus = 16384;  // simulate: ~2.4 s per iteration (vlm-s)
   static constexpr int kMaxPipelineSize = 1024;
-  static constexpr int kMaxSequencesPerBatch = 65536;    // vlm-s: ~13 s, ~0.4 GB per iteration
+  static constexpr int kMaxSequencesPerBatch = 65536;  // vlm-s: ~13 s, ~0.4 GB per iteration
   static constexpr int kMaxMicrobatches = 4096;
   static constexpr int kMaxContextTokens = 1 << 20;
   // First out-of-range field, named with its value and range ("gpus = -1; must be in [0, 16384]
@@ -50,7 +52,7 @@ struct JobSetup {
   int context_tokens = 8192;
   int sequences_per_batch = 0;
   data::LongClipRule long_clips = data::LongClipRule::kTruncate;  // the model setup's rule
-  std::string notes;  // given vs used
+  std::string notes;                                              // given vs used
 };
 StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options);
 
@@ -60,7 +62,9 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options);
 // rejected, and a short last batch is dropped (no strategy fails on a 1-sequence batch). When
 // any record was malformed, more than 1% of the samples were not used, or a batch was dropped,
 // `warning` (if given) receives one line saying what was given and what was used.
-StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, int64_t first,
-                                                        int count, std::string* warning = nullptr);
+StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup,
+                                                        int64_t first,
+                                                        int count,
+                                                        std::string* warning = nullptr);
 
 }  // namespace weft::planning

@@ -48,6 +48,9 @@ struct Job {
   // GPUs of the cluster that no module uses count in MFU and per-GPU figures (they are paid
   // for); false = only the GPUs the placement uses.
   bool charge_idle_gpus = true;
+  // > 0: a streaming plan's pool (PoolSpec) holds this many bytes, whatever the strategy's own
+  // sizing rule would give (`--pool-bytes`; e.g. to set a simulation beside a runtime's pool).
+  int64_t pool_capacity_bytes = 0;
 
   // P: pipeline ranks (the first kLlm module's pp, else the largest pp).
   int PipelineSize() const;
@@ -62,7 +65,7 @@ struct Chunk {
   int first_layer = 0;
   int num_layers = 0;
   graph::GroupId group = 0;
-  int chunk = 0;  // slot index on the group in data-flow order (graph::Stage::chunk)
+  int chunk = 0;    // slot index on the group in data-flow order (graph::Stage::chunk)
   int replica = 0;  // the module's data-parallel replica (unfolded placements; else 0)
 };
 
@@ -82,12 +85,12 @@ struct Placement {
   std::vector<spec::ModuleParallel> parallel;  // indexed by module
   std::vector<bool> replicated;                // indexed by module (empty = none)
   bool unfolded = false;
-  std::vector<graph::GradSync> grad_syncs;     // unfolded: filled by FillGroupStateBytes
+  std::vector<graph::GradSync> grad_syncs;  // unfolded: filled by FillGroupStateBytes
 
-  std::vector<int> ChunksOf(int module) const;   // replica 0's, indices into `chunks`, layer order
+  std::vector<int> ChunksOf(int module) const;  // replica 0's, indices into `chunks`, layer order
   std::vector<int> ChunksOf(int module, int replica) const;
-  int NumReplicas(int module) const;             // 1 + the largest Chunk::replica of the module
-  int NumGpus() const;                           // Σ over groups of num_gpus · dp
+  int NumReplicas(int module) const;  // 1 + the largest Chunk::replica of the module
+  int NumGpus() const;                // Σ over groups of num_gpus · dp
   bool IsReplicated(int module) const {
     return module < static_cast<int>(replicated.size()) && replicated[module];
   }
@@ -115,7 +118,7 @@ struct StaticPlan {
   // Per module: sub-microbatch size in instances (0 = whole microbatch), recompute strategy.
   std::vector<int> sub_microbatch_size;
   std::vector<cost::Recompute> recompute;
-  bool split_backward = false;  // B and W as separate stages (zero-bubble)
+  bool split_backward = false;     // B and W as separate stages (zero-bubble)
   bool keep_empty_stages = false;  // see GraphBuildOptions::keep_empty_stages
   int num_microbatches = 0;  // per anchor (LLM) replica; 0 = the job's (a user placement sets it)
   std::optional<PoolSpec> pool;  // set: a streaming plan (planning/window.h)
@@ -172,19 +175,19 @@ struct IterationPlan {
   // planner: the strategy's Assign; replicas[r].microbatches are its microbatches as graphed).
   std::shared_ptr<const spec::Batch> batch;
   Assignment assignment;
-  double model_flops = 0;             // all replicas, per iteration
-  double plan_time_s = 0;             // wall time spent planning this iteration
-  std::string notes;                  // given vs used (e.g. microbatches reduced)
+  double model_flops = 0;  // all replicas, per iteration
+  double plan_time_s = 0;  // wall time spent planning this iteration
+  std::string notes;       // given vs used (e.g. microbatches reduced)
 };
 
 // Limits for per-iteration search (rule-based strategies ignore them).
 struct PlanBudget {
   double time_budget_s = 1.0;
-  int64_t work_budget = 0;   // deterministic work units (0 = unlimited)
+  int64_t work_budget = 0;  // deterministic work units (0 = unlimited)
   // Planning threads (dip: DP replicas in parallel; each search on one thread under a work
   // budget, so the plan does not depend on the count).
   int threads = 1;
-  uint64_t seed = 0;         // search seed; 0 = the job's seed
+  uint64_t seed = 0;  // search seed; 0 = the job's seed
   // Set by the caller (e.g. PlannerService's destructor) to stop a search early; the strategy
   // returns its best plan so far. May be null.
   const std::atomic<bool>* interrupt = nullptr;
@@ -192,8 +195,9 @@ struct PlanBudget {
   static constexpr double kMaxTimeBudgetS = 3600;     // one hour per iteration
   static constexpr int64_t kMaxWorkBudget = 100'000;  // dip: ~6 to 22 min per iteration
   static constexpr int kMaxThreads = 256;             // algo::MctsOptions::kMaxThreads
-  // time_budget_s finite, >= 0 and (without a work budget) <= kMaxTimeBudgetS, work_budget in [0, kMaxWorkBudget],
-  // threads in [1, kMaxThreads]; else InvalidArgument naming the field, value and range.
+  // time_budget_s finite, >= 0 and (without a work budget) <= kMaxTimeBudgetS, work_budget in [0,
+  // kMaxWorkBudget], threads in [1, kMaxThreads]; else InvalidArgument naming the field, value and
+  // range.
   Status Validate() const;
 };
 
@@ -247,10 +251,13 @@ class Strategy {
   // Per iteration, first: the data assignment of one global batch (the seam: DFLOP's buckets,
   // FlowTrain's packer). Default: DefaultAssignment over the job's DP and the static plan's (else
   // the job's) microbatch count. The planner validates it and records it in the plan.
-  virtual StatusOr<Assignment> Assign(const Job& job, const StaticPlan& plan,
-                                      const spec::Batch& batch, const PlanState& state) const;
+  virtual StatusOr<Assignment> Assign(const Job& job,
+                                      const StaticPlan& plan,
+                                      const spec::Batch& batch,
+                                      const PlanState& state) const;
   // Per iteration, then: stage graphs and schedules for the assigned batch.
-  virtual StatusOr<IterationPlan> PlanIteration(const Job& job, const StaticPlan& plan,
+  virtual StatusOr<IterationPlan> PlanIteration(const Job& job,
+                                                const StaticPlan& plan,
                                                 const IterationInput& input) const = 0;
   // What the planner needs to know of the strategy, declared once.
   virtual StrategyTraits Traits() const { return {}; }
@@ -260,8 +267,10 @@ class Strategy {
   virtual Status Applies(const Job&) const { return OkStatus(); }
 
   // Assign + PlanIteration with a fresh state (tests, tools that plan without a Planner).
-  StatusOr<IterationPlan> PlanBatch(const Job& job, const StaticPlan& plan,
-                                    const spec::Batch& batch, const PlanBudget& budget = {}) const;
+  StatusOr<IterationPlan> PlanBatch(const Job& job,
+                                    const StaticPlan& plan,
+                                    const spec::Batch& batch,
+                                    const PlanBudget& budget = {}) const;
 };
 
 }  // namespace weft::planning

@@ -37,6 +37,8 @@ import torch.multiprocessing as mp
 from weft.runtime.measured import measured_iteration
 from weft.runtime.model import MicrobatchData, ModuleChunk
 from weft.runtime.plan import PASSES, Action, Chunk, ExecutionPlan, Op, StageKey, parse_plan
+from weft.runtime.pool import (PoolConfig, PoolState, gloo_reason, pool_irecv, pool_put,
+                               pool_wait_recv)
 
 
 class PlanExecutionError(RuntimeError):
@@ -114,9 +116,11 @@ class Slowdown:
 class _Iteration:
     """What one rank holds during one iteration of a plan."""
 
-    def __init__(self, plan: ExecutionPlan, rank: int, step: int):
+    def __init__(self, plan: ExecutionPlan, rank: int, step: int, iteration: int = 0):
         self.plan = plan
         self.step = step  # iterations this executor ran before (names the collectives' keys)
+        self.iteration = iteration  # the job's iteration (names pool entries)
+        self.pooled: set[int] = set()  # buffers sent into / fetched from the pool (pool.py)
         self.rank_plan = plan.ranks[rank]
         # The stage data of this rank's replica (a world plan numbers microbatches per replica).
         self.replica = plan.data.ranks[rank].replica
@@ -159,6 +163,11 @@ class RankExecutor:
         self.groups: dict[tuple[int, tuple[int, ...]], object] = {}
         self.chunks: dict[tuple[int, int], ModuleChunk] = {}
         self.chunk_table: Optional[tuple[Chunk, ...]] = None  # this rank's, from the first plan
+        # The pool (weft.runtime.pool), set by the worker in pool mode: pool_config on every rank,
+        # pool (the segment) on a producer; fetches: a consumer's measured fetches.
+        self.pool_config: Optional[PoolConfig] = None
+        self.pool: Optional[PoolState] = None
+        self.fetches: list[dict] = []
         self._handlers = {
             Op.FORWARD: self._forward,
             Op.BACKWARD: self._backward,
@@ -208,12 +217,16 @@ class RankExecutor:
 
     def _wait(self, a: Action, work) -> None:
         # gloo's p2p works report completion only through wait(); wait with a timeout.
+        t0 = time.monotonic()
         try:
             work.wait(timeout=timedelta(seconds=self.timeout_s))
         except RuntimeError as e:
             what = "no data from" if a.op is Op.WAIT_RECV else "no matching receive on"
-            self._fail(a, f"timed out after {self.timeout_s:g} s: {what} rank {a.peer} "
-                       f"({str(e).splitlines()[0][-60:]})")
+            waited_s = time.monotonic() - t0
+            # A peer that fails first closes its connections: this wait then ends early.
+            how = (f"timed out after {self.timeout_s:g} s" if waited_s >= 0.9 * self.timeout_s
+                   else f"failed after {waited_s:.1f} s")
+            self._fail(a, f"{how}: {what} rank {a.peer} ({gloo_reason(e)})")
 
     # --- data of a stage ---------------------------------------------------------------------
 
@@ -387,11 +400,15 @@ class RankExecutor:
                 p.grad = g if p.grad is None else p.grad + g
 
     def _isend(self, it: _Iteration, a: Action) -> None:
+        if pool_put(self, it, a):
+            return
         if a.buffer not in it.buffers:
             self._fail(a, "buffer is not ready")
         it.sends[a.buffer] = dist.isend(it.buffers[a.buffer].contiguous(), a.peer)
 
     def _irecv(self, it: _Iteration, a: Action) -> None:
+        if pool_irecv(self, it, a):
+            return
         buf = it.rank_plan.buffers.get(a.buffer)
         if buf is None:
             self._fail(a, "buffer is not declared on this rank")
@@ -399,6 +416,8 @@ class RankExecutor:
         it.recvs[a.buffer] = (dist.irecv(t, a.peer), t)
 
     def _wait_send(self, it: _Iteration, a: Action) -> None:
+        if a.buffer in it.pooled:  # the pool's reclaimer waits for it
+            return
         if a.buffer not in it.sends:
             self._fail(a, "no isend of this buffer was posted")
         self._wait(a, it.sends.pop(a.buffer))
@@ -406,6 +425,9 @@ class RankExecutor:
     def _wait_recv(self, it: _Iteration, a: Action) -> None:
         if a.buffer not in it.recvs:
             self._fail(a, f"no irecv of this buffer was posted (peer rank {a.peer})")
+        if a.buffer in it.pooled:
+            pool_wait_recv(self, it, a)
+            return
         work, t = it.recvs.pop(a.buffer)
         self._wait(a, work)
         it.buffers[a.buffer] = t
@@ -502,14 +524,16 @@ class RankExecutor:
 
     # --- one iteration ------------------------------------------------------------------------
 
-    def run_iteration(self, plan: dict | ExecutionPlan, on_action=None) -> dict:
+    def run_iteration(self, plan: dict | ExecutionPlan, on_action=None,
+                      iteration: Optional[int] = None) -> dict:
         """Runs this rank's actions of `plan` (a parsed JSON dict, parsed here once, or an
         ExecutionPlan; weft.plan/v3 with its data tables: every shape comes from them), then
         the SGD step. Losses are divided by the LLM tokens of the plan's whole global batch.
         Returns {loss, grads, stages}: stages are the measured records of this rank's compute
         actions (weft.measured/v1 stage dicts, in action order).
         on_action, when given, is called as on_action(index, action, t_start_s, t_end_s) after
-        each action, with time.perf_counter() timestamps taken around the action."""
+        each action, with time.perf_counter() timestamps taken around the action. iteration:
+        the job's iteration (names pool entries; default: the plan's own)."""
         try:
             plan = load_plan(plan)
         except ValueError as e:
@@ -523,14 +547,20 @@ class RankExecutor:
                     f"rank {self.rank} action {a.index} ({a.describe()}): this rank holds no "
                     f"such chunk (it holds {sorted(self.chunks)} as (module, chunk))")
         self.ensure_groups(plan)
-        it = _Iteration(plan, self.rank, self._step)
+        it = _Iteration(plan, self.rank, self._step,
+                        plan.iteration if iteration is None else iteration)
         self._step += 1
         handlers = self._handlers
         stages: list[dict] = []
         slowdown = self.slowdown
         for a in it.rank_plan.actions:
             t_start_s = time.perf_counter()
-            handlers[a.op](it, a)
+            try:
+                handlers[a.op](it, a)
+            except PlanExecutionError:
+                raise
+            except RuntimeError as e:  # torch / gloo (a peer died: "connection closed by peer")
+                self._fail(a, gloo_reason(e))
             t_end_s = time.perf_counter()
             if a.op.is_compute:
                 st = a.stage
@@ -569,7 +599,8 @@ class RankExecutor:
 
 def _stream_worker(rank: int, world: int, port: int, model: dict, seed: int, lr: float,
                    timeout_s: float, record: bool, keep_grads: bool, keep_params: bool,
-                   jobs, results, source=None, slowdown: Optional[Slowdown] = None) -> None:
+                   jobs, results, source=None, slowdown: Optional[Slowdown] = None,
+                   pool: Optional[PoolConfig] = None, fault: Optional[dict] = None) -> None:
     try:
         torch.set_num_threads(1)
         pg_timeout = timedelta(seconds=max(timeout_s, 30))
@@ -583,6 +614,27 @@ def _stream_worker(rank: int, world: int, port: int, model: dict, seed: int, lr:
         # the other ranks over torch.distributed; else each job comes from the parent's queue.
         next_job = source() if source is not None and rank == 0 else None
         previous = None
+        consumer_group = None
+        if pool is not None:
+            # Pool mode (weft.runtime.pool): every job is queued up front (producers run ahead),
+            # so every process group the plans need is created first, in one order everywhere;
+            # the consumers alone start each iteration together.
+            queued = []
+            while (job := jobs.get()) is not None:
+                queued.append(job)
+            for job in queued:
+                ex.ensure_groups(load_plan(job["plan"]))
+            consumer_group = dist.new_group(list(pool.consumer_ranks), backend="gloo",
+                                            timeout=pg_timeout)
+            ex.pool_config = pool
+            if rank in pool.producer_ranks:
+                ex.pool = PoolState(pool, rank, timeout_s)
+                if fault and fault.get("kill_rank") == rank:
+                    ex.pool.fault_after_puts = int(fault["after_puts"])
+            queued.append(None)
+            jobs = queue_mod.SimpleQueue()
+            for job in queued:
+                jobs.put(job)
         while True:
             if source is not None:
                 box = [next_job(len(ex.history), previous) if rank == 0 else None]
@@ -595,18 +647,33 @@ def _stream_worker(rank: int, world: int, port: int, model: dict, seed: int, lr:
             iteration = job.get("iteration", job["plan"].get("iteration", 0))
             records: list[tuple[int, float, float]] = []
             on_action = (lambda i, a, t0, t1: records.append((i, t0, t1))) if record else None
-            dist.barrier()
+            if pool is None:
+                dist.barrier()
+            elif rank in pool.consumer_ranks:
+                dist.barrier(group=consumer_group)
             t0 = time.perf_counter()
-            r = ex.run_iteration(job["plan"], on_action=on_action)
-            wall_s = time.perf_counter() - t0
+            r = ex.run_iteration(job["plan"], on_action=on_action, iteration=iteration)
+            t_end = time.perf_counter()
+            wall_s = t_end - t0
             grads = {n: g.numpy() for n, g in r["grads"].items()} if keep_grads else {}
             out = {"step": len(ex.history), "iteration": iteration, "loss": r["loss"],
-                   "wall_s": wall_s, "grads": grads, "records": records, "stages": r["stages"]}
+                   "wall_s": wall_s, "grads": grads, "records": records, "stages": r["stages"],
+                   "t_start_s": t0, "t_end_s": t_end}
+            if pool is not None:
+                out["fetches"], ex.fetches = ex.fetches, []
+                if ex.pool is not None:
+                    out.update(ex.pool.take_records())
             ex.history.append(iteration)
             previous = {"iteration": iteration, "loss": r["loss"], "wall_s": wall_s}
             if source is not None and rank == 0:
                 out["job"] = job  # the parent learns the plan from the rank that made it
             results.put(("ok", rank, out))
+        if ex.pool is not None:
+            try:
+                ex.pool.drain()  # every entry fetched before this rank leaves
+            except RuntimeError as e:
+                raise PlanExecutionError(str(e)) from None
+            results.put(("tail", rank, ex.pool.take_records()))  # the last reclaims
         dist.barrier()
         dist.destroy_process_group()
         params = ({n: v.numpy() for n, v in ex.param_values().items()} if keep_params else {})
@@ -700,7 +767,8 @@ def run_streamed(model: dict, num_ranks: int,
                  seed: int = 1, lr: float = 0.1, timeout_s: float = 30.0, record: bool = False,
                  keep_grads: bool = False, keep_params: bool = False,
                  source: Optional[Callable[[], Callable]] = None,
-                 inject_slowdown: Optional[dict] = None) -> list[dict]:
+                 inject_slowdown: Optional[dict] = None, pool: Optional[PoolConfig] = None,
+                 inject_fault: Optional[dict] = None) -> list[dict]:
     """Runs iterations on num_ranks worker processes, one at a time. A job is {plan (parsed
     weft.plan/v3 JSON: its data tables and chunk table are all a worker needs), iteration, ...};
     None = stop. The jobs come either from next_job(i, previous merged result), called here in
@@ -713,9 +781,18 @@ def run_streamed(model: dict, num_ranks: int,
     {rank: [(index, t0, t1)]}, measured (the weft.measured/v1 record), job}; with keep_params
     the last one also has params (every parameter after its SGD step, numpy). Raises
     PlanExecutionError with every failing rank's message; a rank that hangs fails on its own
-    wait timeout (timeout_s). inject_slowdown: test-only, see run_plans."""
+    wait timeout (timeout_s); a rank that dies without a message is named with its exit code.
+    inject_slowdown: test-only, see run_plans.
+    pool (weft.runtime.pool.PoolConfig): pool mode: every job is taken from next_job before
+    any runs and queued to every rank, producers run ahead through the pool, and each rank's
+    result also has t_start_s / t_end_s, fetches, puts, pool_events, pool_blocked_s (results
+    keep per rank: ranks). inject_fault (test-only, pool mode): {"kill_rank": r, "after_puts":
+    n}: producer rank r exits (code 17) right after its n-th put."""
     if (next_job is None) == (source is None):
         raise ValueError("run_streamed: give exactly one of next_job and source")
+    if pool is not None and source is not None:
+        raise ValueError("run_streamed: the pool runs offline-planned jobs (next_job), not a "
+                         "source")
     slowdown = Slowdown.parse(model, inject_slowdown)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
@@ -726,7 +803,8 @@ def run_streamed(model: dict, num_ranks: int,
     port = store.port
     procs = [ctx.Process(target=_stream_worker,
                          args=(r, num_ranks, port, model, seed, lr, timeout_s, record,
-                               keep_grads, keep_params, queues[r], results, source, slowdown),
+                               keep_grads, keep_params, queues[r], results, source, slowdown,
+                               pool, inject_fault),
                          daemon=True)
              for r in range(num_ranks)]
     for p in procs:
@@ -737,6 +815,7 @@ def run_streamed(model: dict, num_ranks: int,
     # Messages by step: ("ok", k) for the k-th iteration run, ("done",) at the end. A fast rank
     # may report step k + 1 before a slow rank's step k arrives; they wait here.
     pending: dict[tuple, dict[int, object]] = {}
+    tails: dict[int, dict] = {}
     deadline_s = timeout_s + 60 + (180 if source is not None else 0)  # rank 0 may be planning
 
     def collect(step: int) -> tuple[str, dict[int, object]]:
@@ -748,6 +827,12 @@ def run_streamed(model: dict, num_ranks: int,
                     return key[0], pending.pop(key)
             # Every rank failed or finished this step: nothing more will come for it.
             failed = {r for r, _ in errors}
+            for r, p in enumerate(procs):  # a rank that died without a message
+                if r not in failed and not p.is_alive() and p.exitcode not in (0, None):
+                    errors.append((r, f"rank {r} died (exit code {p.exitcode}) without a "
+                                   f"message"))
+                    failed.add(r)
+                    deadline = min(deadline, time.monotonic() + timeout_s + 10)
             finished = set(pending.get(("ok", step), {})) | set(pending.get(("done",), {}))
             if errors and (len(failed | finished) >= num_ranks
                            or not any(p.is_alive() for p in procs)
@@ -761,6 +846,9 @@ def run_streamed(model: dict, num_ranks: int,
                         break
                     raise PlanExecutionError("runtime: workers did not report before the deadline")
                 continue
+            if kind == "tail":  # a producer's reclaims after its last iteration (pool mode)
+                tails[rank] = payload
+                continue
             if kind == "error":
                 errors.append((rank, payload))
                 deadline = min(deadline, time.monotonic() + timeout_s + 10)
@@ -773,7 +861,10 @@ def run_streamed(model: dict, num_ranks: int,
     def merge(job: dict, outs: dict) -> dict:
         grads, diff = _merge_copies([outs[r]["grads"] for r in sorted(outs)])
         iteration = outs[0]["iteration"]
-        return {"iteration": iteration, "job": job,
+        ranks = ({r: {k: o[k] for k in ("t_start_s", "t_end_s", "fetches", "puts",
+                                         "pool_events", "pool_blocked_s") if k in o}
+                  for r, o in outs.items()} if pool is not None else None)
+        return {"iteration": iteration, "job": job, **({"ranks": ranks} if ranks else {}),
                 "loss": sum(o["loss"] for o in outs.values()),
                 "wall_s": max(o["wall_s"] for o in outs.values()),
                 "grads": grads, "replica_max_rel_diff": diff,
@@ -790,6 +881,20 @@ def run_streamed(model: dict, num_ranks: int,
                     params = outs
                     break
                 merged.append(merge(outs[0]["job"], outs))
+        elif pool is not None:
+            queued = []
+            while (job := next_job(len(queued), None)) is not None:
+                queued.append(job)
+            for q in queues:
+                for job in queued:
+                    q.put(job)
+                q.put(None)
+            for job in queued:
+                kind, outs = collect(len(merged))
+                if kind != "ok":
+                    raise PlanExecutionError("runtime: workers ended before the last job")
+                merged.append(merge(job, outs))
+            _, params = collect(len(merged))
         else:
             job = next_job(0, None)
             while job is not None:
@@ -803,6 +908,10 @@ def run_streamed(model: dict, num_ranks: int,
             for q in queues:
                 q.put(None)
             _, params = collect(len(merged))
+        for r, tail in tails.items():  # pool mode: reclaims after the last iteration
+            last = merged[-1]["ranks"][r]
+            last["pool_events"] = last.get("pool_events", []) + tail["pool_events"]
+            last["pool_blocked_s"] = last.get("pool_blocked_s", 0.0) + tail["pool_blocked_s"]
         if keep_params and merged:
             merged[-1]["params"], diff = _merge_copies([params[r] for r in sorted(params)])
             merged[-1]["replica_max_rel_diff"] = max(merged[-1]["replica_max_rel_diff"], diff)

@@ -99,9 +99,13 @@ def metadata_events(plan: dict) -> list[dict]:
     return events
 
 
-def build_trace(iterations: list[dict], title: str = "") -> dict:
+def build_trace(iterations: list[dict], title: str = "", extra_events=None,
+                pool_capacity_bytes: int | None = None) -> dict:
     """iterations: [{iteration, plan, records: {rank: [(index, t0, t1), ...]}}] (wall-clock
-    perf_counter seconds). Returns the Chrome trace object (weft-trace-v1 layout, measured)."""
+    perf_counter seconds). Returns the Chrome trace object (weft-trace-v1 layout, measured).
+    extra_events(origin_s) adds events on the same clock (the pool's counter and fetches,
+    weft.runtime.pool.pool_trace_events); pool_capacity_bytes names the pool in otherData
+    "buffers" as the simulator's window trace does."""
     if not iterations:
         raise ValueError("no iterations to trace")
     starts = [t0 for it in iterations for recs in it["records"].values() for _, t0, _ in recs]
@@ -110,14 +114,19 @@ def build_trace(iterations: list[dict], title: str = "") -> dict:
     for it in iterations:
         for rank, recs in sorted(it["records"].items()):
             events += action_events(it["plan"], rank, recs, origin_s, it["iteration"])
-    return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"source": "weft runtime (measured)", "title": title,
-                          "layout": "weft-trace-v1", "iterations": len(iterations)}}
+    if extra_events is not None:
+        events += extra_events(origin_s)
+    other = {"source": "weft runtime (measured)", "title": title, "layout": "weft-trace-v1",
+             "iterations": len(iterations)}
+    if pool_capacity_bytes is not None:
+        other["buffers"] = [{"name": "pool", "capacity_bytes": pool_capacity_bytes}]
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
 
 
-def write_trace(path: str, iterations: list[dict], title: str = "") -> dict:
+def write_trace(path: str, iterations: list[dict], title: str = "", extra_events=None,
+                pool_capacity_bytes: int | None = None) -> dict:
     """Writes build_trace(...) as JSON to `path`; returns it."""
-    trace = build_trace(iterations, title)
+    trace = build_trace(iterations, title, extra_events, pool_capacity_bytes)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(trace, f)
     return trace

@@ -124,8 +124,14 @@ planning::PoolSpec PoolOf(const planning::Job& job,
   }
   planning::PoolSpec pool;
   pool.producer_modules = roles.producers;
-  pool.capacity_bytes = std::max<int64_t>(1, hbm + dram);
   constexpr double kGiB = double(int64_t{1} << 30);
+  if (job.pool_capacity_bytes > 0) {
+    pool.capacity_bytes = job.pool_capacity_bytes;
+    pool.description = fmt::format("pool {} B over {} producer GPUs, set by --pool-bytes",
+                                   pool.capacity_bytes, gpus);
+    return pool;
+  }
+  pool.capacity_bytes = std::max<int64_t>(1, hbm + dram);
   pool.description = fmt::format(
       "pool {:.1f} GiB over {} producer GPUs: HBM tier {:.1f} GiB (half of each GPU's usable "
       "memory after the encoder's state), DRAM tier {:.1f} GiB (half of each GPU's host share)",

@@ -185,6 +185,22 @@ TEST(FlowTrain, PlansCompileAndStreamThroughTheBoundedPool) {
 // One batch repeated for 12 iterations through a pool of about three iterations' embeddings:
 // the window settles into a steady state (the last iterations take the same time, the backbone's
 // period), the producers run ahead until the pool bounds them, and occupancy stays within it.
+// --pool-bytes (JobOptions::pool_bytes) sets the pool's capacity whatever the sizing rule gives,
+// and says so; a negative one is refused naming the flag.
+TEST(FlowTrain, PoolBytesOverrideTheSizingRule) {
+  JobOptions options = TinyFrozen(4);
+  options.pool_bytes = 123456;
+  auto planner = MakePlanner(options, "flowtrain");
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+  ASSERT_TRUE((*planner)->static_plan().pool.has_value());
+  EXPECT_EQ((*planner)->static_plan().pool->capacity_bytes, 123456);
+  EXPECT_THAT((*planner)->static_plan().pool->description, HasSubstr("--pool-bytes"));
+  options.pool_bytes = -1;
+  auto bad = MakePlanner(options, "flowtrain");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("--pool-bytes = -1"));
+}
+
 TEST(FlowTrain, RepeatedBatchesReachAStableSteadyState) {
   auto planner = MakePlanner(TinyFrozen(6), "flowtrain");
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
