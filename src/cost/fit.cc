@@ -6,7 +6,6 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 namespace weft::cost {
 namespace internal {
@@ -22,9 +21,15 @@ struct ParameterSpec {
 
 const std::vector<ParameterSpec>& FittedParameters() {
   using E = spec::EfficiencyFactors;
-  // Order matters: GEMMs last, since their memory-bound floor uses α_m.
+  // α_m (efficiency.memory) is not fitted: it is the preset's HBM fraction, used by the GEMM and
+  // attention memory floors and the optimizer step; the kernels' own speed is memory_kernels.
+  // Order matters only for readability: the GEMMs' memory floor uses α_m alone.
   static const std::vector<ParameterSpec> kParameters = {
-      {"memory", {"input_norm", "post_attn_norm", "mlp_act", "rope"}, &E::memory, 1e-3, 1},
+      {"memory_kernels",
+       {"input_norm", "post_attn_norm", "mlp_act", "rope"},
+       &E::memory_kernels,
+       1e-3,
+       spec::kMaxKernelClassEfficiency},
       {"residual", {"residual_add"}, &E::residual, 1e-3, spec::kMaxKernelClassEfficiency},
       {"embedding", {"embedding"}, &E::embedding, 1e-3, spec::kMaxKernelClassEfficiency},
       {"compute", {"qkv_proj", "out_proj", "mlp_up", "mlp_down"}, &E::compute, 1e-3, 1},
@@ -106,15 +111,16 @@ std::vector<VidurProfile> ProfilesOf(const std::vector<VidurProfile>& profiles,
 
 std::string EfficiencyFit::PresetLine() const {
   return fmt::format(
-      "efficiency: {{compute: {}, memory: {}, network: {}, residual: {}, embedding: {}}}",
-      efficiency.compute, efficiency.memory, efficiency.network, efficiency.residual,
-      efficiency.embedding);
+      "efficiency: {{compute: {}, memory: {}, network: {}, memory_kernels: {}, residual: {}, "
+      "embedding: {}}}",
+      efficiency.compute, efficiency.memory, efficiency.network, efficiency.memory_kernels,
+      efficiency.residual, efficiency.embedding);
 }
 
 std::string EfficiencyFit::Report() const {
   std::string s;
   for (const FittedParameter& p : parameters) {
-    s += fmt::format("{:<9} {:>7} -> {:<7} {}{} ({} points)\n", p.name,
+    s += fmt::format("{:<14} {:>7} -> {:<7} {}{} ({} points)\n", p.name,
                      p.before > 0 ? fmt::format("{}", p.before) : "default", p.after,
                      p.at_bound ? "[at its bound] " : "", p.ops, p.points);
   }
@@ -259,10 +265,12 @@ StatusOr<std::string> ApplyFitToPresetYaml(std::string_view yaml, const Efficien
     if (line.starts_with("# fit:")) continue;  // the previous fit's provenance
     if (line.starts_with("efficiency:")) {
       in_efficiency = true;
-      out += fmt::format("# fit: `{}` on {}, from vidur/{{{}}}, tokens >= {}:\n", command, date,
-                         fmt::join(fit.files, ", "), fit.min_tokens);
+      out += fmt::format("# fit: `{}` on {}, points with tokens >= {} of vidur/\n", command,
+                         date, fit.min_tokens);
+      for (const std::string& file : fit.files) out += fmt::format("# fit:   {}\n", file);
+      out += "# fit: (memory = α_m and network = α_n are not fitted: kept as set above)\n";
       for (const FittedParameter& p : fit.parameters) {
-        out += fmt::format("# fit:   {:<9} <- median log error 0 over {} ({} points){}\n", p.name,
+        out += fmt::format("# fit:   {:<14} <- median log error 0 over {} ({} points){}\n", p.name,
                            p.ops, p.points, p.at_bound ? ", clamped at its bound" : "");
       }
       out += fit.PresetLine() + "\n";

@@ -47,7 +47,7 @@ std::string WriteFile(const std::filesystem::path& path, const std::string& text
 spec::ClusterSpec Truth() {
   spec::ClusterSpec c = ReferenceA100Dgx();
   c.efficiency.compute = 0.7;
-  c.efficiency.memory = 0.6;
+  c.efficiency.memory_kernels = 1.3;
   c.efficiency.residual = 1.1;
   c.efficiency.embedding = 0.45;
   return c;
@@ -89,18 +89,21 @@ TEST_F(FitTest, RecoversKnownEfficienciesFromSyntheticProfiles) {
   ASSERT_TRUE(fit.ok()) << fit.status().ToString();
   // Rounded to 3 significant digits: exact up to that rounding.
   EXPECT_NEAR(fit->efficiency.compute, 0.7, 0.7 * 5e-3);
-  EXPECT_NEAR(fit->efficiency.memory, 0.6, 0.6 * 5e-3);
+  EXPECT_NEAR(fit->efficiency.memory_kernels, 1.3, 1.3 * 5e-3);
+  EXPECT_EQ(fit->efficiency.memory, base.efficiency.memory);  // not fitted
   EXPECT_NEAR(fit->efficiency.residual, 1.1, 1.1 * 5e-3);
   EXPECT_NEAR(fit->efficiency.embedding, 0.45, 0.45 * 5e-3);
   EXPECT_EQ(fit->efficiency.network, base.efficiency.network);  // not fitted
   ASSERT_EQ(fit->parameters.size(), 4u);
-  EXPECT_EQ(fit->parameters[0].name, "memory");
+  EXPECT_EQ(fit->parameters[0].name, "memory_kernels");
   EXPECT_EQ(fit->parameters[3].name, "compute");
   EXPECT_FALSE(fit->parameters[3].at_bound);
   // 2 profiles x 2 TP x tokens 512..4096 (4 sizes) x 4 GEMMs.
   EXPECT_EQ(fit->parameters[3].points, 2 * 2 * 4 * 4);
   EXPECT_THAT(fit->files, ElementsAre("compute_x_org_big_mlp.csv", "compute_x_org_small_mlp.csv"));
-  EXPECT_THAT(fit->PresetLine(), HasSubstr("efficiency: {compute: 0.7, memory: 0.6,"));
+  EXPECT_THAT(fit->PresetLine(), HasSubstr("efficiency: {compute: 0.7, memory: 0.85, network: "
+                                           "0.8, memory_kernels: 1.3, residual: 1.1, embedding: "
+                                           "0.45}"));
   // Deterministic: the same data gives the same numbers.
   auto again = FitEfficiency(profiles, base);
   ASSERT_TRUE(again.ok());
@@ -226,8 +229,8 @@ TEST(ApplyFitToPresetYaml, ReplacesTheEfficiencyLineAndItsProvenance) {
   fit.gpu = "a40";
   fit.files = {"compute_a40_o_m_mlp.csv"};
   fit.min_tokens = 512;
-  fit.efficiency = {.compute = 0.88, .memory = 0.5, .network = 0.8, .residual = 1.2,
-                    .embedding = 0.7};
+  fit.efficiency = {.compute = 0.88, .memory = 0.8, .network = 0.8, .memory_kernels = 1.5,
+                    .residual = 1.2, .embedding = 0.7};
   fit.parameters.push_back({.name = "compute", .ops = "qkv_proj", .points = 3, .before = 0.75,
                             .after = 0.88, .at_bound = false});
   const std::string yaml =
@@ -276,6 +279,10 @@ TEST(ClusterEfficiency, PerGpuClassEfficienciesOverrideTheDefaults) {
   EXPECT_EQ(MemoryClassEfficiency(MemoryClass::kEmbedding, c, options), 0.9);
   EXPECT_EQ(MemoryClassEfficiency(MemoryClass::kNorm, c, options),
             options.memory_class_efficiency[static_cast<int>(MemoryClass::kNorm)]);
+  c.efficiency.memory_kernels = 2;
+  EXPECT_EQ(MemoryClassEfficiency(MemoryClass::kNorm, c, options),
+            2 * options.memory_class_efficiency[static_cast<int>(MemoryClass::kNorm)]);
+  EXPECT_EQ(MemoryClassEfficiency(MemoryClass::kResidual, c, options), 0.7);  // its own value
   c.efficiency.embedding = -1;
   EXPECT_THAT(c.Validate().message(), HasSubstr("efficiency.embedding = -1; must be 0"));
 }

@@ -71,14 +71,18 @@ double P2PLatency(double bytes, const spec::LinkSpec& link, double network_effic
 
 double MemoryClassEfficiency(MemoryClass cls, const spec::ClusterSpec& cluster,
                              const CostOptions& options) {
-  // Per-GPU calibration (cluster.efficiency.residual / .embedding) where the preset has one.
+  // Per-GPU calibration (cluster.efficiency.residual / .embedding) where the preset has one;
+  // the other classes scale by cluster.efficiency.memory_kernels.
   if (cls == MemoryClass::kResidual && cluster.efficiency.residual > 0) {
     return cluster.efficiency.residual;
   }
   if (cls == MemoryClass::kEmbedding && cluster.efficiency.embedding > 0) {
     return cluster.efficiency.embedding;
   }
-  return options.memory_class_efficiency[static_cast<int>(cls)];
+  return options.memory_class_efficiency[static_cast<int>(cls)] *
+         (cls == MemoryClass::kResidual || cls == MemoryClass::kEmbedding
+              ? 1.0
+              : cluster.efficiency.memory_kernels);
 }
 
 double OpLatency(const Op& op, const spec::ClusterSpec& cluster, const CostOptions& options) {

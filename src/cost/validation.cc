@@ -222,7 +222,7 @@ StatusOr<LoadedProfile> LoadVidurProfile(const VidurProfile& profile) {
   for (const auto& [key, by_op] : measured) {
     const auto& [tp, tokens] = key;
     const OpBuildContext ctx{.shape = TokenShape::Uniform(static_cast<int64_t>(tokens)),
-                             .parallel = {.module = module.name, .tp = tp},
+                             .parallel = {.module = module.name, .tp = tp, .sequence_parallel = false},
                              .backward = BackwardMode::kNone};
     WEFT_ASSIGN_OR_RETURN(std::vector<Op> layer0, BuildLayerOps(module, 0, ctx));
     WEFT_ASSIGN_OR_RETURN(std::vector<Op> layer1, BuildLayerOps(module, 1, ctx));

@@ -75,7 +75,7 @@ struct FitOptions {
 
 // Where each fitted efficiency comes from: the ops fitted and how many points.
 struct FittedParameter {
-  std::string name;  // "compute", "memory", "residual", "embedding"
+  std::string name;  // "memory_kernels", "residual", "embedding", "compute"
   std::string ops;   // "qkv_proj, out_proj, mlp_up, mlp_down"
   int points = 0;
   double before = 0;  // the base cluster's value (0 = the cost model's default)
@@ -87,23 +87,24 @@ struct EfficiencyFit {
   std::string gpu;
   std::vector<std::string> files;     // file names fitted on, sorted
   double min_tokens = 0;              // FitOptions::min_tokens of the fit
-  spec::EfficiencyFactors efficiency;  // the base's with compute, memory, residual, embedding fitted
+  spec::EfficiencyFactors efficiency;  // the base's with the FitEfficiency parameters fitted
   std::vector<FittedParameter> parameters;
-  // "efficiency: {compute: 0.881, memory: 0.533, network: 0.8, residual: 3.13, embedding: 0.55}"
+  // "efficiency: {compute: 0.884, memory: 0.8, network: 0.8, memory_kernels: 1.5, ...}"
   std::string PresetLine() const;
   // One line per fitted parameter: name, before → after, ops and point count.
   std::string Report() const;
 };
 
-// Fits α_f, α_m and the per-GPU residual / embedding efficiencies of `base` to `profiles` (one
-// GPU). Each parameter is the root, by bisection on a log scale, of "median of the signed log
-// error over its points = 0", in this order (each uses the ones before it):
-//   memory    (α_m)      input_norm, post_attn_norm, mlp_act, rope     in [1e-3, 1]
-//   residual             residual_add                                  in [1e-3, 4]
-//   embedding            embedding                                     in [1e-3, 4]
-//   compute   (α_f)      qkv_proj, out_proj, mlp_up, mlp_down          in [1e-3, 1]
-// GEMMs are fitted last because their memory-bound floor uses α_m. The GEMM size curve, the
-// norm/activation/rope class efficiencies and the kernel launch cost stay cluster-independent.
+// Fits α_f and the per-GPU memory-kernel efficiencies of `base` to `profiles` (one GPU). Each
+// parameter is the root, by bisection on a log scale, of "median of the signed log error over
+// its points = 0" (tokens >= min_tokens), in this order (each uses the ones before it):
+//   memory_kernels   input_norm, post_attn_norm, mlp_act, rope     in [1e-3, 4]
+//   residual         residual_add                                  in [1e-3, 4]
+//   embedding        embedding                                     in [1e-3, 4]
+//   compute (α_f)    qkv_proj, out_proj, mlp_up, mlp_down          in [1e-3, 1]
+// α_m and α_n stay the base's (datasheet fractions: the GEMM/attention memory floors and the
+// optimizer step use α_m); the GEMM size curve, the class efficiencies' ratios and the kernel
+// launch cost stay cluster-independent.
 // InvalidArgument when `profiles` is empty, mixes GPUs, or leaves a parameter without points.
 StatusOr<EfficiencyFit> FitEfficiency(const std::vector<LoadedProfile>& profiles,
                                       const spec::ClusterSpec& base,
