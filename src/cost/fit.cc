@@ -1,11 +1,11 @@
 #include "weft/cost/fit.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
-
-#include <fmt/format.h>
 
 namespace weft::cost {
 namespace internal {
@@ -51,7 +51,8 @@ double RoundSignificant(double value, int digits) {
 
 // Median of log(predicted / measured) over `points` on `cluster`.
 double MedianLogError(const std::vector<const ProfilePoint*>& points,
-                      const spec::ClusterSpec& cluster, const CostOptions& options) {
+                      const spec::ClusterSpec& cluster,
+                      const CostOptions& options) {
   std::vector<double> errors;
   errors.reserve(points.size());
   for (const ProfilePoint* p : points) {
@@ -128,7 +129,8 @@ std::string EfficiencyFit::Report() const {
 }
 
 StatusOr<EfficiencyFit> FitEfficiency(const std::vector<LoadedProfile>& profiles,
-                                      const spec::ClusterSpec& base, const CostOptions& options,
+                                      const spec::ClusterSpec& base,
+                                      const CostOptions& options,
                                       const FitOptions& fit_options) {
   if (profiles.empty()) return InvalidArgumentError("fit: no profiles to fit on");
   EfficiencyFit fit;
@@ -137,9 +139,9 @@ StatusOr<EfficiencyFit> FitEfficiency(const std::vector<LoadedProfile>& profiles
   fit.efficiency = base.efficiency;
   for (const LoadedProfile& p : profiles) {
     if (p.profile.gpu != fit.gpu) {
-      return InvalidArgumentError(fmt::format(
-          "fit: {} is a {} profile; every profile of one fit must be of one GPU ({})",
-          p.profile.path, p.profile.gpu, fit.gpu));
+      return InvalidArgumentError(
+          fmt::format("fit: {} is a {} profile; every profile of one fit must be of one GPU ({})",
+                      p.profile.path, p.profile.gpu, fit.gpu));
     }
     fit.files.push_back(std::filesystem::path(p.profile.path).filename().string());
   }
@@ -247,8 +249,10 @@ StatusOr<std::vector<ValidationPoint>> ValidateVidurGpus(const std::string& dir,
   return points;
 }
 
-StatusOr<std::string> ApplyFitToPresetYaml(std::string_view yaml, const EfficiencyFit& fit,
-                                           std::string_view command, std::string_view date) {
+StatusOr<std::string> ApplyFitToPresetYaml(std::string_view yaml,
+                                           const EfficiencyFit& fit,
+                                           std::string_view command,
+                                           std::string_view date) {
   std::vector<std::string_view> lines;
   for (size_t start = 0; start < yaml.size();) {
     size_t end = yaml.find('\n', start);
@@ -265,8 +269,8 @@ StatusOr<std::string> ApplyFitToPresetYaml(std::string_view yaml, const Efficien
     if (line.starts_with("# fit:")) continue;  // the previous fit's provenance
     if (line.starts_with("efficiency:")) {
       in_efficiency = true;
-      out += fmt::format("# fit: `{}` on {}, points with tokens >= {} of vidur/\n", command,
-                         date, fit.min_tokens);
+      out += fmt::format("# fit: `{}` on {}, points with tokens >= {} of vidur/\n", command, date,
+                         fit.min_tokens);
       for (const std::string& file : fit.files) out += fmt::format("# fit:   {}\n", file);
       out += "# fit: (memory = α_m and network = α_n are not fitted: kept as set above)\n";
       for (const FittedParameter& p : fit.parameters) {

@@ -1,13 +1,12 @@
 #include "weft/cost/fit.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-
-#include <fmt/format.h>
 
 #include "weft/spec/preset.h"
 
@@ -21,14 +20,15 @@ using ::testing::Not;
 // A vidur-layout profile of a Llama-like model: every op column (all latencies 1 ms, replaced
 // by the test), tokens 64..4096, TP 1 and 2. `with_post_norm` = false drops a column (phi-2).
 std::string SyntheticVidurCsv(int hidden, int ffn, int heads, bool with_post_norm = true) {
-  std::vector<std::string> ops = {"emb",         "input_layernorm", "attn_pre_proj",
-                                  "attn_rope",   "attn_post_proj",  "mlp_up_proj",
-                                  "mlp_act",     "mlp_down_proj",   "add"};
+  std::vector<std::string> ops = {"emb",       "input_layernorm", "attn_pre_proj",
+                                  "attn_rope", "attn_post_proj",  "mlp_up_proj",
+                                  "mlp_act",   "mlp_down_proj",   "add"};
   if (with_post_norm) ops.push_back("post_attention_layernorm");
   std::string csv;
   for (const std::string& op : ops) csv += fmt::format("time_stats.{}.median,", op);
-  csv += "n_head,n_kv_head,n_embd,n_expanded_embd,vocab_size,use_gated_mlp,num_tokens,"
-         "num_tensor_parallel_workers\n";
+  csv +=
+      "n_head,n_kv_head,n_embd,n_expanded_embd,vocab_size,use_gated_mlp,num_tokens,"
+      "num_tensor_parallel_workers\n";
   for (int tp : {1, 2}) {
     for (int tokens = 64; tokens <= 4096; tokens *= 2) {
       for (size_t i = 0; i < ops.size(); ++i) csv += "1.0,";
@@ -229,10 +229,18 @@ TEST(ApplyFitToPresetYaml, ReplacesTheEfficiencyLineAndItsProvenance) {
   fit.gpu = "a40";
   fit.files = {"compute_a40_o_m_mlp.csv"};
   fit.min_tokens = 512;
-  fit.efficiency = {.compute = 0.88, .memory = 0.8, .network = 0.8, .memory_kernels = 1.5,
-                    .residual = 1.2, .embedding = 0.7};
-  fit.parameters.push_back({.name = "compute", .ops = "qkv_proj", .points = 3, .before = 0.75,
-                            .after = 0.88, .at_bound = false});
+  fit.efficiency = {.compute = 0.88,
+                    .memory = 0.8,
+                    .network = 0.8,
+                    .memory_kernels = 1.5,
+                    .residual = 1.2,
+                    .embedding = 0.7};
+  fit.parameters.push_back({.name = "compute",
+                            .ops = "qkv_proj",
+                            .points = 3,
+                            .before = 0.75,
+                            .after = 0.88,
+                            .at_bound = false});
   const std::string yaml =
       "# a comment\n"
       "# fit: an old fit\n"
@@ -267,7 +275,9 @@ TEST(ClusterEfficiency, PerGpuClassEfficienciesOverrideTheDefaults) {
   const CostOptions options;
   EXPECT_EQ(MemoryClassEfficiency(MemoryClass::kResidual, c, options),
             options.memory_class_efficiency[static_cast<int>(MemoryClass::kResidual)]);
-  Op add{.name = "residual_add", .kind = OpKind::kMemory, .hbm_bytes = 1e9,
+  Op add{.name = "residual_add",
+         .kind = OpKind::kMemory,
+         .hbm_bytes = 1e9,
          .memory_class = MemoryClass::kResidual};
   const double before = OpLatency(add, c, options);
   c.efficiency.residual = 0.7;

@@ -69,7 +69,8 @@ double P2PLatency(double bytes, const spec::LinkSpec& link, double network_effic
   return bytes / bandwidth + link.latency_s + options.collective_base_latency_s;
 }
 
-double MemoryClassEfficiency(MemoryClass cls, const spec::ClusterSpec& cluster,
+double MemoryClassEfficiency(MemoryClass cls,
+                             const spec::ClusterSpec& cluster,
                              const CostOptions& options) {
   // Per-GPU calibration (cluster.efficiency.residual / .embedding) where the preset has one;
   // the other classes scale by cluster.efficiency.memory_kernels.

@@ -1,15 +1,15 @@
 #include "weft/cost/validation.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <tuple>
 #include <sstream>
-
-#include <fmt/format.h>
+#include <tuple>
 
 #include "weft/cost/calibration.h"
 #include "weft/cost/fit.h"
@@ -221,20 +221,21 @@ StatusOr<LoadedProfile> LoadVidurProfile(const VidurProfile& profile) {
   }
   for (const auto& [key, by_op] : measured) {
     const auto& [tp, tokens] = key;
-    const OpBuildContext ctx{.shape = TokenShape::Uniform(static_cast<int64_t>(tokens)),
-                             .parallel = {.module = module.name, .tp = tp, .sequence_parallel = false},
-                             .backward = BackwardMode::kNone};
+    const OpBuildContext ctx{
+        .shape = TokenShape::Uniform(static_cast<int64_t>(tokens)),
+        .parallel = {.module = module.name, .tp = tp, .sequence_parallel = false},
+        .backward = BackwardMode::kNone};
     WEFT_ASSIGN_OR_RETURN(std::vector<Op> layer0, BuildLayerOps(module, 0, ctx));
     WEFT_ASSIGN_OR_RETURN(std::vector<Op> layer1, BuildLayerOps(module, 1, ctx));
     ProfilePoint layer{.op = "layer", .tp = tp, .tokens = tokens, .measured_s = 0, .ops = {}};
     for (const auto& [op, acc] : by_op) {
       // The op's first forward instance (a layer holds residual_add twice; vidur times one).
       const std::vector<Op>& source = op == "embedding" ? layer0 : layer1;
-      auto it = std::find_if(source.begin(), source.end(),
-                             [&](const Op& o) { return o.name == op; });
+      auto it =
+          std::find_if(source.begin(), source.end(), [&](const Op& o) { return o.name == op; });
       if (it == source.end()) {
-        return InternalError(fmt::format("{}: op '{}' not built for {}", csv_path, op,
-                                         module.name));
+        return InternalError(
+            fmt::format("{}: op '{}' not built for {}", csv_path, op, module.name));
       }
       const double measured_s = acc.first / acc.second;
       out.points.push_back(
@@ -251,7 +252,8 @@ StatusOr<LoadedProfile> LoadVidurProfile(const VidurProfile& profile) {
 
 std::vector<ValidationPoint> PredictProfile(const LoadedProfile& profile,
                                             const spec::ClusterSpec& cluster,
-                                            const CostOptions& options, std::string_view source,
+                                            const CostOptions& options,
+                                            std::string_view source,
                                             double split_tokens) {
   std::vector<ValidationPoint> points;
   points.reserve(profile.points.size());
@@ -278,9 +280,9 @@ StatusOr<std::vector<ValidationPoint>> ValidateVidurCompute(const std::string& c
                                                             const spec::ClusterSpec& cluster,
                                                             const CostOptions& options,
                                                             double min_tokens) {
-  WEFT_ASSIGN_OR_RETURN(const LoadedProfile profile,
-                        LoadVidurProfile({.gpu = gpu, .model = VidurModelName(csv_path),
-                                          .path = csv_path}));
+  WEFT_ASSIGN_OR_RETURN(
+      const LoadedProfile profile,
+      LoadVidurProfile({.gpu = gpu, .model = VidurModelName(csv_path), .path = csv_path}));
   std::vector<ValidationPoint> points = PredictProfile(profile, cluster, options, "vidur");
   std::erase_if(points, [&](const ValidationPoint& p) { return p.size < min_tokens; });
   return points;
@@ -418,8 +420,7 @@ StatusOr<std::vector<ValidationPoint>> ValidateAll(const std::string& dir,
   WEFT_ASSIGN_OR_RETURN(
       std::vector<ValidationPoint> all,
       ValidateVidurGpus(
-          dir, [](std::string_view gpu) { return spec::LoadCluster(gpu); }, options,
-          split_tokens));
+          dir, [](std::string_view gpu) { return spec::LoadCluster(gpu); }, options, split_tokens));
   WEFT_ASSIGN_OR_RETURN(auto attention, ValidateDistcaAttention(dir, options));
   all.insert(all.end(), attention.begin(), attention.end());
   WEFT_ASSIGN_OR_RETURN(auto collectives, ValidateCollectives(dir, options));
@@ -506,9 +507,9 @@ std::vector<ValidationSummary> Summarize(const std::vector<ValidationPoint>& poi
   std::vector<std::vector<double>> errors, signed_errors;
   for (const ValidationPoint& p : points) {
     size_t i = 0;
-    while (i < out.size() && !(out[i].source == p.source && out[i].gpu == p.gpu &&
-                               out[i].model == p.model && out[i].op == p.op &&
-                               out[i].range == p.range)) {
+    while (i < out.size() &&
+           !(out[i].source == p.source && out[i].gpu == p.gpu && out[i].model == p.model &&
+             out[i].op == p.op && out[i].range == p.range)) {
       ++i;
     }
     if (i == out.size()) {
@@ -546,9 +547,8 @@ std::string SummaryMarkdown(const std::vector<ValidationSummary>& summaries) {
   for (const ValidationSummary& v : summaries) {
     s += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f}% | {:.1f}% | {:.1f}% | {:+.1f}% |\n",
                      v.source, v.gpu, v.model.empty() ? "-" : v.model, v.op,
-                     v.range.empty() ? "-" : v.range, v.count,
-                     100 * v.median_error, 100 * v.p90_error, 100 * v.max_error,
-                     100 * v.median_signed_error);
+                     v.range.empty() ? "-" : v.range, v.count, 100 * v.median_error,
+                     100 * v.p90_error, 100 * v.max_error, 100 * v.median_signed_error);
   }
   return s;
 }

@@ -20,7 +20,8 @@ const ValidationSummary* Find(const std::vector<ValidationSummary>& all, const s
 
 // The summaries of one source, GPU and token range (every model).
 std::vector<ValidationSummary> Rows(const std::vector<ValidationSummary>& all,
-                                    const std::string& source, const std::string& gpu,
+                                    const std::string& source,
+                                    const std::string& gpu,
                                     const std::string& range) {
   std::vector<ValidationSummary> out;
   for (const auto& s : all) {

@@ -75,9 +75,9 @@ Status ClusterSpec::Validate() const {
     return FieldError("efficiency.memory_kernels", efficiency.memory_kernels,
                       fmt::format("must be in (0, {}]", kMaxKernelClassEfficiency));
   }
-  for (const auto& [field, value] : {std::pair<std::string_view, double>{"efficiency.residual",
-                                                                         efficiency.residual},
-                                     {"efficiency.embedding", efficiency.embedding}}) {
+  for (const auto& [field, value] :
+       {std::pair<std::string_view, double>{"efficiency.residual", efficiency.residual},
+        {"efficiency.embedding", efficiency.embedding}}) {
     if (!(value >= 0 && value <= kMaxKernelClassEfficiency)) {
       return FieldError(field, value,
                         fmt::format("must be 0 (the cost model's default) or in (0, {}]",

@@ -1,16 +1,16 @@
 // `weft cost`: per-layer latency and memory of every module of a model on a cluster (thin over
 // weft::cost), and `weft cost --validate DIR`: the model's error against measured GPU timings.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <memory>
-#include <string>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
 
 #include "cli_common.h"
 #include "weft/common/text.h"
@@ -88,9 +88,15 @@ int RunValidate(const CostArgs& args) {
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& s : summary) {
-      out.push_back({{"source", s.source}, {"gpu", s.gpu}, {"model", s.model}, {"op", s.op},
-                     {"tokens", s.range}, {"points", s.count}, {"median_error", s.median_error},
-                     {"p90_error", s.p90_error}, {"max_error", s.max_error},
+      out.push_back({{"source", s.source},
+                     {"gpu", s.gpu},
+                     {"model", s.model},
+                     {"op", s.op},
+                     {"tokens", s.range},
+                     {"points", s.count},
+                     {"median_error", s.median_error},
+                     {"p90_error", s.p90_error},
+                     {"max_error", s.max_error},
                      {"median_signed_error", s.median_signed_error}});
     }
     std::cout << out.dump(2) << "\n";
@@ -185,31 +191,45 @@ int RunFit(const CostArgs& args) {
     auto check = spec::ParseClusterYaml(*updated, args.out);
     if (!check.ok()) return ReportError(check.status());
     if (check->efficiency != fit->efficiency) {
-      return ReportError(InternalError(fmt::format("{}: written efficiencies do not read back",
-                                                   args.out)));
+      return ReportError(
+          InternalError(fmt::format("{}: written efficiencies do not read back", args.out)));
     }
     if (Status s = WriteFileAtomically(args.out, *updated); !s.ok()) return ReportError(s);
   }
   if (args.json) {
     nlohmann::json params = nlohmann::json::array();
     for (const auto& p : fit->parameters) {
-      params.push_back({{"name", p.name}, {"ops", p.ops}, {"points", p.points},
-                        {"before", p.before}, {"after", p.after}, {"at_bound", p.at_bound}});
+      params.push_back({{"name", p.name},
+                        {"ops", p.ops},
+                        {"points", p.points},
+                        {"before", p.before},
+                        {"after", p.after},
+                        {"at_bound", p.at_bound}});
     }
     nlohmann::json errors = nlohmann::json::array();
     for (const auto& s : summary) {
-      errors.push_back({{"fit", s.source}, {"model", s.model}, {"op", s.op}, {"tokens", s.range},
-                        {"points", s.count}, {"median_error", s.median_error},
-                        {"p90_error", s.p90_error}, {"median_signed_error", s.median_signed_error}});
+      errors.push_back({{"fit", s.source},
+                        {"model", s.model},
+                        {"op", s.op},
+                        {"tokens", s.range},
+                        {"points", s.count},
+                        {"median_error", s.median_error},
+                        {"p90_error", s.p90_error},
+                        {"median_signed_error", s.median_signed_error}});
     }
-    std::cout << nlohmann::json{{"cluster", args.cluster}, {"gpu", gpu}, {"files", fit->files},
-                                {"min_tokens", args.min_tokens}, {"date", date},
-                                {"efficiency", {{"compute", fit->efficiency.compute},
-                                                {"memory", fit->efficiency.memory},
-                                                {"network", fit->efficiency.network},
-                                                {"residual", fit->efficiency.residual},
-                                                {"embedding", fit->efficiency.embedding}}},
-                                {"parameters", params}, {"errors", errors}}
+    std::cout << nlohmann::json{{"cluster", args.cluster},
+                                {"gpu", gpu},
+                                {"files", fit->files},
+                                {"min_tokens", args.min_tokens},
+                                {"date", date},
+                                {"efficiency",
+                                 {{"compute", fit->efficiency.compute},
+                                  {"memory", fit->efficiency.memory},
+                                  {"network", fit->efficiency.network},
+                                  {"residual", fit->efficiency.residual},
+                                  {"embedding", fit->efficiency.embedding}}},
+                                {"parameters", params},
+                                {"errors", errors}}
                      .dump(2)
               << "\n";
     return 0;

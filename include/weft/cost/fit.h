@@ -62,7 +62,8 @@ StatusOr<LoadedProfile> LoadVidurProfile(const VidurProfile& profile);
 // model from the profile; range = "< split" / ">= split" tokens.
 std::vector<ValidationPoint> PredictProfile(const LoadedProfile& profile,
                                             const spec::ClusterSpec& cluster,
-                                            const CostOptions& options, std::string_view source,
+                                            const CostOptions& options,
+                                            std::string_view source,
                                             double split_tokens = 512);
 
 struct FitOptions {
@@ -78,15 +79,15 @@ struct FittedParameter {
   std::string name;  // "memory_kernels", "residual", "embedding", "compute"
   std::string ops;   // "qkv_proj, out_proj, mlp_up, mlp_down"
   int points = 0;
-  double before = 0;  // the base cluster's value (0 = the cost model's default)
-  double after = 0;   // fitted, rounded
+  double before = 0;      // the base cluster's value (0 = the cost model's default)
+  double after = 0;       // fitted, rounded
   bool at_bound = false;  // the median-zero root lay outside the allowed range: clamped
 };
 
 struct EfficiencyFit {
   std::string gpu;
-  std::vector<std::string> files;     // file names fitted on, sorted
-  double min_tokens = 0;              // FitOptions::min_tokens of the fit
+  std::vector<std::string> files;      // file names fitted on, sorted
+  double min_tokens = 0;               // FitOptions::min_tokens of the fit
   spec::EfficiencyFactors efficiency;  // the base's with the FitEfficiency parameters fitted
   std::vector<FittedParameter> parameters;
   // "efficiency: {compute: 0.884, memory: 0.8, network: 0.8, memory_kernels: 1.5, ...}"
@@ -137,7 +138,9 @@ StatusOr<std::vector<ValidationPoint>> ValidateVidurGpus(const std::string& gpu_
 // Replaces the `efficiency:` line of a cluster preset's YAML text with `fit`'s and its
 // provenance comment block (lines starting "# fit:") with one naming the command, the files
 // and `date` (YYYY-MM-DD). InvalidArgument when the text has no top-level `efficiency:` line.
-StatusOr<std::string> ApplyFitToPresetYaml(std::string_view preset_yaml, const EfficiencyFit& fit,
-                                           std::string_view command, std::string_view date);
+StatusOr<std::string> ApplyFitToPresetYaml(std::string_view preset_yaml,
+                                           const EfficiencyFit& fit,
+                                           std::string_view command,
+                                           std::string_view date);
 
 }  // namespace weft::cost

@@ -42,11 +42,11 @@ struct ValidationSummary {
   double median_signed_error = 0;  // bias: > 0 over-predicts
 };
 
-
 // vidur compute CSV (compute_<gpu>_<org>_<model>_mlp.csv): one point per (op, tokens ≥
-// min_tokens, tp) and op "layer" (fit.h: LoadVidurProfile), forward latency of the analytical model (no measured table) vs the median
-// measurement. The model (heads, KV heads, hidden, FFN, vocab, gated MLP) is read from the file's
-// own columns, so any vidur profile (Llama-2-7B, Llama-2-70B, ...) is a separate check.
+// min_tokens, tp) and op "layer" (fit.h: LoadVidurProfile), forward latency of the analytical model
+// (no measured table) vs the median measurement. The model (heads, KV heads, hidden, FFN, vocab,
+// gated MLP) is read from the file's own columns, so any vidur profile (Llama-2-7B, Llama-2-70B,
+// ...) is a separate check.
 StatusOr<std::vector<ValidationPoint>> ValidateVidurCompute(const std::string& csv_path,
                                                             const std::string& gpu,
                                                             const spec::ClusterSpec& cluster,
