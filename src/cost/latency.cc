@@ -69,6 +69,23 @@ double P2PLatency(double bytes, const spec::LinkSpec& link, double network_effic
   return bytes / bandwidth + link.latency_s + options.collective_base_latency_s;
 }
 
+double MemoryClassEfficiency(MemoryClass cls,
+                             const spec::ClusterSpec& cluster,
+                             const CostOptions& options) {
+  // Per-GPU calibration (cluster.efficiency.residual / .embedding) where the preset has one;
+  // the other classes scale by cluster.efficiency.memory_kernels.
+  if (cls == MemoryClass::kResidual && cluster.efficiency.residual > 0) {
+    return cluster.efficiency.residual;
+  }
+  if (cls == MemoryClass::kEmbedding && cluster.efficiency.embedding > 0) {
+    return cluster.efficiency.embedding;
+  }
+  return options.memory_class_efficiency[static_cast<int>(cls)] *
+         (cls == MemoryClass::kResidual || cls == MemoryClass::kEmbedding
+              ? 1.0
+              : cluster.efficiency.memory_kernels);
+}
+
 double OpLatency(const Op& op, const spec::ClusterSpec& cluster, const CostOptions& options) {
   const spec::EfficiencyFactors& alpha = cluster.efficiency;
   const double peak = std::max(1e-30, cluster.gpu.peak_bf16_flops_per_s);
@@ -92,7 +109,7 @@ double OpLatency(const Op& op, const spec::ClusterSpec& cluster, const CostOptio
              options.kernel_launch_s;
     }
     case OpKind::kMemory: {
-      const double cls = options.memory_class_efficiency[static_cast<int>(op.memory_class)];
+      const double cls = MemoryClassEfficiency(op.memory_class, cluster, options);
       return op.hbm_bytes / (alpha.memory * cls * hbm) + options.kernel_launch_s;
     }
     case OpKind::kCollective: {

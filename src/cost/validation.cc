@@ -1,17 +1,20 @@
 #include "weft/cost/validation.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 
-#include <fmt/format.h>
-
+#include "weft/cost/calibration.h"
+#include "weft/cost/fit.h"
 #include "weft/cost/ops.h"
+#include "weft/spec/preset.h"
 
 namespace weft::cost {
 namespace internal {
@@ -157,16 +160,16 @@ spec::ModuleSpec Llama2_7bModule() {
   return m;
 }
 
-StatusOr<std::vector<ValidationPoint>> ValidateVidurCompute(const std::string& csv_path,
-                                                            const std::string& gpu,
-                                                            const spec::ClusterSpec& cluster,
-                                                            const CostOptions& options,
-                                                            double min_tokens) {
+StatusOr<LoadedProfile> LoadVidurProfile(const VidurProfile& profile) {
   using internal::Number;
+  const std::string& csv_path = profile.path;
   WEFT_ASSIGN_OR_RETURN(internal::Table t, internal::ReadTable(csv_path, ','));
   if (t.rows.empty()) return InvalidArgumentError(fmt::format("{}: no rows", csv_path));
+  LoadedProfile out;
+  out.profile = profile;
+  out.module = Llama2_7bModule();
   // The profiled model, from the file's own columns (vidur writes them on every row).
-  spec::ModuleSpec llama = Llama2_7bModule();
+  spec::ModuleSpec& module = out.module;
   {
     const auto& row = t.rows.front();
     WEFT_ASSIGN_OR_RETURN(double heads, Number(t, row, "n_head", csv_path));
@@ -175,58 +178,113 @@ StatusOr<std::vector<ValidationPoint>> ValidateVidurCompute(const std::string& c
     WEFT_ASSIGN_OR_RETURN(double ffn, Number(t, row, "n_expanded_embd", csv_path));
     WEFT_ASSIGN_OR_RETURN(double vocab, Number(t, row, "vocab_size", csv_path));
     const int c_gated = t.Column("use_gated_mlp");
-    llama.num_attention_heads = static_cast<int>(heads);
-    llama.num_kv_groups = static_cast<int>(kv_heads);
-    llama.hidden_size = static_cast<int>(hidden);
-    llama.ffn_hidden_size = static_cast<int>(ffn);
-    llama.vocab_size = static_cast<int>(vocab);
+    module.num_attention_heads = static_cast<int>(heads);
+    module.num_kv_groups = static_cast<int>(kv_heads);
+    module.hidden_size = static_cast<int>(hidden);
+    module.ffn_hidden_size = static_cast<int>(ffn);
+    module.vocab_size = static_cast<int>(vocab);
     if (c_gated >= 0 && c_gated < static_cast<int>(row.size())) {
-      llama.gated_mlp = row[c_gated] == "True" || row[c_gated] == "true" || row[c_gated] == "1";
+      module.gated_mlp = row[c_gated] == "True" || row[c_gated] == "true" || row[c_gated] == "1";
     }
   }
-  // compute_<gpu>_<org>_<model>_mlp.csv -> <model>
-  std::string model = std::filesystem::path(csv_path).stem().string();
-  if (model.size() > 4 && model.ends_with("_mlp")) model.resize(model.size() - 4);
-  if (const size_t cut = model.rfind('_'); cut != std::string::npos) model = model.substr(cut + 1);
-  // vidur column -> (weft op, layer holding it).
-  const std::vector<std::pair<std::string, std::string>> ops = {
-      {"attn_pre_proj", "qkv_proj"}, {"attn_post_proj", "out_proj"},
-      {"mlp_up_proj", "mlp_up"},     {"mlp_down_proj", "mlp_down"},
-      {"mlp_act", "mlp_act"},        {"input_layernorm", "input_norm"},
-      {"post_attention_layernorm", "post_attn_norm"},
-      {"add", "residual_add"},       {"attn_rope", "rope"},
-      {"emb", "embedding"}};
-  // Mean of repeated (tokens, tp) rows, as MeasuredOpTable does.
-  std::map<std::tuple<std::string, int, double>, std::pair<double, int>> measured;
+  // vidur column -> weft op, for the columns this file has (phi-2 lacks some).
+  std::vector<std::pair<std::string, std::string>> ops;
+  for (const std::string vidur :
+       {"attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj", "mlp_act",
+        "input_layernorm", "post_attention_layernorm", "add", "attn_rope", "emb"}) {
+    if (t.Column("time_stats." + vidur + ".median") >= 0) {
+      ops.emplace_back(vidur, std::string(OpNameFromVidur(vidur)));
+    }
+  }
+  if (ops.empty()) {
+    return InvalidArgumentError(
+        fmt::format("{}: header; no time_stats.<op>.median column of a known op", csv_path));
+  }
+  // Mean of repeated (tokens, tp) rows, as MeasuredOpTable does: (tp, tokens) -> op -> (sum, n).
+  std::map<std::pair<int, double>, std::map<std::string, std::pair<double, int>>> measured;
   for (const auto& row : t.rows) {
     WEFT_ASSIGN_OR_RETURN(double tokens, Number(t, row, "num_tokens", csv_path));
     WEFT_ASSIGN_OR_RETURN(double tp, Number(t, row, "num_tensor_parallel_workers", csv_path));
-    if (tokens < min_tokens) continue;
+    if (tokens < 1 || tp < 1 || tp != static_cast<int>(tp)) {
+      return InvalidArgumentError(fmt::format(
+          "{}: num_tokens = {}, num_tensor_parallel_workers = {}; need tokens >= 1 and an "
+          "integer tp >= 1",
+          csv_path, tokens, tp));
+    }
     for (const auto& [vidur, weft] : ops) {
       WEFT_ASSIGN_OR_RETURN(double ms,
                             Number(t, row, "time_stats." + vidur + ".median", csv_path));
-      auto& acc = measured[{weft, static_cast<int>(tp), tokens}];
+      auto& acc = measured[{static_cast<int>(tp), tokens}][weft];
       acc.first += ms * 1e-3;
       acc.second += 1;
     }
   }
-  std::vector<ValidationPoint> points;
-  for (const auto& [key, acc] : measured) {
-    const auto& [op, tp, tokens] = key;
-    const int layer = op == "embedding" ? 0 : 1;
-    WEFT_ASSIGN_OR_RETURN(
-        double predicted,
-        internal::ForwardOpLatency(llama, layer, TokenShape::Uniform(static_cast<int64_t>(tokens)),
-                                   tp, op, cluster, options));
-    points.push_back({.source = "vidur",
-                      .gpu = gpu,
-                      .model = model,
-                      .op = op,
-                      .tp = tp,
-                      .size = tokens,
-                      .measured_s = acc.first / acc.second,
-                      .predicted_s = predicted});
+  for (const auto& [key, by_op] : measured) {
+    const auto& [tp, tokens] = key;
+    const OpBuildContext ctx{
+        .shape = TokenShape::Uniform(static_cast<int64_t>(tokens)),
+        .parallel = {.module = module.name, .tp = tp, .sequence_parallel = false},
+        .backward = BackwardMode::kNone};
+    WEFT_ASSIGN_OR_RETURN(std::vector<Op> layer0, BuildLayerOps(module, 0, ctx));
+    WEFT_ASSIGN_OR_RETURN(std::vector<Op> layer1, BuildLayerOps(module, 1, ctx));
+    ProfilePoint layer{.op = "layer", .tp = tp, .tokens = tokens, .measured_s = 0, .ops = {}};
+    for (const auto& [op, acc] : by_op) {
+      // The op's first forward instance (a layer holds residual_add twice; vidur times one).
+      const std::vector<Op>& source = op == "embedding" ? layer0 : layer1;
+      auto it =
+          std::find_if(source.begin(), source.end(), [&](const Op& o) { return o.name == op; });
+      if (it == source.end()) {
+        return InternalError(
+            fmt::format("{}: op '{}' not built for {}", csv_path, op, module.name));
+      }
+      const double measured_s = acc.first / acc.second;
+      out.points.push_back(
+          {.op = op, .tp = tp, .tokens = tokens, .measured_s = measured_s, .ops = {*it}});
+      if (op != "embedding") {
+        layer.measured_s += measured_s;
+        layer.ops.push_back(*it);
+      }
+    }
+    if (!layer.ops.empty()) out.points.push_back(std::move(layer));
   }
+  return out;
+}
+
+std::vector<ValidationPoint> PredictProfile(const LoadedProfile& profile,
+                                            const spec::ClusterSpec& cluster,
+                                            const CostOptions& options,
+                                            std::string_view source,
+                                            double split_tokens) {
+  std::vector<ValidationPoint> points;
+  points.reserve(profile.points.size());
+  const std::string below = fmt::format("< {}", split_tokens);
+  const std::string above = fmt::format(">= {}", split_tokens);
+  for (const ProfilePoint& p : profile.points) {
+    double predicted_s = 0;
+    for (const Op& op : p.ops) predicted_s += OpLatency(op, cluster, options);
+    points.push_back({.source = std::string(source),
+                      .gpu = profile.profile.gpu,
+                      .model = profile.profile.model,
+                      .op = p.op,
+                      .tp = p.tp,
+                      .size = p.tokens,
+                      .range = p.tokens < split_tokens ? below : above,
+                      .measured_s = p.measured_s,
+                      .predicted_s = predicted_s});
+  }
+  return points;
+}
+
+StatusOr<std::vector<ValidationPoint>> ValidateVidurCompute(const std::string& csv_path,
+                                                            const std::string& gpu,
+                                                            const spec::ClusterSpec& cluster,
+                                                            const CostOptions& options,
+                                                            double min_tokens) {
+  WEFT_ASSIGN_OR_RETURN(
+      const LoadedProfile profile,
+      LoadVidurProfile({.gpu = gpu, .model = VidurModelName(csv_path), .path = csv_path}));
+  std::vector<ValidationPoint> points = PredictProfile(profile, cluster, options, "vidur");
+  std::erase_if(points, [&](const ValidationPoint& p) { return p.size < min_tokens; });
   return points;
 }
 
@@ -258,6 +316,7 @@ StatusOr<std::vector<ValidationPoint>> ValidateDistcaAttention(const std::string
                         .op = "attention fwd+bwd (Megatron, 1 seq)",
                         .tp = static_cast<int>(tp),
                         .size = s,
+                        .range = "",
                         .measured_s = ms * 1e-3,
                         .predicted_s = predicted});
     }
@@ -283,6 +342,7 @@ StatusOr<std::vector<ValidationPoint>> ValidateDistcaAttention(const std::string
                         .op = "attention fwd (varlen, 32K packed)",
                         .tp = static_cast<int>(tp),
                         .size = static_cast<double>(per_doc),
+                        .range = "",
                         .measured_s = ms * 1e-3,
                         .predicted_s = predicted});
     }
@@ -320,6 +380,7 @@ StatusOr<std::vector<ValidationPoint>> ValidateCollectives(const std::string& di
                         .op = op,
                         .tp = static_cast<int>(n),
                         .size = bytes,
+                        .range = "",
                         .measured_s = ms * 1e-3,
                         .predicted_s = predicted});
     }
@@ -344,6 +405,7 @@ StatusOr<std::vector<ValidationPoint>> ValidateCollectives(const std::string& di
                         .op = name,
                         .tp = static_cast<int>(n),
                         .size = bytes,
+                        .range = "",
                         .measured_s = us * 1e-6,
                         .predicted_s = CollectiveLatency(kind, bytes, static_cast<int>(n),
                                                          h100.intra_node, alpha, options)});
@@ -353,30 +415,12 @@ StatusOr<std::vector<ValidationPoint>> ValidateCollectives(const std::string& di
 }
 
 StatusOr<std::vector<ValidationPoint>> ValidateAll(const std::string& dir,
-                                                   const CostOptions& options, double min_tokens) {
-  std::vector<ValidationPoint> all;
-  const std::pair<const char*, spec::ClusterSpec> gpus[] = {{"h100", ReferenceH100Dgx()},
-                                                            {"a100", ReferenceA100Dgx()}};
-  for (const auto& [gpu, cluster] : gpus) {
-    // Every model profiled on this GPU, in name order (Llama-2-7B is required: it is the fit set).
-    std::vector<std::string> files;
-    std::error_code ec;
-    const std::string prefix = fmt::format("compute_{}_", gpu);
-    for (const auto& entry : std::filesystem::directory_iterator(dir + "/vidur", ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.starts_with(prefix) && name.ends_with("_mlp.csv")) files.push_back(entry.path());
-    }
-    std::sort(files.begin(), files.end());
-    if (files.empty()) {
-      return NotFoundError(fmt::format("{}/vidur: no {}*_mlp.csv (vidur compute profiles)", dir,
-                                       prefix));
-    }
-    for (const std::string& file : files) {
-      WEFT_ASSIGN_OR_RETURN(auto points,
-                            ValidateVidurCompute(file, gpu, cluster, options, min_tokens));
-      all.insert(all.end(), points.begin(), points.end());
-    }
-  }
+                                                   const CostOptions& options,
+                                                   double split_tokens) {
+  WEFT_ASSIGN_OR_RETURN(
+      std::vector<ValidationPoint> all,
+      ValidateVidurGpus(
+          dir, [](std::string_view gpu) { return spec::LoadCluster(gpu); }, options, split_tokens));
   WEFT_ASSIGN_OR_RETURN(auto attention, ValidateDistcaAttention(dir, options));
   all.insert(all.end(), attention.begin(), attention.end());
   WEFT_ASSIGN_OR_RETURN(auto collectives, ValidateCollectives(dir, options));
@@ -451,6 +495,7 @@ StatusOr<std::vector<ValidationPoint>> ValidateHarnessTable(const std::string& c
                       .op = row[c_op],
                       .tp = 1,
                       .size = size,
+                      .range = "",
                       .measured_s = ms * 1e-3,
                       .predicted_s = predicted_s});
   }
@@ -462,12 +507,14 @@ std::vector<ValidationSummary> Summarize(const std::vector<ValidationPoint>& poi
   std::vector<std::vector<double>> errors, signed_errors;
   for (const ValidationPoint& p : points) {
     size_t i = 0;
-    while (i < out.size() && !(out[i].source == p.source && out[i].gpu == p.gpu &&
-                               out[i].model == p.model && out[i].op == p.op)) {
+    while (i < out.size() &&
+           !(out[i].source == p.source && out[i].gpu == p.gpu && out[i].model == p.model &&
+             out[i].op == p.op && out[i].range == p.range)) {
       ++i;
     }
     if (i == out.size()) {
-      out.push_back({.source = p.source, .gpu = p.gpu, .model = p.model, .op = p.op});
+      out.push_back(
+          {.source = p.source, .gpu = p.gpu, .model = p.model, .op = p.op, .range = p.range});
       errors.emplace_back();
       signed_errors.emplace_back();
     }
@@ -494,13 +541,14 @@ std::vector<ValidationSummary> Summarize(const std::vector<ValidationPoint>& poi
 
 std::string SummaryMarkdown(const std::vector<ValidationSummary>& summaries) {
   std::string s =
-      "| source | gpu | model | op | points | median error | p90 error | max error | bias |\n";
-  s += "|---|---|---|---|---:|---:|---:|---:|---:|\n";
+      "| source | gpu | model | op | tokens | points | median error | p90 error | max error | "
+      "bias |\n";
+  s += "|---|---|---|---|---|---:|---:|---:|---:|---:|\n";
   for (const ValidationSummary& v : summaries) {
-    s += fmt::format("| {} | {} | {} | {} | {} | {:.1f}% | {:.1f}% | {:.1f}% | {:+.1f}% |\n",
-                     v.source, v.gpu, v.model.empty() ? "-" : v.model, v.op, v.count,
-                     100 * v.median_error, 100 * v.p90_error, 100 * v.max_error,
-                     100 * v.median_signed_error);
+    s += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f}% | {:.1f}% | {:.1f}% | {:+.1f}% |\n",
+                     v.source, v.gpu, v.model.empty() ? "-" : v.model, v.op,
+                     v.range.empty() ? "-" : v.range, v.count, 100 * v.median_error,
+                     100 * v.p90_error, 100 * v.max_error, 100 * v.median_signed_error);
   }
   return s;
 }
@@ -512,7 +560,10 @@ std::string CompareMarkdown(const std::vector<ValidationSummary>& before,
   for (const ValidationSummary& a : after) {
     const ValidationSummary* b = nullptr;
     for (const ValidationSummary& c : before) {
-      if (c.source == a.source && c.gpu == a.gpu && c.model == a.model && c.op == a.op) b = &c;
+      if (c.source == a.source && c.gpu == a.gpu && c.model == a.model && c.op == a.op &&
+          c.range == a.range) {
+        b = &c;
+      }
     }
     if (b == nullptr) continue;
     auto arrow = [](double x, double y, const char* fmt_spec) {

@@ -71,6 +71,19 @@ Status ClusterSpec::Validate() const {
   WEFT_RETURN_IF_ERROR(RequireFraction("efficiency.compute", efficiency.compute));
   WEFT_RETURN_IF_ERROR(RequireFraction("efficiency.memory", efficiency.memory));
   WEFT_RETURN_IF_ERROR(RequireFraction("efficiency.network", efficiency.network));
+  if (!(efficiency.memory_kernels > 0 && efficiency.memory_kernels <= kMaxKernelClassEfficiency)) {
+    return FieldError("efficiency.memory_kernels", efficiency.memory_kernels,
+                      fmt::format("must be in (0, {}]", kMaxKernelClassEfficiency));
+  }
+  for (const auto& [field, value] :
+       {std::pair<std::string_view, double>{"efficiency.residual", efficiency.residual},
+        {"efficiency.embedding", efficiency.embedding}}) {
+    if (!(value >= 0 && value <= kMaxKernelClassEfficiency)) {
+      return FieldError(field, value,
+                        fmt::format("must be 0 (the cost model's default) or in (0, {}]",
+                                    kMaxKernelClassEfficiency));
+    }
+  }
   WEFT_RETURN_IF_ERROR(RequireNonNegative("planning_cpu_cores", planning_cpu_cores));
   if (host_memory_bytes_per_gpu < 0) {
     return FieldError("host_memory_bytes_per_gpu", host_memory_bytes_per_gpu, "must be >= 0");

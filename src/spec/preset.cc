@@ -843,7 +843,10 @@ const std::vector<Field<EfficiencyFactors>>& EfficiencyFields() {
   static const std::vector<Field<E>> kFields = {
       {"compute", &E::compute, Unit::kNone, Range{1e-3, 1}},
       {"memory", &E::memory, Unit::kNone, Range{1e-3, 1}},
-      {"network", &E::network, Unit::kNone, Range{1e-3, 1}}};
+      {"network", &E::network, Unit::kNone, Range{1e-3, 1}},
+      {"memory_kernels", &E::memory_kernels, Unit::kNone, Range{1e-3, kMaxKernelClassEfficiency}},
+      {"residual", &E::residual, Unit::kNone, Range{1e-3, kMaxKernelClassEfficiency, true}},
+      {"embedding", &E::embedding, Unit::kNone, Range{1e-3, kMaxKernelClassEfficiency, true}}};
   return kFields;
 }
 

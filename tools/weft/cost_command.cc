@@ -1,15 +1,21 @@
 // `weft cost`: per-layer latency and memory of every module of a model on a cluster (thin over
 // weft::cost), and `weft cost --validate DIR`: the model's error against measured GPU timings.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
-#include <string>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
 
 #include "cli_common.h"
 #include "weft/common/text.h"
 #include "weft/cost/cost_model.h"
+#include "weft/cost/fit.h"
 #include "weft/cost/validation.h"
 #include "weft/spec/preset.h"
 
@@ -30,6 +36,8 @@ struct CostArgs {
   std::string validate_dir;
   std::string validate_table;
   double min_tokens = 512;
+  std::string fit_dir;
+  std::string out;
 };
 
 // Tokens through each module: --images N sends N fixed-resolution images through every ViT and
@@ -80,15 +88,24 @@ int RunValidate(const CostArgs& args) {
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& s : summary) {
-      out.push_back({{"source", s.source}, {"gpu", s.gpu}, {"model", s.model}, {"op", s.op},
-                     {"points", s.count}, {"median_error", s.median_error},
-                     {"p90_error", s.p90_error}, {"max_error", s.max_error},
+      out.push_back({{"source", s.source},
+                     {"gpu", s.gpu},
+                     {"model", s.model},
+                     {"op", s.op},
+                     {"tokens", s.range},
+                     {"points", s.count},
+                     {"median_error", s.median_error},
+                     {"p90_error", s.p90_error},
+                     {"max_error", s.max_error},
                      {"median_signed_error", s.median_signed_error}});
     }
     std::cout << out.dump(2) << "\n";
   } else {
     std::cout << (args.validate_table.empty()
-                      ? fmt::format("Model error vs measured timings (compute ops: tokens >= {}):\n\n",
+                      ? fmt::format("Model error vs measured timings (compute ops split at {} "
+                                    "tokens; vidur (preset): the GPU's cluster preset, in-sample "
+                                    "where it was fitted; vidur LOMO: efficiencies refitted "
+                                    "without the model shown):\n\n",
                                     args.min_tokens)
                       : fmt::format("Model error on {} vs {}:\n\n", args.cluster,
                                     args.validate_table))
@@ -97,7 +114,143 @@ int RunValidate(const CostArgs& args) {
   return 0;
 }
 
+// The text of a cluster given by preset name or file path (what --out rewrites).
+StatusOr<std::string> ClusterText(const std::string& name_or_path) {
+  if (std::filesystem::is_regular_file(name_or_path)) {
+    std::ifstream in(name_or_path, std::ios::binary);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    if (!in) return NotFoundError(fmt::format("{}: cannot read", name_or_path));
+    return buffer.str();
+  }
+  return spec::PresetYaml(name_or_path);
+}
+
+// `weft cost --fit DIR --cluster NAME [--out FILE]`: fits the cluster's efficiencies to the
+// vidur profiles of its GPU (the cluster's name: a40, a100, h100), prints them with the in-sample
+// and leave-one-model-out error, and writes the preset with the fitted line to --out.
+int RunFit(const CostArgs& args) {
+  if (args.cluster.empty()) {
+    return ReportError(InvalidArgumentError("--fit needs --cluster (a40, a100, h100, ...)"));
+  }
+  auto cluster = spec::LoadCluster(args.cluster);
+  if (!cluster.ok()) return ReportError(cluster.status());
+  auto all = cost::FindVidurProfiles(args.fit_dir);
+  if (!all.ok()) return ReportError(all.status());
+  const std::string gpu = cluster->name;
+  const std::vector<cost::VidurProfile> profiles = cost::ProfilesOf(*all, gpu);
+  if (profiles.empty()) {
+    return ReportError(InvalidArgumentError(fmt::format(
+        "--cluster {}: no vidur profile {}/vidur/compute_{}_*_mlp.csv to fit on (profiled GPUs: "
+        "{})",
+        args.cluster, args.fit_dir, gpu, fmt::join(cost::ProfiledGpus(*all), ", "))));
+  }
+  std::vector<cost::LoadedProfile> loaded;
+  for (const cost::VidurProfile& p : profiles) {
+    auto profile = cost::LoadVidurProfile(p);
+    if (!profile.ok()) return ReportError(profile.status());
+    loaded.push_back(*std::move(profile));
+  }
+  const cost::FitOptions fit_options{.min_tokens = args.min_tokens};
+  auto fit = cost::FitEfficiency(loaded, *cluster, {}, fit_options);
+  if (!fit.ok()) return ReportError(fit.status());
+  spec::ClusterSpec fitted = *cluster;
+  fitted.efficiency = fit->efficiency;
+  // In-sample error, and leave-one-model-out where the GPU has >= 2 models.
+  std::vector<cost::ValidationPoint> points;
+  for (const cost::LoadedProfile& p : loaded) {
+    auto before = cost::PredictProfile(p, *cluster, {}, "before (preset)", args.min_tokens);
+    auto after = cost::PredictProfile(p, fitted, {}, "fitted, in-sample", args.min_tokens);
+    points.insert(points.end(), before.begin(), before.end());
+    points.insert(points.end(), after.begin(), after.end());
+  }
+  for (const cost::LomoFold& fold : cost::LeaveOneModelOutFolds(static_cast<int>(loaded.size()))) {
+    std::vector<cost::LoadedProfile> fit_on;
+    for (int i : fold.fit_on) fit_on.push_back(loaded[i]);
+    auto fold_fit = cost::FitEfficiency(fit_on, *cluster, {}, fit_options);
+    if (!fold_fit.ok()) return ReportError(fold_fit.status());
+    spec::ClusterSpec refit = *cluster;
+    refit.efficiency = fold_fit->efficiency;
+    auto held = cost::PredictProfile(loaded[fold.held_out], refit, {}, "LOMO", args.min_tokens);
+    points.insert(points.end(), held.begin(), held.end());
+  }
+  const auto summary = cost::Summarize(points);
+  const std::string command =
+      fmt::format("weft cost --fit {} --cluster {}", args.fit_dir, args.cluster);
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  const std::string date =
+      fmt::format("{:04}-{:02}-{:02}", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday);
+  if (!args.out.empty()) {
+    auto text = ClusterText(args.cluster);
+    if (!text.ok()) return ReportError(text.status());
+    auto updated = cost::ApplyFitToPresetYaml(*text, *fit, command, date);
+    if (!updated.ok()) return ReportError(updated.status().WithPrefix(args.cluster));
+    // The written preset must parse back to the fitted efficiencies.
+    auto check = spec::ParseClusterYaml(*updated, args.out);
+    if (!check.ok()) return ReportError(check.status());
+    if (check->efficiency != fit->efficiency) {
+      return ReportError(
+          InternalError(fmt::format("{}: written efficiencies do not read back", args.out)));
+    }
+    if (Status s = WriteFileAtomically(args.out, *updated); !s.ok()) return ReportError(s);
+  }
+  if (args.json) {
+    nlohmann::json params = nlohmann::json::array();
+    for (const auto& p : fit->parameters) {
+      params.push_back({{"name", p.name},
+                        {"ops", p.ops},
+                        {"points", p.points},
+                        {"before", p.before},
+                        {"after", p.after},
+                        {"at_bound", p.at_bound}});
+    }
+    nlohmann::json errors = nlohmann::json::array();
+    for (const auto& s : summary) {
+      errors.push_back({{"fit", s.source},
+                        {"model", s.model},
+                        {"op", s.op},
+                        {"tokens", s.range},
+                        {"points", s.count},
+                        {"median_error", s.median_error},
+                        {"p90_error", s.p90_error},
+                        {"median_signed_error", s.median_signed_error}});
+    }
+    std::cout << nlohmann::json{{"cluster", args.cluster},
+                                {"gpu", gpu},
+                                {"files", fit->files},
+                                {"min_tokens", args.min_tokens},
+                                {"date", date},
+                                {"efficiency",
+                                 {{"compute", fit->efficiency.compute},
+                                  {"memory", fit->efficiency.memory},
+                                  {"network", fit->efficiency.network},
+                                  {"residual", fit->efficiency.residual},
+                                  {"embedding", fit->efficiency.embedding}}},
+                                {"parameters", params},
+                                {"errors", errors}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("Fit of {} ({}) to {} vidur profile(s), tokens >= {}:\n  {}\n\n",
+                           args.cluster, gpu, fit->files.size(), args.min_tokens,
+                           fmt::join(fit->files, "\n  "))
+            << fit->Report() << "\n"
+            << fit->PresetLine() << "\n\n"
+            << (loaded.size() < 2
+                    ? "One model on this GPU: leave-one-model-out is impossible; the fitted "
+                      "rows are in-sample.\n\n"
+                    : "")
+            << cost::SummaryMarkdown(summary)
+            << (args.out.empty() ? "" : fmt::format("\nwrote {}\n", args.out));
+  return 0;
+}
+
 int Run(const CostArgs& args) {
+  if (!args.fit_dir.empty()) return RunFit(args);
+  if (!args.out.empty()) return ReportError(InvalidArgumentError("--out needs --fit DIR"));
   if (!args.validate_dir.empty() || !args.validate_table.empty()) return RunValidate(args);
   if (args.model.empty()) {
     return ReportError(InvalidArgumentError("--model is required (or --validate DIR)"));
@@ -233,7 +386,8 @@ void RegisterCostCommand(CLI::App& app, int& exit_code) {
       "Examples:\n  weft cost --model vlm-s --cluster h800 --tp 2 --images 4 --tokens 1024\n"
       "  weft cost --model tiny-vlm            # cluster: the model's setup cluster\n"
       "  weft cost --model llama3-8b --cluster h100 --tokens 8192 --json\n"
-      "  weft cost --validate ../shared/data/gpu_timings   # error table vs measured timings");
+      "  weft cost --validate ../shared/data/gpu_timings   # error table vs measured timings\n"
+      "  weft cost --fit ../shared/data/gpu_timings --cluster a40 --out presets/clusters/a40.yaml");
   cmd->add_option("--model", args->model,
                   "model preset name, YAML/JSON spec, Hugging Face config.json or a "
                   "checkpoint directory holding one")
@@ -255,8 +409,13 @@ void RegisterCostCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--validate-table", args->validate_table,
                   "print the model's error on --cluster vs a bench/gpu_harness.py CSV instead")
       ->check(InputFileCheck(kMaxDataFileBytes));
+  cmd->add_option("--fit", args->fit_dir,
+                  "fit --cluster's efficiencies to the vidur profiles of its GPU in this "
+                  "gpu_timings directory and print them (docs/cost_model.md)");
+  cmd->add_option("--out", args->out, "--fit: write the cluster preset with the fitted line here");
   AddNumberOption(cmd, "--min-tokens", args->min_tokens, 0.0, static_cast<double>(kMaxTokens),
-                  "--validate: smallest token count compared")
+                  "--validate: compute points split at this token count (< and >=); --fit: "
+                  "smallest token count fitted")
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = Run(*args); });
 }

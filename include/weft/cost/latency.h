@@ -81,6 +81,13 @@ double P2PLatency(double bytes,
                   double network_efficiency = 0.8,
                   const CostOptions& options = {});
 
+// Fraction of α_m·B_hbm that kernels of class `cls` reach on `cluster`: the cluster's fitted
+// per-GPU value (efficiency.residual / efficiency.embedding) where set, else
+// options.memory_class_efficiency (× efficiency.memory_kernels outside those two classes).
+double MemoryClassEfficiency(MemoryClass cls,
+                             const spec::ClusterSpec& cluster,
+                             const CostOptions& options = {});
+
 // Analytical latency of `op` on one GPU of `cluster` (ignores Op::latency_s / measured).
 double OpLatency(const Op& op, const spec::ClusterSpec& cluster, const CostOptions& options = {});
 

@@ -26,6 +26,7 @@ struct ValidationPoint {
   std::string op;      // weft op name, "attention", "all_reduce", "send_recv", ...
   int tp = 1;          // TP size (compute) or group size (collectives)
   double size = 0;     // tokens (compute) or bytes (collectives)
+  std::string range;   // token range of a compute point ("< 512", ">= 512"), "" = not split
   double measured_s = 0;
   double predicted_s = 0;
   double RelativeError() const;  // |predicted − measured| / measured
@@ -33,7 +34,7 @@ struct ValidationPoint {
 };
 
 struct ValidationSummary {
-  std::string source, gpu, model, op;
+  std::string source, gpu, model, op, range;
   int count = 0;
   double median_error = 0;  // median relative error
   double p90_error = 0;     // 90th percentile of the relative error (nearest rank)
@@ -41,11 +42,11 @@ struct ValidationSummary {
   double median_signed_error = 0;  // bias: > 0 over-predicts
 };
 
-
 // vidur compute CSV (compute_<gpu>_<org>_<model>_mlp.csv): one point per (op, tokens ≥
-// min_tokens, tp), forward latency of the analytical model (no measured table) vs the median
-// measurement. The model (heads, KV heads, hidden, FFN, vocab, gated MLP) is read from the file's
-// own columns, so any vidur profile (Llama-2-7B, Llama-2-70B, ...) is a separate check.
+// min_tokens, tp) and op "layer" (fit.h: LoadVidurProfile), forward latency of the analytical model
+// (no measured table) vs the median measurement. The model (heads, KV heads, hidden, FFN, vocab,
+// gated MLP) is read from the file's own columns, so any vidur profile (Llama-2-7B, Llama-2-70B,
+// ...) is a separate check.
 StatusOr<std::vector<ValidationPoint>> ValidateVidurCompute(const std::string& csv_path,
                                                             const std::string& gpu,
                                                             const spec::ClusterSpec& cluster,
@@ -60,11 +61,13 @@ StatusOr<std::vector<ValidationPoint>> ValidateDistcaAttention(const std::string
 // vidur network_h100_dgx_{all_reduce,send_recv}.csv and distca nccl_perf.csv.
 StatusOr<std::vector<ValidationPoint>> ValidateCollectives(const std::string& gpu_timings_dir,
                                                            const CostOptions& options = {});
-// All of the above from the gpu_timings directory (compute points with tokens ≥ min_tokens):
-// every vidur/compute_{h100,a100}_*_mlp.csv present, one model each.
+// All of the above from the gpu_timings directory: the vidur compute check of every GPU with
+// profiles, on that GPU's cluster preset (ValidateVidurGpus in fit.h: in-sample and
+// leave-one-model-out, compute points labelled "< split_tokens" / ">= split_tokens"), then
+// distca's attention and the collectives.
 StatusOr<std::vector<ValidationPoint>> ValidateAll(const std::string& gpu_timings_dir,
                                                    const CostOptions& options = {},
-                                                   double min_tokens = 1);
+                                                   double split_tokens = 512);
 
 // A table written by bench/gpu_harness.py (columns op, kind, m, n, k, tokens, heads, kv_heads,
 // head_dim, bytes, causal, latency_ms; kind ∈ gemm, attention, norm, h2d, d2h) vs this model on
@@ -75,7 +78,8 @@ StatusOr<std::vector<ValidationPoint>> ValidateHarnessTable(const std::string& c
                                                             const spec::ClusterSpec& cluster,
                                                             const CostOptions& options = {});
 
-// Median / p90 / max error and bias per (source, gpu, model, op), in first-appearance order.
+// Median / p90 / max error and bias per (source, gpu, model, op, range), in first-appearance
+// order.
 std::vector<ValidationSummary> Summarize(const std::vector<ValidationPoint>& points);
 // Markdown table of the summaries.
 std::string SummaryMarkdown(const std::vector<ValidationSummary>& summaries);

@@ -27,11 +27,24 @@ struct LinkSpec {
   bool operator==(const LinkSpec&) const = default;
 };
 
+// Largest per-GPU kernel-class efficiency accepted (a fraction of α_m·B_hbm; > 1 where the
+// kernel's working set stays in L2).
+inline constexpr double kMaxKernelClassEfficiency = 4;
+
 // Fractions of peak reachable in practice (the α's of the cost model).
 struct EfficiencyFactors {
   double compute = 0.8;   // α_f: best large-GEMM fraction of peak FLOP/s
   double memory = 0.85;   // α_m: fraction of HBM bandwidth reached by memory-bound kernels
   double network = 0.8;   // α_n: fraction of link bandwidth reached by NCCL
+  // Per-GPU memory-bound kernel speed (fitted by `weft cost --fit`, docs/cost_model.md
+  // "Per-GPU calibration"). memory_kernels scales the cost model's norm / activation / rope /
+  // other class efficiencies (CostOptions::memory_class_efficiency, fitted on H100 and A100):
+  // how much more of α_m·B_hbm this GPU's elementwise kernels reach (A40's GDDR6: more).
+  double memory_kernels = 1;
+  // The fraction of α_m·B_hbm that the residual add (L2 reuse can beat 1) and the embedding
+  // gather reach on this GPU; 0 = the cost model's cluster-independent default.
+  double residual = 0;
+  double embedding = 0;
   bool operator==(const EfficiencyFactors&) const = default;
 };
 
