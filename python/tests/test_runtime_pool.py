@@ -131,13 +131,18 @@ def test_a_dead_producer_is_a_one_line_error_naming_it():
 
 
 def test_a_slow_producer_starves_the_consumer_and_results_stay_equal():
-    fast_jobs, fast, config = _run("tiny-vlm-frozen-vit-pool-pp2.yaml", 4, iterations=5)
-    jobs, slow, _ = _run("tiny-vlm-frozen-vit-pool-pp2.yaml", 4, iterations=5,
-                         inject_slowdown={"module": "vision", "pass": "forward", "factor": 5.0})
+    # The ViT forward slowed 50x on both producers (a sleep after each action, so the machine's
+    # load does not hide it): the consumers then wait for the pool most of their time
+    # (docs/runtime.md: 94% measured; 5x gives ~22% on a quiet machine, too close to the noise of
+    # a loaded one to assert), and the results are still the reference's.
+    jobs, slow, config = _run("tiny-vlm-frozen-vit-pool-pp2.yaml", 4, iterations=5,
+                              inject_slowdown={"module": "vision", "pass": "forward",
+                                               "factor": 50.0})
     _check_equal(jobs, slow)
-    wait_fast = sum(s["consumer_wait_s"] for s in pool_summary(fast, config)[1:])
-    wait_slow = sum(s["consumer_wait_s"] for s in pool_summary(slow, config)[1:])
-    assert wait_slow > 2 * wait_fast, (wait_fast, wait_slow)
+    steady = pool_summary(slow, config)[1:]
+    wait_s = sum(s["consumer_wait_s"] for s in steady)
+    wall_s = sum(s["consumer_wall_s"] for s in steady)
+    assert wait_s > 0.3 * wall_s, (wait_s, wall_s)
 
 
 def test_train_cli_flowtrain_pool_check_and_trace(tmp_path, capsys):
