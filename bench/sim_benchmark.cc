@@ -20,7 +20,7 @@
 //    16-iteration SimulateWindow over the same graphs (the window must cost less than 16
 //    single simulations), and a window whose encoder stages stream into a bounded buffer.
 //  - VlmXl16kHeteroDp/*: the same job with encoder DP != LLM DP from a placement file
-//    (presets/placements/vlm-xl-16k-hetero-dp.yaml: ViT at TP8·DP256, GPT at TP8·PP14·DP128),
+//    (presets/placements/vlm-xl-16k-hetero-dp.yaml: ViT at TP8·PP2·DP256, GPT at TP8·PP12·DP128),
 //    built by the planner from real batches: replicas hold different data, so nothing is folded
 //    (one unfolded graph of 2,048 groups); issue 12's target is < 100 ms.
 #include <benchmark/benchmark.h>
