@@ -1,23 +1,21 @@
 #include "weft/strategy/compare.h"
 
-#include "weft/common/text.h"
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "weft/common/text.h"
 #include "weft/data/generators.h"
 #include "weft/data/packing.h"
 #include "weft/data/readers.h"
 #include "weft/data/workload.h"
-#include "weft/strategy/common.h"
 #include "weft/planning/placement_file.h"
-#include "weft/strategy/manual/manual.h"
 #include "weft/planning/planner.h"
 #include "weft/planning/window.h"
+#include "weft/strategy/common.h"
+#include "weft/strategy/manual/manual.h"
 
 namespace weft::strategy {
 namespace {
@@ -26,18 +24,20 @@ namespace {
 // first iteration is the warm-up (the pool fills) when there are several; each row takes the
 // window's time of its iteration and the steady-state throughput and MFU.
 Status EvaluateStreaming(const planning::Planner& planner,
-                         const std::vector<planning::IterationPlan>& plans, int keep,
-                         report::StrategyResult& result, CompareRun& run) {
+                         const std::vector<planning::IterationPlan>& plans,
+                         int keep,
+                         report::StrategyResult& result,
+                         CompareRun& run) {
   std::vector<const planning::IterationPlan*> ptrs;
   for (const auto& p : plans) ptrs.push_back(&p);
   const int warmup = plans.size() > 1 ? 1 : 0;
   sim::SimOptions sim_options;
   sim_options.record_transfers = true;
-  WEFT_ASSIGN_OR_RETURN(planning::WindowEvaluation w,
-                        planning::EvaluateWindow(planner.job(), planner.static_plan(), ptrs,
-                                                 warmup, sim_options));
-  run.static_plans.back() += " [streaming: " + w.Brief() + "; " +
-                             planner.static_plan().pool->description + "]";
+  WEFT_ASSIGN_OR_RETURN(
+      planning::WindowEvaluation w,
+      planning::EvaluateWindow(planner.job(), planner.static_plan(), ptrs, warmup, sim_options));
+  run.static_plans.back() +=
+      " [streaming: " + w.Brief() + "; " + planner.static_plan().pool->description + "]";
   for (size_t k = 0; k < result.iterations.size() && k < w.iteration_time_s.size(); ++k) {
     report::IterationResult& r = result.iterations[k];
     const sim::Timeline& t = w.window.iterations[k];
@@ -75,12 +75,24 @@ StatusOr<std::unique_ptr<Strategy>> MakeStrategyForJob(std::string_view name,
                                                        const Job& job) {
   if (name != "manual") return MakeStrategy(name);
   if (options.placement.empty()) {
-    return InvalidArgumentError("strategy 'manual' needs --placement FILE.yaml (the user's "
-                                "per-module placement; docs/placements.md)");
+    return InvalidArgumentError(
+        "strategy 'manual' needs --placement FILE.yaml (the user's "
+        "per-module placement; docs/placements.md)");
   }
-  WEFT_ASSIGN_OR_RETURN(planning::PlacementSpec spec,
-                        planning::ReadPlacementFile(options.placement, job.model, job.cluster));
-  return manual::MakeManualStrategy(std::move(spec));
+  StatusOr<planning::PlacementSpec> spec =
+      planning::ReadPlacementFile(options.placement, job.model, job.cluster);
+  if (!spec.ok()) {
+    // A placement fits one model; say which one it was checked against (issue 34 item 3: a
+    // file run without --model is checked against the default model).
+    const bool default_model = options.model == JobOptions{}.model;
+    return Status(
+        spec.status().code(),
+        fmt::format("{} (checked against model '{}'{})", spec.status().message(), job.model.name,
+                    default_model ? ", the default: pass --model MODEL for the model "
+                                    "this placement is for"
+                                  : ""));
+  }
+  return manual::MakeManualStrategy(*std::move(spec));
 }
 
 StatusOr<std::unique_ptr<planning::Planner>> MakePlanner(const JobOptions& job,
@@ -97,8 +109,8 @@ StatusOr<std::unique_ptr<planning::Planner>> MakePlanner(const JobOptions& job,
   }
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<JobSetup> setup, MakeJobSetup(job));
   WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategyForJob(strategy, job, setup->job));
-  return planning::Planner::Create(std::shared_ptr<const JobSetup>(std::move(setup)),
-                                   std::move(s), std::move(options));
+  return planning::Planner::Create(std::shared_ptr<const JobSetup>(std::move(setup)), std::move(s),
+                                   std::move(options));
 }
 
 StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
@@ -149,7 +161,8 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
     report::StrategyResult result;
     result.name = std::string(strategy->Name());
     result.description = std::string(strategy->Description());
-    auto planner = planning::Planner::Create(setup, std::move(strategy), {.budget = options.budget});
+    auto planner =
+        planning::Planner::Create(setup, std::move(strategy), {.budget = options.budget});
     if (!planner.ok()) {
       result.error = planner.status().message();
       run.static_plans.push_back(result.name + ": " + planner.status().message());
@@ -221,7 +234,8 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
     }
     if (result.error) {
       result.iterations.clear();
-      std::erase_if(run.timelines, [&](const KeptTimeline& k) { return k.strategy == result.name; });
+      std::erase_if(run.timelines,
+                    [&](const KeptTimeline& k) { return k.strategy == result.name; });
     }
     cmp.strategies.push_back(std::move(result));
   }

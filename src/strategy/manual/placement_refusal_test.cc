@@ -22,5 +22,22 @@ TEST(PlacementFile, OnlyTheManualStrategyTakesIt) {
   EXPECT_TRUE(MakePlanner(job, "manual").ok());
 }
 
+// A placement run against a model it was not written for says which model it was checked
+// against, and that it is the default one when --model was not given (issue 34 item 3).
+TEST(PlacementFile, AMismatchNamesTheModelItWasCheckedAgainst) {
+  const std::string path =
+      std::string(WEFT_SOURCE_DIR) + "/presets/placements/cs-valm-mm-modality-parallel.yaml";
+  auto by_default = MakePlanner(JobOptions{.placement = path}, "manual");
+  ASSERT_FALSE(by_default.ok());
+  EXPECT_THAT(by_default.status().message(),
+              HasSubstr("checked against model 'vlm-s', the default: pass --model"));
+  EXPECT_EQ(by_default.status().message().find('\n'), std::string::npos);
+  auto given =
+      MakePlanner(JobOptions{.model = "tiny-vlm", .gpus = 20, .placement = path}, "manual");
+  ASSERT_FALSE(given.ok());
+  EXPECT_THAT(given.status().message(), HasSubstr("(checked against model 'tiny-vlm')"));
+  EXPECT_TRUE(MakePlanner(JobOptions{.model = "cs-valm-mm", .placement = path}, "manual").ok());
+}
+
 }  // namespace
 }  // namespace weft::strategy
