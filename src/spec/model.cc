@@ -1,13 +1,14 @@
 // ModelSpec / ModuleSpec: names, derived parameter counts, DAG queries and validation.
 #include "weft/spec/model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <queue>
 #include <set>
-
-#include <fmt/format.h>
 
 namespace weft::spec {
 namespace {
@@ -71,9 +72,9 @@ int64_t AttentionParameters(const ModuleSpec& m, int64_t kv_source_width, int64_
   const int64_t h = m.hidden_size;
   const int64_t d = m.HeadDim();
   const int64_t heads = m.num_attention_heads;
-  int64_t params = h * heads * d              // q
+  int64_t params = h * heads * d                         // q
                    + 2 * kv_source_width * kv_heads * d  // k, v
-                   + heads * d * h;           // o
+                   + heads * d * h;                      // o
   if (m.linear_bias) {
     params += heads * d + 2 * kv_heads * d + h;
   } else if (m.qkv_bias) {
@@ -163,7 +164,7 @@ int64_t ModuleSpec::EmbeddingParameters() const {
   const int64_t h = hidden_size;
   switch (kind) {
     case ModuleKind::kLlm: {
-      int64_t params = static_cast<int64_t>(vocab_size) * h;  // token embedding
+      int64_t params = static_cast<int64_t>(vocab_size) * h;                 // token embedding
       if (!tied_embeddings) params += static_cast<int64_t>(vocab_size) * h;  // LM head
       params += static_cast<int64_t>(learned_position_embeddings) * h;
       params += NormParameters(*this);  // final norm
@@ -230,8 +231,7 @@ int ModuleSpec::AudioTokens(double seconds) const {
 Status ModuleSpec::Validate() const {
   if (name.empty()) return FieldError("name", "\"\"", "must be non-empty");
   for (char c : name) {
-    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
-                    c == '.';
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
     if (!ok) {
       return FieldError("name", fmt::format("\"{}\"", name),
                         "may only contain letters, digits, '_', '-' and '.'");
@@ -245,9 +245,9 @@ Status ModuleSpec::Validate() const {
     WEFT_RETURN_IF_ERROR(RequirePositive("output_size", output_size));
     if (num_layers == 2) WEFT_RETURN_IF_ERROR(RequirePositive("ffn_hidden_size", ffn_hidden_size));
     if (hidden_size != output_size) {
-      return FieldError("hidden_size", hidden_size,
-                        fmt::format("must equal output_size ({}) for an mlp_projector",
-                                    output_size));
+      return FieldError(
+          "hidden_size", hidden_size,
+          fmt::format("must equal output_size ({}) for an mlp_projector", output_size));
     }
     return OkStatus();
   }
@@ -259,9 +259,9 @@ Status ModuleSpec::Validate() const {
   WEFT_RETURN_IF_ERROR(RequirePositive("num_attention_heads", num_attention_heads));
   if (head_dim < 0) return FieldError("head_dim", head_dim, "must be >= 0 (0 = hidden/heads)");
   if (head_dim == 0 && hidden_size % num_attention_heads != 0) {
-    return FieldError("hidden_size", hidden_size,
-                      fmt::format("must be divisible by num_attention_heads ({})",
-                                  num_attention_heads));
+    return FieldError(
+        "hidden_size", hidden_size,
+        fmt::format("must be divisible by num_attention_heads ({})", num_attention_heads));
   }
   WEFT_RETURN_IF_ERROR(RequirePositive("num_kv_groups", num_kv_groups));
   if (num_attention_heads % num_kv_groups != 0) {
@@ -316,8 +316,7 @@ Status ModuleSpec::Validate() const {
       break;
     case ModuleKind::kAudioEncoder:
       if (modality != Modality::kAudio) {
-        return FieldError("modality", ModalityName(modality),
-                          "must be audio for an audio_encoder");
+        return FieldError("modality", ModalityName(modality), "must be audio for an audio_encoder");
       }
       WEFT_RETURN_IF_ERROR(RequirePositive("mel_bins", mel_bins));
       WEFT_RETURN_IF_ERROR(RequirePositive("frames_per_second", frames_per_second));
@@ -428,8 +427,7 @@ int64_t OutputWidth(const ModuleSpec& producer) {
 }
 
 // Shape agreement along one edge (OK when the pair of kinds has no rule).
-Status CheckEdgeShapes(int from_index, const ModuleSpec& from, int to_index,
-                       const ModuleSpec& to) {
+Status CheckEdgeShapes(int from_index, const ModuleSpec& from, int to_index, const ModuleSpec& to) {
   const std::string prefix = fmt::format("modules[{}]", to_index);
   if (to.kind == ModuleKind::kMlpProjector) {
     const int64_t width = OutputWidth(from);
@@ -439,8 +437,8 @@ Status CheckEdgeShapes(int from_index, const ModuleSpec& from, int to_index,
           fmt::format("must equal the output width of upstream module '{}' ({}{})", from.name,
                       width,
                       from.kind == ModuleKind::kVit && from.spatial_merge > 1
-                          ? fmt::format(" = hidden_size {} x spatial_merge^2 {}",
-                                        from.hidden_size, from.spatial_merge * from.spatial_merge)
+                          ? fmt::format(" = hidden_size {} x spatial_merge^2 {}", from.hidden_size,
+                                        from.spatial_merge * from.spatial_merge)
                           : ""));
     }
     return OkStatus();
@@ -514,6 +512,62 @@ Status ModelSpec::Validate() const {
     const int from = *FindModule(edge.from);
     const int to = *FindModule(edge.to);
     WEFT_RETURN_IF_ERROR(CheckEdgeShapes(from, modules[from], to, modules[to]));
+  }
+  return CheckDataFlow();
+}
+
+// A model that trains an LLM or a DiT: every module's output must reach one (a branch cut off
+// from them would be placed and timed as dead work), and a projector must have an encoder
+// upstream (it has no input otherwise). Both refused the same way (issue 34 item 10).
+Status ModelSpec::CheckDataFlow() const {
+  const auto is_output = [&](size_t i) {
+    return modules[i].kind == ModuleKind::kLlm || modules[i].kind == ModuleKind::kDit;
+  };
+  bool any_output = false;
+  for (size_t i = 0; i < modules.size(); ++i) any_output |= is_output(i);
+  if (!any_output) return OkStatus();  // an encoder alone (a building block): nothing to reach
+  std::vector<std::vector<int>> out(modules.size()), in(modules.size());
+  for (const ModuleEdge& e : edges) {
+    out[*FindModule(e.from)].push_back(*FindModule(e.to));
+    in[*FindModule(e.to)].push_back(*FindModule(e.from));
+  }
+  // reaches[i]: module i is an output or feeds one (edges form a DAG: memoized search).
+  std::vector<int> reaches(modules.size(), -1);
+  std::function<bool(int)> reach = [&](int i) {
+    if (reaches[i] < 0) {
+      reaches[i] = is_output(i) ? 1 : 0;
+      for (int j : out[i]) reaches[i] = reaches[i] || reach(j);
+    }
+    return reaches[i] == 1;
+  };
+  for (size_t i = 0; i < modules.size(); ++i) {
+    if (!reach(static_cast<int>(i))) {
+      return FieldError("edges",
+                        fmt::format("[module '{}' ({}) feeds {}]", modules[i].name,
+                                    ModuleKindName(modules[i].kind),
+                                    out[i].empty() ? "nothing" : "no llm or dit"),
+                        "every module must reach an llm or dit module (its work would be dead); "
+                        "add the missing edge or remove the module");
+    }
+    if (modules[i].kind == ModuleKind::kMlpProjector) {
+      std::vector<int> stack(in[i].begin(), in[i].end());
+      std::set<int> seen;
+      bool encoder = false;
+      while (!stack.empty() && !encoder) {
+        const int j = stack.back();
+        stack.pop_back();
+        if (!seen.insert(j).second) continue;
+        encoder = modules[j].IsEncoder();
+        stack.insert(stack.end(), in[j].begin(), in[j].end());
+      }
+      if (!encoder) {
+        return FieldError(
+            "edges",
+            fmt::format("[module '{}' (mlp_projector) has no encoder upstream]", modules[i].name),
+            "a projector must have a vit or audio_encoder module upstream (it has "
+            "no input otherwise); add the missing edge or remove the module");
+      }
+    }
   }
   return OkStatus();
 }

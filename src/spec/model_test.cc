@@ -83,7 +83,8 @@ TEST(ModuleSpecValidate, RejectsZeroLayers) {
 TEST(ModuleSpecValidate, RejectsHiddenNotDivisibleByHeads) {
   ModuleSpec m = Llm();
   m.hidden_size = 66;
-  EXPECT_EQ(ErrorOf(m.Validate()), "hidden_size = 66; must be divisible by num_attention_heads (4)");
+  EXPECT_EQ(ErrorOf(m.Validate()),
+            "hidden_size = 66; must be divisible by num_attention_heads (4)");
 }
 
 TEST(ModuleSpecValidate, ExplicitHeadDimLiftsDivisibility) {
@@ -140,7 +141,8 @@ TEST(ModuleSpecValidate, RejectsProjectorWithThreeLayers) {
 TEST(ModuleSpecValidate, RejectsProjectorHiddenSizeOtherThanOutput) {
   ModuleSpec m = Projector("p", 8, 8);
   m.hidden_size = 16;
-  EXPECT_EQ(ErrorOf(m.Validate()), "hidden_size = 16; must equal output_size (8) for an mlp_projector");
+  EXPECT_EQ(ErrorOf(m.Validate()),
+            "hidden_size = 16; must equal output_size (8) for an mlp_projector");
 }
 
 TEST(ModuleSpecValidate, RejectsNegativeTextCondition) {
@@ -177,9 +179,11 @@ TEST(ModelSpecValidate, RejectsDuplicateNames) {
 TEST(ModelSpecValidate, RejectsEdgeNamingAMissingModule) {
   ModelSpec model = Vlm();
   model.edges.push_back({"projector", "decoder"});
-  EXPECT_EQ(ErrorOf(model.Validate()), "edges[2].to = \"decoder\"; must name a module of the model");
+  EXPECT_EQ(ErrorOf(model.Validate()),
+            "edges[2].to = \"decoder\"; must name a module of the model");
   model.edges.back() = {"audio", "llm"};
-  EXPECT_EQ(ErrorOf(model.Validate()), "edges[2].from = \"audio\"; must name a module of the model");
+  EXPECT_EQ(ErrorOf(model.Validate()),
+            "edges[2].from = \"audio\"; must name a module of the model");
 }
 
 TEST(ModelSpecValidate, RejectsSelfLoopsAndRepeatedEdges) {
@@ -187,7 +191,29 @@ TEST(ModelSpecValidate, RejectsSelfLoopsAndRepeatedEdges) {
   model.edges.push_back({"llm", "llm"});
   EXPECT_THAT(ErrorOf(model.Validate()), HasSubstr("edges[2] = llm -> llm; must connect two"));
   model.edges.back() = {"vision", "projector"};
-  EXPECT_THAT(ErrorOf(model.Validate()), HasSubstr("edges[2] = vision -> projector; must not repeat"));
+  EXPECT_THAT(ErrorOf(model.Validate()),
+              HasSubstr("edges[2] = vision -> projector; must not repeat"));
+}
+
+// A branch that reaches no llm/dit and a projector with no encoder upstream are refused alike,
+// at validation, naming the module (issue 34 item 10).
+TEST(ModelSpecValidate, RejectsDeadBranchesAndProjectorsWithoutEncoders) {
+  ModelSpec model = Vlm();
+  model.edges.pop_back();  // projector -> llm removed: the vision branch feeds nothing
+  EXPECT_THAT(ErrorOf(model.Validate()),
+              HasSubstr("[module 'vision' (vit) feeds no llm or dit]; every module must reach an "
+                        "llm or dit module"));
+  model = Vlm();
+  model.edges.erase(model.edges.begin());  // vision -> projector removed
+  EXPECT_THAT(ErrorOf(model.Validate()), HasSubstr("[module 'vision' (vit) feeds nothing]"));
+  model.modules.erase(model.modules.begin());  // no vision at all: a projector without input
+  EXPECT_THAT(ErrorOf(model.Validate()),
+              HasSubstr("[module 'projector' (mlp_projector) has no encoder upstream]; a "
+                        "projector must have a vit or audio_encoder module upstream"));
+  ModelSpec encoder_alone;  // a building block without an LLM: nothing to reach
+  encoder_alone.name = "vit";
+  encoder_alone.modules = {Vit()};
+  EXPECT_TRUE(encoder_alone.Validate().ok());
 }
 
 TEST(ModelSpecValidate, RejectsCycles) {

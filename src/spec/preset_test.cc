@@ -279,7 +279,7 @@ TEST(ParseModelYaml, UseCopiesAModulePresetAndAppliesOverrides) {
 description: combo
 modules:
   - {use: vit-5b, name: enc, frozen: true, image_size_px: 448}
-  - {use: tiny-vlm, module: llm}
+  - {use: tiny-vlm, module: vision}
 )",
                                            "combo.yaml");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -290,7 +290,8 @@ modules:
   expected.frozen = true;
   expected.image_size_px = 448;
   EXPECT_EQ(p->model.modules[0], expected);
-  EXPECT_EQ(p->model.modules[1].name, "llm");
+  // Two encoders and no LLM: a building block (with an LLM, unconnected modules are refused).
+  EXPECT_EQ(p->model.modules[1].name, "vision");
   EXPECT_EQ(p->model.modules[1].hidden_size, 64);
 }
 

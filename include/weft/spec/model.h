@@ -12,13 +12,14 @@
 namespace weft::spec {
 
 enum class ModuleKind {
-  kVit,            // vision transformer encoder (patch embedding + bidirectional layers)
-  kLlm,            // decoder-only language model (embedding + causal layers + LM head)
-  kDit,            // diffusion transformer video/image decoder (latent patches, full attention)
-  kAudioEncoder,   // Whisper-style encoder (mel frames -> conv downsample -> layers)
-  kMlpProjector,   // connector between an encoder and the backbone (1..n linear layers)
+  kVit,           // vision transformer encoder (patch embedding + bidirectional layers)
+  kLlm,           // decoder-only language model (embedding + causal layers + LM head)
+  kDit,           // diffusion transformer video/image decoder (latent patches, full attention)
+  kAudioEncoder,  // Whisper-style encoder (mel frames -> conv downsample -> layers)
+  kMlpProjector,  // connector between an encoder and the backbone (1..n linear layers)
 };
-std::string_view ModuleKindName(ModuleKind kind);  // "vit", "llm", "dit", "audio_encoder", "mlp_projector"
+std::string_view ModuleKindName(
+    ModuleKind kind);  // "vit", "llm", "dit", "audio_encoder", "mlp_projector"
 StatusOr<ModuleKind> ParseModuleKind(std::string_view name);
 
 enum class Activation { kGelu, kSilu, kRelu, kQuickGelu };
@@ -36,27 +37,27 @@ StatusOr<Modality> ParseModality(std::string_view name);
 enum class ResizeRule { kFixed, kNative };
 
 struct ModuleSpec {
-  std::string name;                 // unique within the model, e.g. "vision", "llm", "projector"
+  std::string name;  // unique within the model, e.g. "vision", "llm", "projector"
   ModuleKind kind = ModuleKind::kLlm;
   Modality modality = Modality::kText;  // input modality (encoders: image/video/audio)
-  bool frozen = false;              // no weight gradients / optimizer state
+  bool frozen = false;                  // no weight gradients / optimizer state
 
   // Transformer shape (unused for kMlpProjector except hidden_size / ffn_hidden_size).
   int num_layers = 0;
   int hidden_size = 0;
   int ffn_hidden_size = 0;
   int num_attention_heads = 0;
-  int num_kv_groups = 0;            // GQA query groups; == num_attention_heads means MHA
-  bool gated_mlp = false;           // SwiGLU-style (3 matrices) vs 2-matrix MLP
+  int num_kv_groups = 0;   // GQA query groups; == num_attention_heads means MHA
+  bool gated_mlp = false;  // SwiGLU-style (3 matrices) vs 2-matrix MLP
   Activation activation = Activation::kGelu;
-  bool causal_attention = false;    // llm: true; encoders / dit: false
+  bool causal_attention = false;  // llm: true; encoders / dit: false
   bool qkv_bias = false;
-  bool rms_norm = false;            // RMSNorm (1 vector) vs LayerNorm (2 vectors)
-  int head_dim = 0;                 // per-head width; 0 = hidden_size / num_attention_heads
-                                    // (Qwen3: 128 with hidden 5120 and 64 heads)
-  bool linear_bias = false;         // biases on every linear (GPT, ViT, Whisper, DiT); qkv_bias
-                                    // alone covers Qwen-style q/k/v-only biases
-  bool qk_norm = false;             // per-head norm on q and k (ViT-22B, InternViT, Qwen3)
+  bool rms_norm = false;                // RMSNorm (1 vector) vs LayerNorm (2 vectors)
+  int head_dim = 0;                     // per-head width; 0 = hidden_size / num_attention_heads
+                                        // (Qwen3: 128 with hidden 5120 and 64 heads)
+  bool linear_bias = false;             // biases on every linear (GPT, ViT, Whisper, DiT); qkv_bias
+                                        // alone covers Qwen-style q/k/v-only biases
+  bool qk_norm = false;                 // per-head norm on q and k (ViT-22B, InternViT, Qwen3)
   int learned_position_embeddings = 0;  // rows of a learned absolute position table
                                         // (GPT-3: 2048; 0 = RoPE / sinusoidal / none)
 
@@ -65,21 +66,21 @@ struct ModuleSpec {
   bool tied_embeddings = false;
 
   // Vision (kVit, kDit): patching.
-  int patch_size = 0;               // pixels (vit) or latent cells (dit) per patch side
-  int spatial_merge = 1;            // tokens merged per side before the backbone (4 => 16:1)
-  int image_size_px = 0;            // kFixed resize target (square)
+  int patch_size = 0;     // pixels (vit) or latent cells (dit) per patch side
+  int spatial_merge = 1;  // tokens merged per side before the backbone (4 => 16:1)
+  int image_size_px = 0;  // kFixed resize target (square)
   ResizeRule resize_rule = ResizeRule::kFixed;
-  int64_t max_pixels = 0;           // kNative area cap (0 = none)
-  int in_channels = 3;              // image channels (vit) or latent channels (dit)
-  int temporal_patch = 1;           // frames per patch in time (video vit / dit)
+  int64_t max_pixels = 0;  // kNative area cap (0 = none)
+  int in_channels = 3;     // image channels (vit) or latent channels (dit)
+  int temporal_patch = 1;  // frames per patch in time (video vit / dit)
 
   // Video decoder (kDit): VAE compression from pixels/frames to latents.
   int vae_spatial_downsample = 8;
   int vae_temporal_downsample = 4;
-  int text_condition_hidden = 0;    // cross-attention context width (0 = no cross-attention)
-  bool shared_adaln = false;        // adaLN-single (PixArt-α, MovieGen): one 6·h×h modulation
-                                    // MLP for all layers + a 6·h table per layer, instead of
-                                    // a 6·h×h modulation per layer (DiT paper)
+  int text_condition_hidden = 0;  // cross-attention context width (0 = no cross-attention)
+  bool shared_adaln = false;      // adaLN-single (PixArt-α, MovieGen): one 6·h×h modulation
+                                  // MLP for all layers + a 6·h table per layer, instead of
+                                  // a 6·h×h modulation per layer (DiT paper)
 
   // Audio (kAudioEncoder).
   int mel_bins = 80;
@@ -94,17 +95,16 @@ struct ModuleSpec {
   int output_size = 0;
 
   // Derived (implemented in src/spec/model.cc).
-  int64_t ParametersPerLayer() const;     // one transformer layer (or one projector linear)
-  int64_t EmbeddingParameters() const;    // patch/token embedding, position tables, LM head, final norm
-  int64_t ParameterCount() const;         // whole module
+  int64_t ParametersPerLayer() const;  // one transformer layer (or one projector linear)
+  int64_t EmbeddingParameters()
+      const;                       // patch/token embedding, position tables, LM head, final norm
+  int64_t ParameterCount() const;  // whole module
   int HeadDim() const {
     if (head_dim > 0) return head_dim;
     return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0;
   }
   bool IsTransformer() const { return kind != ModuleKind::kMlpProjector; }
-  bool IsEncoder() const {
-    return kind == ModuleKind::kVit || kind == ModuleKind::kAudioEncoder;
-  }
+  bool IsEncoder() const { return kind == ModuleKind::kVit || kind == ModuleKind::kAudioEncoder; }
   // Tokens one fixed-size image becomes at the module's output (kVit with kFixed resize):
   // (image_size_px / patch_size / spatial_merge)^2, e.g. 728 px, patch 14, merge 4 -> 169.
   int FixedImageTokens() const;
@@ -122,10 +122,10 @@ struct ModuleEdge {
 };
 
 struct ModelSpec {
-  std::string name;                  // preset name or file stem
+  std::string name;  // preset name or file stem
   std::string description;
   std::vector<ModuleSpec> modules;
-  std::vector<ModuleEdge> edges;     // data flow; must form a DAG over `modules`
+  std::vector<ModuleEdge> edges;  // data flow; must form a DAG over `modules`
 
   // Index of a module by name, or nullopt.
   std::optional<int> FindModule(std::string_view module_name) const;
@@ -141,8 +141,12 @@ struct ModelSpec {
   // Parameters of modules with frozen == false.
   int64_t TrainableParameterCount() const;
   bool operator==(const ModelSpec&) const = default;
-  // Stops at the first problem: "modules[1].num_kv_groups = 3; must divide num_attention_heads (32)".
+  // Stops at the first problem: "modules[1].num_kv_groups = 3; must divide num_attention_heads
+  // (32)".
   Status Validate() const;
+  // Part of Validate: every module reaches an llm or dit module (when there is one), and every
+  // projector has an encoder upstream.
+  Status CheckDataFlow() const;
 };
 
 }  // namespace weft::spec
