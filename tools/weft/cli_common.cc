@@ -29,6 +29,21 @@ std::string ValueForMessage(const std::string& text) {
   return plain ? text : QuoteForMessage(text, 32);
 }
 
+// The folder `path` is in ("." for a bare name); a trailing '/' names the folder itself.
+std::filesystem::path ParentFolder(const std::filesystem::path& path) {
+  std::filesystem::path p = path;
+  if (!p.has_filename() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
+  return p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+}
+
+// Why a missing folder cannot be made: its own folder `parent` is missing too (or not a folder).
+std::string MissingFolderRule(const std::filesystem::path& parent) {
+  std::error_code ec;
+  return "missing, and so is its folder " + QuoteForMessage(parent.string(), 200) +
+         (std::filesystem::exists(parent, ec) ? " (not a directory)" : "") +
+         "; weft creates a missing output folder only inside an existing one (mkdir -p first)";
+}
+
 }  // namespace
 
 std::string StrategyList() {
@@ -197,15 +212,23 @@ Status CheckOutputDir(const std::string& dir, const std::string& flag) {
   const std::string name = flag + " " + QuoteForMessage(dir, 200);
   if (dir.empty()) return InvalidArgumentError(flag + ": empty path");
   std::error_code ec;
-  fs::file_status st = fs::status(dir, ec);
-  if (!fs::exists(st)) {
-    fs::create_directories(dir, ec);
-    if (ec) return InvalidArgumentError(name + ": cannot create directory: " + ec.message());
-    st = fs::status(dir, ec);
+  const fs::file_status st = fs::status(dir, ec);
+  if (fs::exists(st)) {
+    if (!fs::is_directory(st)) return InvalidArgumentError(name + ": not a directory");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+      return InvalidArgumentError(name + ": directory is not writable");
+    }
+    return OkStatus();
   }
-  if (!fs::is_directory(st)) return InvalidArgumentError(name + ": not a directory");
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return InvalidArgumentError(name + ": directory is not writable");
+  // Missing: it is made when the output is written, and only inside an existing folder.
+  const fs::path parent = ParentFolder(dir);
+  if (!fs::is_directory(parent, ec)) {
+    return InvalidArgumentError(name + ": " + MissingFolderRule(parent));
+  }
+  if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+    return InvalidArgumentError(name + ": missing, and its folder " +
+                                QuoteForMessage(parent.string(), 200) +
+                                " is not writable");
   }
   return OkStatus();
 }
@@ -263,19 +286,18 @@ Status StagedFiles::Write(const std::string& path, std::string_view content) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (target.has_parent_path() && !fs::exists(target.parent_path(), ec)) {
-      // Each missing ancestor, outermost first, so that an uncommitted run removes them again.
-      std::vector<fs::path> missing;
-      for (fs::path dir = target.parent_path(); !dir.empty() && !fs::exists(dir, ec);
-           dir = dir.parent_path()) {
-        missing.push_back(dir);
-        if (dir == dir.parent_path()) break;
+      // One missing folder is made, inside an existing one (CheckOutputDir's rule); an
+      // uncommitted run removes it again.
+      const fs::path dir = target.parent_path();
+      const fs::path parent = ParentFolder(dir);
+      if (!fs::is_directory(parent, ec)) {
+        return InvalidArgumentError(name + ": folder " + QuoteForMessage(dir.string(), 200) +
+                                    " is " + MissingFolderRule(parent));
       }
-      for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-        if (!fs::create_directory(*it, ec) && ec) {
-          return InvalidArgumentError(name + ": cannot create directory: " + ec.message());
-        }
-        created_dirs_.push_back(*it);
+      if (!fs::create_directory(dir, ec) && ec) {
+        return InvalidArgumentError(name + ": cannot create directory: " + ec.message());
       }
+      created_dirs_.push_back(dir);
     }
     tmp += ".tmp" + std::to_string(random_()) + "." + std::to_string(staged_.size());
     // Kept before it is written: a failure below still removes it.

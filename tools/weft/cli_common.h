@@ -29,7 +29,8 @@ int ReportError(const Status& status);
 Status WriteFileAtomically(const std::string& path, const std::string& content);
 
 // Files written as one unit: each Write puts its content in a temporary file beside its path at
-// once (so many large outputs need not wait in memory; missing directories are made), Commit
+// once (so many large outputs need not wait in memory; a missing folder is made when its own
+// folder exists, else Write fails naming the rule), Commit
 // renames them all at the end; destruction without Commit removes the temporaries and the
 // directories Write made. A rename that fails inside Commit leaves the files renamed before it
 // in place. "-" is stdout, printed by Commit. Write may be called from several threads (distinct
@@ -111,10 +112,14 @@ using plan::kMaxPlanFileBytes;
 CLI::Validator InputFileCheck(int64_t max_bytes);
 // InputFileCheck for --model: also a checkpoint directory holding a Hugging Face config.json.
 CLI::Validator ModelInputCheck();
-// OK when `path` can be written: its directory exists or can be created, and `path` is not a
-// directory or other non-file. Creates the directory. "-" is stdout.
+// The one rule for every output path (docs/cli.md "Output paths"): a missing folder is made only
+// inside an existing one (`out/p.json` makes out/ in the working directory; `/nonexistent/x/p.json`
+// is refused). The checks create nothing; StagedFiles::Write makes the folder and removes it
+// again when the run fails.
+// OK when `path` can be written: its directory exists or can be made by that rule, and `path` is
+// not a directory or other non-file. "-" is stdout.
 Status CheckOutputFile(const std::string& path, const std::string& flag);
-// OK when `dir` is (or can be created as) a writable directory. Creates it.
+// OK when `dir` is a writable directory, or is missing and its folder is a writable directory.
 Status CheckOutputDir(const std::string& dir, const std::string& flag);
 // Every given output of a command, before its work: files and directories as (flag, path) pairs;
 // empty paths are skipped. The first problem, else OK.

@@ -135,6 +135,10 @@ int RunFit(const CostArgs& args) {
   }
   auto cluster = spec::LoadCluster(args.cluster);
   if (!cluster.ok()) return ReportError(cluster.status());
+  // The output path is checked before the fit: a bad one fails now and writes nothing.
+  if (!args.out.empty()) {
+    if (Status s = CheckOutputFile(args.out, "--out"); !s.ok()) return ReportError(s);
+  }
   auto all = cost::FindVidurProfiles(args.fit_dir);
   if (!all.ok()) return ReportError(all.status());
   const std::string gpu = cluster->name;
