@@ -28,6 +28,21 @@ int main(int argc, char** argv) {
   weft::cli::RegisterCpCommand(app, exit_code);
   weft::cli::RegisterOptimizeCommand(app, exit_code);
   weft::cli::RegisterImportCommand(app, exit_code);
+  // A first word that is no subcommand is named, with the known ones (CLI11 would say "A
+  // subcommand is required").
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+      found = found || sub->check_name(argv[1]);
+    }
+    if (!found) {
+      std::cerr << "weft: error: unknown subcommand " << weft::QuoteForMessage(argv[1], 40)
+                << "; known: " << known << " (weft --help describes them)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -5,6 +5,7 @@
 #include "cli_common.h"
 #include "job_options.h"
 #include "weft/common/parallel.h"
+#include "weft/cost/cost_model.h"
 #include "weft/plan/plan_json.h"
 #include "weft/plan/validator.h"
 #include "weft/report/svg.h"
@@ -17,6 +18,7 @@
 #include "weft/planning/planner.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace weft::cli {
 namespace {
@@ -28,6 +30,7 @@ struct RunOptions {
   int first_iteration = 0;
   BudgetFlags budget;
   std::string trace, svg, out, out_dir;
+  std::string json;  // simulate: per-iteration summaries (the keys of Python weft.simulate's)
   int replica = -1;  // DP replica to trace / write; -1 = slowest (trace), every one (plan)
   bool world = false;  // plan: one world plan per iteration (Planner::CompileWorld)
   std::string emit_mimo_config;  // plan: the placement's Megatron MIMO parallelism config
@@ -38,6 +41,7 @@ struct Prepared {
   std::unique_ptr<planning::Planner> planner;
   std::vector<spec::Batch> batches;
   std::string mimo_config;  // YAML for --emit-mimo-config, written after the plans
+  std::string data_warning;  // the batches' given-vs-used line ("" = all used as given)
 };
 
 // The MIMO parallelism config of the planner's placement (planning::MimoConfigOfPlacement, read
@@ -90,10 +94,9 @@ StatusOr<Prepared> PrepareRun(const RunOptions& o) {
   if (!planner.setup().notes.empty() && name != "manual" && name != "megatron-mimo") {
     std::cout << "note: " << planner.setup().notes << "\n";
   }
-  std::string data_warning;
   WEFT_ASSIGN_OR_RETURN(p.batches,
-                        planner.Batches(o.first_iteration, o.iterations, &data_warning));
-  if (!data_warning.empty()) std::cerr << "warning: " << data_warning << "\n";
+                        planner.Batches(o.first_iteration, o.iterations, &p.data_warning));
+  if (!p.data_warning.empty()) std::cerr << "warning: " << p.data_warning << "\n";
   return p;
 }
 
@@ -106,9 +109,11 @@ Status WriteMimoConfig(const RunOptions& o, const Prepared& p) {
 }
 
 // Plans and simulates the iterations; calls `each` with (iteration, planner, planned).
+// `data_warning` (if not null) receives the batches' given-vs-used line.
 template <typename Fn>
-Status RunIterations(const RunOptions& o, Fn each) {
+Status RunIterations(const RunOptions& o, std::string* data_warning, Fn each) {
   WEFT_ASSIGN_OR_RETURN(Prepared prepared, PrepareRun(o));
+  if (data_warning != nullptr) *data_warning = prepared.data_warning;
   for (const auto& batch : prepared.batches) {
     WEFT_ASSIGN_OR_RETURN(auto planned, prepared.planner->Plan(batch));
     WEFT_RETURN_IF_ERROR(each(batch.iteration, *prepared.planner, planned));
@@ -144,6 +149,26 @@ Status RunIterationsWithService(const RunOptions& o, Fn each) {
     WEFT_RETURN_IF_ERROR(each(batch.iteration, *prepared.planner, planned));
   }
   return WriteMimoConfig(o, prepared);
+}
+
+// One iteration's summary for simulate --json: the keys and values of Python weft.simulate's
+// (python/src/plan_dict.cc FillSummary), data_warning added by the caller.
+nlohmann::json IterationSummaryJson(int64_t iteration, const planning::PlannedIteration& p) {
+  const auto& e = p.evaluation;
+  return {{"iteration", iteration},
+          {"iteration_time_s", e.iteration_time_s},
+          {"lower_bound_s", e.lower_bound_s},
+          {"bubble_ratio", e.bubble_ratio},
+          {"mfu", e.mfu},
+          {"samples_per_s", e.samples_per_s},
+          {"tokens_per_s", e.tokens_per_s},
+          {"peak_memory_bytes", e.peak_memory_bytes},
+          {"oom", e.oom},
+          {"plan_time_s", p.plan.plan_time_s},
+          {"recompute_used", std::string(cost::RecomputeName(p.recompute_used))},
+          {"num_replicas", static_cast<int>(p.plan.replicas.size())},
+          {"slowest_replica", e.slowest_replica},
+          {"notes", p.plan.notes}};
 }
 
 // The replica whose timeline a trace shows: --replica, else the slowest one.
@@ -188,9 +213,13 @@ void RegisterSimulateCommand(CLI::App& app, int& exit_code) {
   AddRunOptions(cmd, *o);
   cmd->add_option("--trace", o->trace, "Chrome/Perfetto trace of the last iteration");
   cmd->add_option("--svg", o->svg, "SVG timeline of the last iteration");
+  cmd->add_option("--json", o->json,
+                  "per-iteration summaries as a JSON list (the keys of Python weft.simulate's: "
+                  "iteration_time_s, mfu, samples_per_s (the job's), ...; - = stdout)");
   cmd->callback([o, &exit_code]() {
     for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--trace", o->trace},
-                                     {"--svg", o->svg}}) {
+                                     {"--svg", o->svg},
+                                     {"--json", o->json}}) {
       if (path.empty()) continue;
       if (Status s = CheckOutputFile(path, flag); !s.ok()) {
         exit_code = ReportError(s);
@@ -198,12 +227,15 @@ void RegisterSimulateCommand(CLI::App& app, int& exit_code) {
       }
     }
     std::string trace_text, svg_text;  // of the last iteration, written once all succeeded
+    nlohmann::json summaries = nlohmann::json::array();  // --json
+    std::string data_warning;
     std::vector<planning::IterationPlan> streamed;  // a streaming plan's iterations (a pool)
-    Status s = RunIterations(*o, [&](int64_t it, const planning::Planner& planner,
-                                     planning::PlannedIteration& p) -> Status {
+    Status s = RunIterations(*o, &data_warning, [&](int64_t it, const planning::Planner& planner,
+                                                    planning::PlannedIteration& p) -> Status {
       const auto& e = p.evaluation;
       const int n = static_cast<int>(p.plan.replicas.size());
       WEFT_ASSIGN_OR_RETURN(const int shown, ShownReplica(*o, p));
+      summaries.push_back(IterationSummaryJson(it, p));
       std::cout << "iteration " << it << ": " << e.timelines[e.slowest_replica].BriefReport();
       if (n > 1) {
         // The lines above are one replica's (its throughput and MFU); the job's are all of them.
@@ -259,6 +291,10 @@ void RegisterSimulateCommand(CLI::App& app, int& exit_code) {
     });
     if (s.ok() && !o->trace.empty()) s = WriteFileAtomically(o->trace, trace_text);
     if (s.ok() && !o->svg.empty()) s = WriteFileAtomically(o->svg, svg_text);
+    if (s.ok() && !o->json.empty()) {
+      for (auto& summary : summaries) summary["data_warning"] = data_warning;
+      s = WriteFileAtomically(o->json, summaries.dump(2) + "\n");
+    }
     exit_code = s.ok() ? 0 : ReportError(s);
   });
 }
@@ -373,7 +409,7 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
     };
     // A stream of batches goes through the asynchronous planner service; one batch is planned
     // in the foreground.
-    Status s = o->out_dir.empty() ? RunIterations(*o, write_plan)
+    Status s = o->out_dir.empty() ? RunIterations(*o, nullptr, write_plan)
                                   : RunIterationsWithService(*o, write_plan);
     exit_code = s.ok() ? 0 : ReportError(s);
   });
