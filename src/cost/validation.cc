@@ -231,8 +231,9 @@ StatusOr<LoadedProfile> LoadVidurProfile(const VidurProfile& profile) {
     for (const auto& [op, acc] : by_op) {
       // The op's first forward instance (a layer holds residual_add twice; vidur times one).
       const std::vector<Op>& source = op == "embedding" ? layer0 : layer1;
-      auto it =
-          std::find_if(source.begin(), source.end(), [&](const Op& o) { return o.name == op; });
+      const std::string& op_name = op;  // a lambda may not capture a structured binding (clang)
+      auto it = std::find_if(source.begin(), source.end(),
+                             [&](const Op& o) { return o.name == op_name; });
       if (it == source.end()) {
         return InternalError(
             fmt::format("{}: op '{}' not built for {}", csv_path, op, module.name));
