@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 
@@ -12,6 +13,7 @@
 #include "weft/data/readers.h"
 #include "weft/data/workload.h"
 #include "weft/planning/graph_builder.h"
+#include "weft/planning/parallel_space.h"
 
 namespace weft::planning {
 namespace {
@@ -24,6 +26,29 @@ bool IsGeneratorProfile(std::string_view name) {
 }
 
 }  // namespace
+
+Status AddModuleSize(std::string_view flag, std::string_view text, int max, ModuleSizes& sizes) {
+  const size_t eq = text.find('=');
+  const std::string_view module = eq == std::string_view::npos ? "" : text.substr(0, eq);
+  const std::string_view number = eq == std::string_view::npos ? text : text.substr(eq + 1);
+  if (eq != std::string_view::npos && module.empty()) {
+    return InvalidArgumentError(fmt::format("{} {}: a module name must come before '=' (e.g. {} "
+                                            "vision=1)",
+                                            flag, QuoteForMessage(text, 40), flag));
+  }
+  int value = 0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (ec != std::errc() || end != number.data() + number.size() || value < 1 || value > max) {
+    return InvalidArgumentError(fmt::format("{} {}: must be an integer in [1, {}] (N or MODULE=N)",
+                                            flag, QuoteForMessage(text, 40), max));
+  }
+  if (module.empty()) {
+    sizes.all = value;
+  } else {
+    sizes.by_module[std::string(module)] = value;
+  }
+  return OkStatus();
+}
 
 Status JobOptions::Validate() const {
   auto range = [](const char* field, int64_t value, int64_t hi, const char* zero) -> Status {
@@ -39,6 +64,26 @@ Status JobOptions::Validate() const {
       range("num_microbatches", num_microbatches, kMaxMicrobatches, "the setup's, else 2 x pp"));
   WEFT_RETURN_IF_ERROR(
       range("context_tokens", context_tokens, kMaxContextTokens, "the setup's, else 8192"));
+  WEFT_RETURN_IF_ERROR(
+      range("data_parallel_size", data_parallel_size, kMaxParallelSize, "fill the GPUs"));
+  WEFT_RETURN_IF_ERROR(range("first_stage_llm_layers", first_stage_llm_layers, 1 << 20, "unchecked"));
+  WEFT_RETURN_IF_ERROR(range("last_stage_llm_layers", last_stage_llm_layers, 1 << 20, "unchecked"));
+  WEFT_RETURN_IF_ERROR(range("micro_batch_sequences", micro_batch_sequences,
+                             kMaxSequencesPerBatch, "--microbatches decides"));
+  for (const auto* sizes : {&tensor_size, &context_size}) {
+    const char* name = sizes == &tensor_size ? "tensor_size" : "context_size";
+    WEFT_RETURN_IF_ERROR(range(name, sizes->all, kMaxParallelSize, "the setup's"));
+    for (const auto& [module, size] : sizes->by_module) {
+      if (size < 1 || size > kMaxParallelSize) {
+        return InvalidArgumentError(fmt::format("{}[{}] = {}; must be in [1, {}]", name, module,
+                                                size, kMaxParallelSize));
+      }
+    }
+  }
+  if (!recompute.empty() && !cost::ParseRecompute(recompute).ok()) {
+    return InvalidArgumentError("recompute = " + QuoteForMessage(recompute, 40) +
+                                "; must be none, selective or full");
+  }
   return OkStatus();
 }
 
@@ -88,6 +133,47 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   // The backbone's TP·PP·CP fixes one replica; DP fills the GPUs.
   const int llm = data::FirstLlmModule(job.model);
   if (llm < 0) return FailedPreconditionError("model '" + options.model + "' has no llm module");
+  // --tp / --cp: every module's, then the per-module entries (which must name modules).
+  for (const auto* sizes : {&options.tensor_size, &options.context_size}) {
+    const bool is_tp = sizes == &options.tensor_size;
+    for (const auto& [name, size] : sizes->by_module) {
+      if (!job.model.FindModule(name)) {
+        std::string names;
+        for (const auto& m : job.model.modules) names += (names.empty() ? "" : ", ") + m.name;
+        return InvalidArgumentError(fmt::format("{} {}={}: no module '{}' in model '{}' ({})",
+                                                is_tp ? "--tp" : "--cp", name, size, name,
+                                                job.model.name, names));
+      }
+    }
+    if (sizes->empty()) continue;
+    std::vector<spec::ModuleParallel> entries;
+    std::vector<std::string> lowered;
+    for (const auto& m : job.model.modules) {
+      spec::ModuleParallel p = job.parallel.For(m.name);
+      p.module = m.name;
+      auto own = sizes->by_module.find(m.name);
+      int size = own != sizes->by_module.end() ? own->second : sizes->all;
+      if (size > 0) {
+        if (is_tp && own == sizes->by_module.end() && m.num_attention_heads > 0) {
+          // --tp N for every module: one whose heads N does not divide keeps the largest TP
+          // below N that does (a ViT with 16 heads under --tp 32 runs at 16).
+          int fit = size;
+          while (fit > 1 && (size % fit != 0 || !TpFitsHeads(m, fit))) --fit;
+          if (fit != size) lowered.push_back(fmt::format("{} tp {}", m.name, fit));
+          size = fit;
+        }
+        (is_tp ? p.tp : p.cp) = size;
+      }
+      entries.push_back(p);
+    }
+    job.parallel.modules = entries;
+    if (!lowered.empty()) {
+      std::string list;
+      for (const auto& l : lowered) list += (list.empty() ? "" : ", ") + l;
+      setup->notes += std::string(setup->notes.empty() ? "" : "; ") + "--tp " +
+                      std::to_string(sizes->all) + ": " + list + " (heads)";
+    }
+  }
   spec::ModuleParallel lp = job.parallel.For(job.model.modules[llm].name);
   if (options.pipeline_size < 0) {
     return InvalidArgumentError("--pp = " + std::to_string(options.pipeline_size) +
@@ -100,14 +186,20 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
                                    job.model.modules[llm].name +
                                    "' needs tp·pp·cp = " + std::to_string(replica) + " GPUs");
   }
-  const int dp = gpus / replica;
-  if (gpus % replica != 0) {
-    const int unused = gpus % replica;
+  if (options.data_parallel_size > 0 && options.data_parallel_size * replica > gpus) {
+    return FailedPreconditionError(fmt::format(
+        "--dp {} needs tp·pp·cp·dp = {}·{}·{}·{} = {} GPUs; the job has {} (--gpus)",
+        options.data_parallel_size, lp.tp, lp.pp, lp.cp, options.data_parallel_size,
+        options.data_parallel_size * replica, gpus));
+  }
+  const int dp = options.data_parallel_size > 0 ? options.data_parallel_size : gpus / replica;
+  if (gpus != dp * replica) {
+    const int unused = gpus - dp * replica;
     setup->notes += std::string(setup->notes.empty() ? "" : "; ") + std::to_string(unused) +
                     (unused == 1 ? " GPU" : " GPUs") +
                     " unused by pipeline replicas of tp·pp·cp = " + std::to_string(replica);
   }
-  if (dp != lp.dp) {
+  if (dp != lp.dp && options.data_parallel_size == 0) {
     setup->notes += std::string(setup->notes.empty() ? "" : "; ") + "dp set to " +
                     std::to_string(dp) + " to fill " + std::to_string(gpus) + " GPUs";
   }
@@ -140,6 +232,37 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
                                : training.global_batch_sequences > 0
                                    ? training.global_batch_sequences
                                    : job.parallel.num_microbatches * dp;
+  if (options.micro_batch_sequences > 0) {
+    // Megatron's --micro-batch-size: microbatches = global batch / (size · DP).
+    const int gbs = setup->sequences_per_batch;
+    if (options.sequences_per_batch == 0 && training.global_batch_sequences == 0) {
+      return InvalidArgumentError(fmt::format(
+          "--micro-batch-size {} needs the global batch: pass --global-batch-size (the model's "
+          "setup names none)",
+          options.micro_batch_sequences));
+    }
+    const int per_step = options.micro_batch_sequences * dp;
+    if (gbs % per_step != 0) {
+      return InvalidArgumentError(fmt::format(
+          "--micro-batch-size {}: global batch {} must be a multiple of micro batch size x DP "
+          "= {} x {} = {}",
+          options.micro_batch_sequences, gbs, options.micro_batch_sequences, dp, per_step));
+    }
+    const int microbatches = gbs / per_step;
+    if (options.num_microbatches > 0 && options.num_microbatches != microbatches) {
+      return InvalidArgumentError(fmt::format(
+          "--microbatches {} and --micro-batch-size {} disagree: global batch {} / ({} x DP {}) "
+          "= {} microbatches; pass one of them",
+          options.num_microbatches, options.micro_batch_sequences, gbs,
+          options.micro_batch_sequences, dp, microbatches));
+    }
+    job.parallel.num_microbatches = microbatches;
+  }
+  if (!options.recompute.empty()) {
+    WEFT_ASSIGN_OR_RETURN(setup->recompute_floor, cost::ParseRecompute(options.recompute));
+  }
+  setup->first_stage_llm_layers = options.first_stage_llm_layers;
+  setup->last_stage_llm_layers = options.last_stage_llm_layers;
   // The derived batch too (microbatches x DP): beyond the limit a batch exhausts memory.
   if (setup->sequences_per_batch > JobOptions::kMaxSequencesPerBatch) {
     return InvalidArgumentError(

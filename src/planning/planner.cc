@@ -1,9 +1,13 @@
 #include "weft/planning/planner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <tuple>
 
+#include "weft/data/workload.h"
 #include "weft/plan/compiler.h"
 #include "weft/plan/validator.h"
 #include "weft/sched/generators.h"
@@ -80,6 +84,36 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetu
       p->static_plan_.recompute.assign(p->setup_->job.model.modules.size(),
                                        cost::Recompute::kNone);
     }
+  }
+  if (p->setup_->first_stage_llm_layers > 0 || p->setup_->last_stage_llm_layers > 0) {
+    // Megatron's --decoder-first/last-pipeline-num-layers: checked, not applied (the strategy
+    // chooses the split; an emitted configuration must re-read to the same plan).
+    const auto& job = p->setup_->job;
+    const int llm = data::FirstLlmModule(job.model);
+    std::vector<int> layers(placement.groups.size(), 0);
+    for (const Chunk& c : placement.chunks) {
+      if (c.module == llm && c.replica == 0) layers[c.group] += c.num_layers;
+    }
+    for (auto [flag, want, got] :
+         {std::tuple{"--decoder-first-pipeline-num-layers", p->setup_->first_stage_llm_layers,
+                     layers.empty() ? 0 : layers.front()},
+          std::tuple{"--decoder-last-pipeline-num-layers", p->setup_->last_stage_llm_layers,
+                     layers.empty() ? 0 : layers.back()}}) {
+      if (want > 0 && want != got) {
+        return FailedPreconditionError(fmt::format(
+            "{} {}: strategy '{}' puts {} layers of '{}' there (weft's strategies choose the "
+            "layer split; the flag checks it)",
+            flag, want, p->strategy_->Name(), got, job.model.modules[llm].name));
+      }
+    }
+  }
+  if (p->setup_->recompute_floor != cost::Recompute::kNone &&
+      p->memory_policy_ != MemoryPolicy::kFirstUniformLevelThatFits) {
+    return InvalidArgumentError(fmt::format(
+        "--recompute-granularity {}: strategy '{}' chooses recomputation itself ({}); the flag "
+        "sets the uniform level of rule-based strategies",
+        cost::RecomputeName(p->setup_->recompute_floor), p->strategy_->Name(),
+        MemoryPolicyName(p->memory_policy_)));
   }
   return p;
 }
@@ -235,11 +269,15 @@ StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
       fallback && memory_policy_ == MemoryPolicy::kStrategy
           ? MemoryPolicy::kFirstUniformLevelThatFits
           : memory_policy_;
-  const std::vector<cost::Recompute> levels =
-      policy == MemoryPolicy::kFirstUniformLevelThatFits
-          ? std::vector<cost::Recompute>{cost::Recompute::kNone, cost::Recompute::kSelective,
-                                         cost::Recompute::kFull}
-          : std::vector<cost::Recompute>{cost::Recompute::kNone};
+  std::vector<cost::Recompute> levels{cost::Recompute::kNone};
+  if (policy == MemoryPolicy::kFirstUniformLevelThatFits) {
+    // From the job's floor (JobOptions::recompute) up: none, selective, full.
+    levels.clear();
+    for (cost::Recompute r :
+         {cost::Recompute::kNone, cost::Recompute::kSelective, cost::Recompute::kFull}) {
+      if (static_cast<int>(r) >= static_cast<int>(setup_->recompute_floor)) levels.push_back(r);
+    }
+  }
   PlanBudget b = budget;
   if (b.seed == 0) b.seed = job.seed;
   PlannedIteration out;

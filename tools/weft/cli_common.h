@@ -146,5 +146,6 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code);
 void RegisterCpCommand(CLI::App& app, int& exit_code);
 void RegisterOptimizeCommand(CLI::App& app, int& exit_code);
 void RegisterImportCommand(CLI::App& app, int& exit_code);
+void RegisterTuneCommand(CLI::App& app, int& exit_code);
 
 }  // namespace weft::cli

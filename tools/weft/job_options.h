@@ -13,6 +13,28 @@ namespace weft::cli {
 // Seeds: any unsigned 64-bit integer; a negative one is refused (it would wrap to 2^64 - 1).
 inline constexpr uint64_t kMaxSeed = ~uint64_t{0};
 
+// A repeatable size flag taking N or MODULE=N (planning::ModuleSizes).
+inline void AddModuleSizeOption(CLI::App* cmd, const std::string& names, const std::string& flag,
+                                planning::ModuleSizes& sizes, const std::string& help) {
+  const int max = planning::JobOptions::kMaxParallelSize;
+  cmd->add_option_function<std::vector<std::string>>(
+         names,
+         [&sizes, flag, max](const std::vector<std::string>& values) {
+           for (const auto& v : values) {
+             // Checked by the validator below; applying cannot fail here.
+             (void)planning::AddModuleSize(flag, v, max, sizes);
+           }
+         },
+         help)
+      ->check(CLI::Validator(
+          [flag, max](std::string& text) {
+            planning::ModuleSizes probe;
+            Status s = planning::AddModuleSize(flag, text, max, probe);
+            return s.ok() ? std::string() : std::string(s.message());
+          },
+          "N|MODULE=N", "module size"));
+}
+
 inline void AddJobOptions(CLI::App* cmd, planning::JobOptions& job) {
   using planning::JobOptions;
   cmd->add_option("--model", job.model,
@@ -28,18 +50,61 @@ inline void AddJobOptions(CLI::App* cmd, planning::JobOptions& job) {
       ->check(InputFileCheck(kMaxSpecFileBytes));
   AddNumberOption(cmd, "--gpus", job.gpus, 0, JobOptions::kMaxGpus, "total GPUs",
                   "0 = the model's setup");
-  AddNumberOption(cmd, "--pp", job.pipeline_size, 0, JobOptions::kMaxPipelineSize,
-                  "pipeline ranks of the backbone", "0 = the setup's");
+  AddNumberOption(cmd, "--pp,--pipeline-model-parallel-size", job.pipeline_size, 0,
+                  JobOptions::kMaxPipelineSize, "pipeline ranks of the backbone",
+                  "0 = the setup's");
+  AddModuleSizeOption(cmd, "--tp,--tensor-model-parallel-size", "--tp", job.tensor_size,
+                      "tensor parallel size of every module (N) or of one (MODULE=N, "
+                      "repeatable); with N a module whose heads N does not divide takes the "
+                      "largest TP below N that does");
+  AddModuleSizeOption(cmd, "--cp,--context-parallel-size", "--cp", job.context_size,
+                      "context parallel size of every module (N) or of one (MODULE=N, "
+                      "repeatable)");
+  AddNumberOption(cmd, "--dp", job.data_parallel_size, 0, JobOptions::kMaxParallelSize,
+                  "data-parallel replicas of the backbone (every module shares them); "
+                  "tp·cp·pp·dp must fit --gpus",
+                  "0 = fill the GPUs");
   cmd->add_option("--data", job.data,
                   "data profile (weft presets --kind data lists them) or a data file (weft "
                   "JSONL, LLaVA JSON, COCO, CSV/TSV manifests)")
       ->check(InputFileCheck(kMaxDataFileBytes));
-  AddNumberOption(cmd, "--sequences", job.sequences_per_batch, 0, JobOptions::kMaxSequencesPerBatch,
-                  "packed sequences per global batch",
+  AddNumberOption(cmd, "--sequences,--global-batch-size", job.sequences_per_batch, 0,
+                  JobOptions::kMaxSequencesPerBatch, "packed sequences per global batch",
                   "0 = microbatches x DP; the derived value has the same limit");
   AddNumberOption(cmd, "--microbatches", job.num_microbatches, 0, JobOptions::kMaxMicrobatches,
                   "microbatches per DP replica", "0 = the setup's, else 2 x pp");
-  AddNumberOption(cmd, "--context", job.context_tokens, 0, JobOptions::kMaxContextTokens,
+  AddNumberOption(cmd, "--micro-batch-size", job.micro_batch_sequences, 0,
+                  JobOptions::kMaxSequencesPerBatch,
+                  "packed sequences per microbatch (Megatron's name): microbatches = global "
+                  "batch / (size x DP)",
+                  "0 = --microbatches decides");
+  cmd->add_option("--recompute-granularity", job.recompute,
+                     "lowest uniform recompute level tried (none, selective, full; Megatron's "
+                     "name): rule-based strategies take the first level from it that fits")
+      ->check(CLI::IsMember({"none", "selective", "full"}));
+  // The rest of a Megatron-LM argument list `weft tune --emit megatron` writes, so that the
+  // list re-reads: checked, never silently dropped.
+  cmd->add_flag("--sequence-parallel", job.sequence_parallel_flag,
+                "Megatron's sequence parallelism (weft models it whenever TP > 1; accepted so a "
+                "Megatron argument list re-reads)");
+  cmd->add_option("--recompute-method", job.recompute_method,
+                  "Megatron's recompute method; weft's full recompute is `uniform` over every "
+                  "layer (with --recompute-num-layers 1)")
+      ->check(CLI::IsMember({"uniform"}));
+  cmd->add_option("--recompute-num-layers", job.recompute_num_layers,
+                  "Megatron's layers per recompute group; weft models 1")
+      ->check(CLI::Range(1, 1));
+  AddNumberOption(cmd, "--decoder-first-pipeline-num-layers", job.first_stage_llm_layers, 0,
+                  1 << 20,
+                  "backbone layers the plan must put on the first pipeline rank (checked "
+                  "against the strategy's plan, not applied)",
+                  "0 = unchecked");
+  AddNumberOption(cmd, "--decoder-last-pipeline-num-layers", job.last_stage_llm_layers, 0,
+                  1 << 20,
+                  "backbone layers the plan must put on the last pipeline rank (checked)",
+                  "0 = unchecked");
+  AddNumberOption(cmd, "--context,--seq-length", job.context_tokens, 0,
+                  JobOptions::kMaxContextTokens,
                   "packed sequence length in LLM tokens", "0 = the setup's, else 8192");
   AddNumberOption(cmd, "--seed", job.seed, uint64_t{0}, kMaxSeed, "seed of the synthetic data")
       ->capture_default_str();

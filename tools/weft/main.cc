@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   weft::cli::RegisterCpCommand(app, exit_code);
   weft::cli::RegisterOptimizeCommand(app, exit_code);
   weft::cli::RegisterImportCommand(app, exit_code);
+  weft::cli::RegisterTuneCommand(app, exit_code);
   // A first word that is no subcommand is named, with the known ones (CLI11 would say "A
   // subcommand is required").
   if (argc > 1 && argv[1][0] != '-') {

@@ -3,8 +3,10 @@
 // every front end does before planning (docs/architecture.md "The planner").
 // Thread-safety: functions are reentrant; results are value types.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "weft/common/status.h"
@@ -14,6 +16,18 @@
 #include "weft/spec/preset.h"
 
 namespace weft::planning {
+
+// A size given for every module (`all`, e.g. --tp 4) and/or per module by name (--tp vision=1);
+// a module's own entry wins. 0 / empty = the setup's.
+struct ModuleSizes {
+  int all = 0;
+  std::map<std::string, int> by_module = {};
+  bool empty() const { return all == 0 && by_module.empty(); }
+  bool operator==(const ModuleSizes&) const = default;
+};
+// "4" -> all = 4; "vision=1" -> by_module["vision"] = 1 (repeatable). InvalidArgument naming the
+// flag and the rule (an integer in [1, max], a module name before '=').
+Status AddModuleSize(std::string_view flag, std::string_view text, int max, ModuleSizes& sizes);
 
 struct JobOptions {
   std::string model = "vlm-s";  // preset name or YAML/JSON path
@@ -30,6 +44,28 @@ struct JobOptions {
   bool charge_idle_gpus = true;     // Job::charge_idle_gpus
   std::vector<std::string> freeze;  // modules marked frozen on top of the spec's (--freeze)
   int64_t pool_bytes = 0;           // Job::pool_capacity_bytes (--pool-bytes); 0 = the strategy's
+  // --tp / --cp: tensor / context parallel size of every module or of one (ModuleSizes). With
+  // `all`, a module whose heads that TP does not divide takes the largest TP below it that does
+  // (said in JobSetup::notes); a per-module size is taken as given (and validated).
+  ModuleSizes tensor_size = {}, context_size = {};
+  // --dp: data-parallel replicas of the backbone (every module shares them); 0 = as many as
+  // fill the GPUs. tp·cp·pp·dp must fit the GPUs; GPUs left over idle (said in notes).
+  int data_parallel_size = 0;
+  // --micro-batch-size (Megatron's name): packed sequences per microbatch; sets the microbatches
+  // per replica to global batch / (size · DP), which must divide. 0 = --microbatches decides.
+  int micro_batch_sequences = 0;
+  // --recompute-granularity (Megatron's name): the lowest uniform recompute level the memory
+  // policy tries ("" = none first, then selective, then full; the first that fits is kept).
+  std::string recompute = "";
+  // --decoder-first/last-pipeline-num-layers (Megatron's names): the backbone layers the plan must
+  // put on the first / last pipeline rank; checked against the strategy's plan by
+  // Planner::Create (weft's strategies choose the split; the flags verify an emitted config).
+  int first_stage_llm_layers = 0, last_stage_llm_layers = 0;
+  // Accepted from a Megatron argument list and checked by the CLI (weft models SP with TP > 1,
+  // uniform recompute of every layer): no effect on the job.
+  bool sequence_parallel_flag = false;
+  std::string recompute_method = "";
+  int recompute_num_layers = 0;
 
   // The valid ranges (docs/cli.md): beyond them a run would exhaust memory or take far longer
   // than a planning session, so they are refused before any work.
@@ -39,6 +75,7 @@ struct JobOptions {
   static constexpr int kMaxSequencesPerBatch = 65536;  // vlm-s: ~13 s, ~0.4 GB per iteration
   static constexpr int kMaxMicrobatches = 4096;
   static constexpr int kMaxContextTokens = 1 << 20;
+  static constexpr int kMaxParallelSize = 16384;
   // First out-of-range field, named with its value and range ("gpus = -1; must be in [0, 16384]
   // (0 = the model's setup)"); OK otherwise. MakeJobSetup calls it.
   Status Validate() const;
@@ -53,6 +90,10 @@ struct JobSetup {
   int sequences_per_batch = 0;
   data::LongClipRule long_clips = data::LongClipRule::kTruncate;  // the model setup's rule
   std::string notes;                                              // given vs used
+  // The lowest uniform recompute level the planner's memory policy tries (JobOptions::recompute;
+  // rule-based strategies only: Planner::Create refuses it for one that manages memory).
+  cost::Recompute recompute_floor = cost::Recompute::kNone;
+  int first_stage_llm_layers = 0, last_stage_llm_layers = 0;  // JobOptions' (0 = unchecked)
 };
 StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options);
 

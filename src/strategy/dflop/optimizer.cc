@@ -36,12 +36,6 @@ StatusOr<double> BackwardFactor(const spec::ModelSpec& model, int module) {
   return 1.0;
 }
 
-bool TpFitsHeads(const spec::ModuleSpec& module, int tp) {
-  if (module.num_attention_heads % tp != 0) return false;
-  const int kv = module.num_kv_groups > 0 ? module.num_kv_groups : module.num_attention_heads;
-  return kv % tp == 0 || tp % kv == 0;
-}
-
 std::vector<int> EvenLayers(int layers, int pp) {
   std::vector<int> out(pp, layers / pp);
   for (int k = 0; k < layers % pp; ++k) ++out[k];
@@ -343,7 +337,7 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
   double result_summary_wall_s = 0;
   std::vector<int> llm_tps;
   for (int tp : tables.TpValues(roles.llm)) {
-    if (tp <= node && TpFitsHeads(llm, tp)) llm_tps.push_back(tp);
+    if (tp <= node && planning::TpFitsHeads(llm, tp)) llm_tps.push_back(tp);
   }
   std::vector<BatchSummary> batches;
   double total_items = 0, total_units = 0, total_tokens = 0;
@@ -390,30 +384,14 @@ StatusOr<OptimizerResult> Optimize(const Job& job,
   result.global_items = gbs;
   auto module_configs = [&](const spec::ModuleSpec& module, int module_gpus, int module_index,
                             std::string_view who) {
-    std::vector<ModuleConfig> out;
-    for (int tp = 1; tp <= std::min(node, module_gpus); ++tp) {
-      if (module_gpus % tp != 0) continue;
-      const auto tps = tables.TpValues(module_index);
-      if (!TpFitsHeads(module, tp) || std::find(tps.begin(), tps.end(), tp) == tps.end()) {
-        ++result.rejected[fmt::format("{} tp (heads / table)", who)];
-        continue;
-      }
-      const int rest = module_gpus / tp;
-      for (int pp = 1; pp <= rest; ++pp) {
-        if (rest % pp != 0) continue;
-        if (pp > module.num_layers) {
-          ++result.rejected[fmt::format("{} pp > layers", who)];
-          continue;
-        }
-        out.push_back({.tp = tp, .pp = pp, .dp = rest / pp});
-      }
-    }
-    return out;
+    const auto tps = tables.TpValues(module_index);
+    return planning::EnumerateModuleLayouts(
+        module, module_gpus, node,
+        [&](int tp) { return std::find(tps.begin(), tps.end(), tp) != tps.end(); }, who,
+        &result.rejected);
   };
   auto bytes_per_param = [&](const spec::ModuleSpec& module, int dp) {
-    if (module.frozen) return 2.0;
-    return 2.0 + cost_options.gradient_bytes_per_param +
-           cost_options.optimizer_bytes_per_param / (cost_options.zero1 ? dp : 1);
+    return planning::StateBytesPerParameter(module, dp, cost_options);
   };
   const double projector_params =
       roles.projector >= 0 ? static_cast<double>(model.modules[roles.projector].ParameterCount())

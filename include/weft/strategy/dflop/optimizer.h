@@ -52,6 +52,7 @@
 
 #include "weft/common/status.h"
 #include "weft/cost/throughput_table.h"
+#include "weft/planning/parallel_space.h"
 #include "weft/planning/placement_file.h"
 #include "weft/planning/strategy.h"
 
@@ -68,11 +69,9 @@ struct Roles {
 // FailedPrecondition naming the rule when the model is not one encoder (+ projector) + one LLM.
 StatusOr<Roles> FindRoles(const spec::ModelSpec& model);
 
-struct ModuleConfig {
-  int tp = 1, pp = 1, dp = 1;
-  int Gpus() const { return tp * pp * dp; }
-  bool operator==(const ModuleConfig&) const = default;
-};
+// One module's (tp, pp, dp): the enumeration and state-memory rule are planning/parallel_space.h,
+// shared with the per-strategy tuner (strategy/tune.h).
+using ModuleConfig = planning::ModuleLayout;
 
 struct Config {
   ModuleConfig encoder;

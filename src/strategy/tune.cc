@@ -1,0 +1,539 @@
+#include "weft/strategy/tune.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "weft/data/workload.h"
+#include "weft/planning/planner.h"
+#include "weft/planning/window.h"
+#include "weft/strategy/compare.h"
+#include "weft/strategy/strategy.h"
+
+namespace weft::strategy {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using planning::JobSetup;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+std::string FirstLine(std::string_view text, size_t max_chars = 160) {
+  std::string s(text.substr(0, text.find('\n')));
+  if (s.size() > max_chars) s = s.substr(0, max_chars - 3) + "...";
+  return s;
+}
+
+// A candidate's job: MakeJobSetup of its options without drawing profile batches, then the base
+// job's profile batches and cost model (same GPUs, data, global batch and context: the batches
+// are the same, and the cost model's cache is shared across candidates).
+StatusOr<std::shared_ptr<const JobSetup>> CandidateSetup(const JobSetup& base,
+                                                         planning::JobOptions options) {
+  options.profile_batches = 0;
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<JobSetup> setup, planning::MakeJobSetup(options));
+  setup->job.profile_batches = base.job.profile_batches;
+  setup->job.cost_model = base.job.cost_model;
+  setup->cost_model.reset();
+  return std::shared_ptr<const JobSetup>(std::move(setup));
+}
+
+// What makes two static plans the same plan (a strategy that ignores the backbone's sizes gives
+// the same one for every candidate).
+std::string PlanSignature(const planning::Planner& planner) {
+  const planning::StaticPlan& plan = planner.static_plan();
+  std::string s = plan.placement.Describe(planner.job().model);
+  s += fmt::format("|job mb{} dp{}", planner.job().parallel.num_microbatches,
+                   planner.job().DataParallelSize());
+  for (const auto& p : plan.placement.parallel) {
+    s += fmt::format("|{}:{}:{}:{}:{}", p.module, p.tp, p.cp, p.pp, p.dp);
+  }
+  for (const auto& g : plan.placement.groups) s += fmt::format("|g{}x{}", g.num_gpus, g.dp);
+  s += fmt::format("|mb{}", plan.num_microbatches);
+  return s;
+}
+
+struct Evaluated {
+  double time_s = 0;
+  bool oom = false;
+  cost::Recompute recompute = cost::Recompute::kNone;
+  int64_t peak_memory_bytes = 0;
+};
+
+// The strategy's own plans of every profile batch: the mean iteration time (a streaming plan over
+// its window, as weft compare evaluates it).
+StatusOr<Evaluated> PlanWithStrategy(const planning::Planner& planner,
+                                     const planning::PlanBudget& budget) {
+  const planning::Job& job = planner.job();
+  Evaluated out;
+  std::vector<planning::IterationPlan> plans;
+  double sum_s = 0;
+  for (const spec::Batch& batch : job.profile_batches) {
+    WEFT_ASSIGN_OR_RETURN(planning::PlannedIteration planned, planner.Plan(batch, budget));
+    sum_s += planned.evaluation.iteration_time_s;
+    out.oom = out.oom || planned.evaluation.oom;
+    out.peak_memory_bytes = std::max(out.peak_memory_bytes, planned.evaluation.peak_memory_bytes);
+    out.recompute = std::max(out.recompute, planned.recompute_used);
+    plans.push_back(std::move(planned.plan));
+  }
+  out.time_s = sum_s / std::max<size_t>(1, job.profile_batches.size());
+  if (planner.static_plan().pool.has_value()) {
+    std::vector<const planning::IterationPlan*> ptrs;
+    for (const auto& p : plans) ptrs.push_back(&p);
+    WEFT_ASSIGN_OR_RETURN(
+        planning::WindowEvaluation w,
+        planning::EvaluateWindow(job, planner.static_plan(), ptrs, plans.size() > 1 ? 1 : 0));
+    double s = 0;
+    for (double t : w.iteration_time_s) s += t;
+    out.time_s = s / std::max<size_t>(1, w.iteration_time_s.size());
+    out.oom = false;
+    out.peak_memory_bytes = 0;
+    for (const auto& t : w.window.iterations) {
+      out.oom = out.oom || !t.oom.empty();
+      for (const auto& g : t.groups) out.peak_memory_bytes = std::max(out.peak_memory_bytes, g.peak_bytes);
+    }
+  }
+  return out;
+}
+
+std::vector<int> Divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// The recompute the memory policy kept, for reports: the strategy's own when it manages memory.
+std::string RecomputeText(const planning::Planner& planner, cost::Recompute r) {
+  if (planner.memory_policy() == planning::MemoryPolicy::kStrategy) return "strategy's own";
+  if (planner.memory_policy() == planning::MemoryPolicy::kFixed) return "static plan's";
+  return std::string(cost::RecomputeName(r));
+}
+
+bool Better(const TuneCandidate& a, const TuneCandidate& b) {
+  // Fits memory first, then time; ties keep enumeration order (stable sort).
+  const bool a_ok = a.error.empty() && a.time_s >= 0 && !a.oom;
+  const bool b_ok = b.error.empty() && b.time_s >= 0 && !b.oom;
+  if (a_ok != b_ok) return a_ok;
+  return a.time_s < b.time_s;
+}
+
+StrategyTuning TuneOne(const std::string& name, const TuneOptions& options,
+                       const JobSetup& base) {
+  const auto start = Clock::now();
+  StrategyTuning t;
+  t.strategy = name;
+  const planning::Job& job = base.job;
+  const int gpus = job.cluster.TotalGpus();
+  const int node = std::max(1, job.cluster.gpus_per_node);
+  const int gbs = base.sequences_per_batch;
+  const int llm = data::FirstLlmModule(job.model);
+  const spec::ModuleSpec& llm_spec = job.model.modules[llm];
+  const spec::ModuleParallel lp = job.parallel.For(llm_spec.name);
+  const double usable_bytes = static_cast<double>(job.cluster.gpu.UsableMemoryBytes());
+  const cost::CostOptions& cost_options = job.cost_model->options();
+
+  // The job as given.
+  TuneCandidate def{.tp = lp.tp,
+                    .cp = lp.cp,
+                    .pp = lp.pp,
+                    .dp = job.DataParallelSize(),
+                    .microbatches = job.parallel.num_microbatches,
+                    .is_default = true};
+
+  auto make_planner = [&](const TuneCandidate& c)
+      -> StatusOr<std::unique_ptr<planning::Planner>> {
+    const planning::JobOptions o = c.Apply(options.job, gbs);
+    WEFT_ASSIGN_OR_RETURN(auto setup, CandidateSetup(base, o));
+    WEFT_ASSIGN_OR_RETURN(auto strategy, MakeStrategyForJob(name, o, setup->job));
+    return planning::Planner::Create(setup, std::move(strategy), {.budget = options.budget});
+  };
+
+  // Enumeration: CP, then the backbone's (tp, pp, dp) over the GPUs CP leaves (DFLOP's rule),
+  // then the microbatch counts.
+  std::vector<TuneCandidate> candidates;
+  for (int cp : options.context_parallel_sizes) {
+    if (cp < 1 || gpus % cp != 0) {
+      ++t.rejected["cp does not divide the GPUs"];
+      continue;
+    }
+    if (cp > 1 && base.context_tokens % (2 * cp) != 0) {
+      ++t.rejected["cp: context not a multiple of 2·cp"];
+      continue;
+    }
+    for (const planning::ModuleLayout& l : planning::EnumerateModuleLayouts(
+             llm_spec, gpus / cp, node, nullptr, "LLM", &t.rejected)) {
+      if (gbs % l.dp != 0) {
+        ++t.rejected["global batch not a multiple of dp"];
+        continue;
+      }
+      if (planning::StateBytesLowerBound(llm_spec, l.tp, l.pp, l.dp, cost_options) >
+          usable_bytes) {
+        ++t.rejected["memory: LLM state / (tp·pp) above usable"];
+        continue;
+      }
+      for (int mb : Divisors(gbs / l.dp)) {
+        if (mb > planning::JobOptions::kMaxMicrobatches) break;
+        candidates.push_back(
+            {.tp = l.tp, .cp = cp, .pp = l.pp, .dp = l.dp, .microbatches = mb});
+      }
+    }
+  }
+  t.enumerated = static_cast<int64_t>(candidates.size());
+
+  // The default first: it always runs with the strategy.
+  auto default_planner = make_planner(def);
+  if (!default_planner.ok()) {
+    t.default_config = def;
+    t.default_config.error = FirstLine(default_planner.status().message());
+  } else {
+    t.default_config = def;
+    t.default_config.plan = (*default_planner)->static_plan().description;
+  }
+
+  // A strategy that searches its own configuration: the same static plan whatever the backbone's
+  // sizes (probe a candidate that differs from the default in TP or PP).
+  bool own_search = false;
+  if (default_planner.ok()) {
+    const std::string def_sig =
+        PlanSignature(**default_planner);
+    for (const TuneCandidate& c : candidates) {
+      if (c.tp == def.tp && c.pp == def.pp) continue;
+      auto probe = make_planner(c);
+      if (!probe.ok()) continue;
+      own_search = PlanSignature(**probe) == def_sig;
+      break;
+    }
+  }
+
+  // Screen: the rule plan of each candidate on the first profile batch.
+  std::vector<TuneCandidate> screened;
+  std::set<std::string> seen_plans;
+  if (!own_search && !job.profile_batches.empty()) {
+    for (TuneCandidate c : candidates) {
+      auto planner = make_planner(c);
+      if (!planner.ok()) {
+        ++t.rejected["refused by the strategy"];
+        continue;
+      }
+      const std::string sig = PlanSignature(**planner);
+      if (!seen_plans.insert(sig).second) {
+        ++t.rejected["same static plan as an earlier candidate"];
+        continue;
+      }
+      if (options.exhaustive) {
+        screened.push_back(c);
+        continue;
+      }
+      auto rule = (*planner)->Fallback(job.profile_batches.front());
+      ++t.screened;
+      if (!rule.ok()) {
+        ++t.rejected["rule plan failed"];
+        continue;
+      }
+      c.screen_s = rule->evaluation.iteration_time_s;
+      c.oom = rule->evaluation.oom;
+      screened.push_back(c);
+    }
+    // Fits first, then the screen's time; stable: ties keep enumeration order.
+    std::stable_sort(screened.begin(), screened.end(),
+                     [](const TuneCandidate& a, const TuneCandidate& b) {
+                       if (a.oom != b.oom) return !a.oom;
+                       return a.screen_s < b.screen_s;
+                     });
+  } else if (own_search) {
+    t.note = "searches its own configuration: the backbone's sizes do not change its plan; run "
+             "at the job's";
+  }
+
+  // Plan: the default, then the best of the screen up to the budget (all of them when
+  // exhaustive).
+  auto plan_one = [&](TuneCandidate c) {
+    auto planner = c.is_default && default_planner.ok()
+                       ? StatusOr<std::unique_ptr<planning::Planner>>(
+                             std::move(*default_planner))
+                       : make_planner(c);
+    if (!planner.ok()) {
+      c.error = FirstLine(planner.status().message());
+      return c;
+    }
+    c.plan = (*planner)->static_plan().description;
+    auto e = PlanWithStrategy(**planner, options.budget);
+    ++t.planned;
+    if (!e.ok()) {
+      c.error = FirstLine(e.status().message());
+      return c;
+    }
+    c.time_s = e->time_s;
+    c.oom = e->oom;
+    c.peak_memory_bytes = e->peak_memory_bytes;
+    c.recompute = RecomputeText(**planner, e->recompute);
+    return c;
+  };
+  if (t.default_config.error.empty()) t.default_config = plan_one(def);
+  t.planned_candidates.push_back(t.default_config);
+  const size_t limit = options.exhaustive ? screened.size()
+                                          : static_cast<size_t>(std::max(0, options.max_simulations - 1));
+  size_t taken = 0;
+  for (const TuneCandidate& c : screened) {
+    if (taken >= limit) break;
+    if (c.tp == def.tp && c.cp == def.cp && c.pp == def.pp && c.dp == def.dp &&
+        c.microbatches == def.microbatches) {
+      continue;  // the default ran already
+    }
+    t.planned_candidates.push_back(plan_one(c));
+    ++taken;
+  }
+  if (!options.exhaustive && screened.size() > taken) {
+    t.rejected["not planned: below the best " + std::to_string(options.max_simulations) +
+               " of the screen"] += static_cast<int64_t>(screened.size() - taken);
+  }
+  std::stable_sort(t.planned_candidates.begin(), t.planned_candidates.end(), Better);
+  for (const TuneCandidate& c : t.planned_candidates) {
+    if (!c.error.empty()) ++t.rejected["refused by the strategy"];
+    else if (c.oom) ++t.rejected["memory (simulated)"];
+  }
+  const TuneCandidate& top = t.planned_candidates.front();
+  if (!top.error.empty() || top.time_s < 0) {
+    t.error = top.error.empty() ? "no candidate ran" : top.error;
+  }
+  t.best = top;
+  t.wall_s = Seconds(start);
+  return t;
+}
+
+}  // namespace
+
+Status TuneOptions::Validate() const {
+  if (max_simulations < 1 || max_simulations > kMaxSimulations) {
+    return InvalidArgumentError(fmt::format("--max-simulations = {}; must be in [1, {}]",
+                                            max_simulations, kMaxSimulations));
+  }
+  for (int cp : context_parallel_sizes) {
+    if (cp < 1 || cp > planning::JobOptions::kMaxParallelSize) {
+      return InvalidArgumentError(fmt::format("--cp-sizes: {}; each must be in [1, {}]", cp,
+                                              planning::JobOptions::kMaxParallelSize));
+    }
+  }
+  return budget.Validate();
+}
+
+std::string TuneCandidate::Describe() const {
+  return fmt::format("tp{} cp{} pp{} dp{} mb{}", tp, cp, pp, dp, microbatches);
+}
+
+planning::JobOptions TuneCandidate::Apply(const planning::JobOptions& base,
+                                          int global_batch_sequences) const {
+  if (is_default) return base;
+  planning::JobOptions o = base;
+  o.tensor_size = {.all = tp, .by_module = {}};
+  o.context_size = {.all = cp, .by_module = {}};
+  o.pipeline_size = pp;
+  o.data_parallel_size = dp;
+  o.num_microbatches = microbatches;
+  o.micro_batch_sequences = 0;
+  o.sequences_per_batch = global_batch_sequences;
+  return o;
+}
+
+double StrategyTuning::SpeedupOverDefault() const {
+  if (!error.empty() || best.time_s <= 0 || default_config.time_s <= 0 ||
+      !default_config.error.empty()) {
+    return 0;
+  }
+  return default_config.time_s / best.time_s;
+}
+
+std::vector<std::string> TuneResult::Rules() {
+  return {
+      "TP inside a node and dividing the LLM's heads and KV groups; PP at most its layers "
+      "(DFLOP's enumeration, planning/parallel_space.h)",
+      "CP divides the GPUs and 2·CP divides the context",
+      "DP divides the global batch (fixed: every candidate trains the same sequences); "
+      "microbatches divide the replica's share",
+      "memory: the LLM's parameters, gradients and optimizer state / (tp·pp) alone above the "
+      "GPU's usable memory (a lower bound of every stage layout)",
+      "a candidate whose static plan equals an earlier one's is not run twice",
+      "screen: the rule plan (the strategy's placement, 1F1B) on the first profile batch; the "
+      "job's own configuration and the best of the screen are planned by the strategy on every "
+      "profile batch; the fastest that fits memory wins"};
+}
+
+const StrategyTuning* TuneResult::Best() const {
+  for (const StrategyTuning& s : strategies) {
+    if (s.error.empty() && !s.best.oom && s.best.time_s > 0) return &s;
+  }
+  return nullptr;
+}
+
+std::string TuneResult::ToText() const {
+  std::string out = fmt::format(
+      "weft tune: {} on {} x {} GPUs ({} per node), data {}, global batch {} sequences of {} "
+      "tokens, {} profile batches, {} per strategy\n",
+      model, gpus, cluster, gpus_per_node, data, global_batch_sequences, context_tokens,
+      profile_batches,
+      exhaustive ? std::string("every candidate planned (exhaustive)")
+                 : fmt::format("at most {} planned", max_simulations));
+  out += "pruning rules:\n";
+  for (const std::string& r : Rules()) out += "  - " + r + "\n";
+  out += fmt::format("\n{:<26} {:>10} {:>10} {:>8}  {:<22} {:<22} {}\n", "strategy", "tuned s",
+                     "default s", "x dflt", "best", "default", "tried / planned / rejected");
+  const StrategyTuning* best = Best();
+  for (const StrategyTuning& s : strategies) {
+    const std::string mark = &s == best ? "* " : "  ";
+    if (!s.error.empty()) {
+      out += fmt::format("{}{:<24} error: {}\n", mark, s.strategy, s.error);
+      continue;
+    }
+    int64_t rejected = 0;
+    for (const auto& [rule, n] : s.rejected) rejected += n;
+    const double speedup = s.SpeedupOverDefault();
+    out += fmt::format(
+        "{}{:<24} {:>10} {:>10} {:>8}  {:<22} {:<22} {} / {} / {}\n", mark, s.strategy,
+        s.best.oom ? "oom" : fmt::format("{:.3f}", s.best.time_s),
+        !s.default_config.error.empty() ? "error"
+        : s.default_config.oom          ? "oom"
+                                        : fmt::format("{:.3f}", s.default_config.time_s),
+        speedup > 0 ? fmt::format("{:.2f}x", speedup) : "-", s.best.Describe(),
+        s.default_config.Describe(), s.enumerated, s.planned, rejected);
+  }
+  out += "\n";
+  for (const StrategyTuning& s : strategies) {
+    out += fmt::format("{} ({:.1f} s):", s.strategy, s.wall_s);
+    if (!s.note.empty()) out += " " + s.note + ";";
+    if (s.error.empty()) {
+      out += fmt::format(" best {} recompute {}", s.best.Describe(), s.best.recompute);
+      if (!s.best.plan.empty()) out += " [" + FirstLine(s.best.plan, 120) + "]";
+    }
+    out += "\n";
+    for (const auto& [rule, n] : s.rejected) out += fmt::format("    rejected {}: {}\n", n, rule);
+  }
+  if (best) {
+    out += fmt::format("\nbest: {} at {} ({:.3f} s/iteration)", best->strategy,
+                       best->best.Describe(), best->best.time_s);
+    for (const StrategyTuning& s : strategies) {
+      if (&s == best || !s.error.empty() || s.best.oom || s.best.time_s <= 0) continue;
+      out += fmt::format("; runner-up {} at {} ({:.3f} s, {:.1f}% slower)", s.strategy,
+                         s.best.Describe(), s.best.time_s,
+                         100.0 * (s.best.time_s / best->best.time_s - 1));
+      break;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string TuneResult::ToJson() const {
+  using nlohmann::ordered_json;
+  auto candidate = [](const TuneCandidate& c) {
+    ordered_json j{{"tp", c.tp},
+                   {"cp", c.cp},
+                   {"pp", c.pp},
+                   {"dp", c.dp},
+                   {"microbatches", c.microbatches},
+                   {"is_default", c.is_default}};
+    if (c.time_s >= 0) j["iteration_time_s"] = c.time_s;
+    if (c.screen_s >= 0) j["screen_time_s"] = c.screen_s;
+    j["oom"] = c.oom;
+    if (!c.recompute.empty()) j["recompute"] = c.recompute;
+    if (c.peak_memory_bytes > 0) j["peak_memory_bytes"] = c.peak_memory_bytes;
+    if (!c.plan.empty()) j["plan"] = c.plan;
+    if (!c.error.empty()) j["error"] = c.error;
+    return j;
+  };
+  ordered_json j{{"schema", "weft.tune/v1"},
+                 {"model", model},
+                 {"cluster", cluster},
+                 {"gpus", gpus},
+                 {"gpus_per_node", gpus_per_node},
+                 {"data", data},
+                 {"global_batch_sequences", global_batch_sequences},
+                 {"context_tokens", context_tokens},
+                 {"profile_batches", profile_batches},
+                 {"max_simulations", max_simulations},
+                 {"exhaustive", exhaustive},
+                 {"rules", Rules()}};
+  const StrategyTuning* best = Best();
+  j["best"] = best ? ordered_json(best->strategy) : ordered_json(nullptr);
+  ordered_json rows = ordered_json::array();
+  for (const StrategyTuning& s : strategies) {
+    ordered_json r{{"strategy", s.strategy}};
+    if (!s.error.empty()) r["error"] = s.error;
+    if (!s.note.empty()) r["note"] = s.note;
+    r["best"] = candidate(s.best);
+    r["default"] = candidate(s.default_config);
+    if (s.SpeedupOverDefault() > 0) r["speedup_over_default"] = s.SpeedupOverDefault();
+    r["enumerated"] = s.enumerated;
+    r["screened"] = s.screened;
+    r["planned"] = s.planned;
+    r["rejected"] = s.rejected;
+    ordered_json planned = ordered_json::array();
+    for (const auto& c : s.planned_candidates) planned.push_back(candidate(c));
+    r["planned_candidates"] = planned;
+    r["wall_s"] = s.wall_s;
+    rows.push_back(r);
+  }
+  j["strategies"] = rows;
+  return j.dump(2);
+}
+
+StatusOr<TuneResult> Tune(const TuneOptions& options) {
+  WEFT_RETURN_IF_ERROR(options.Validate());
+  if (!options.job.placement.empty()) {
+    return InvalidArgumentError(
+        "--placement: weft tune searches the strategies' configurations; a placement file is "
+        "one fixed configuration (run it with weft simulate --placement)");
+  }
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<JobSetup> base, planning::MakeJobSetup(options.job));
+  if (base->job.profile_batches.empty()) {
+    return InvalidArgumentError("weft tune needs profile batches (JobOptions::profile_batches)");
+  }
+  std::vector<std::string> names =
+      options.strategies.empty() ? StrategyNames() : options.strategies;
+  for (const std::string& n : names) {
+    WEFT_RETURN_IF_ERROR(MakeStrategy(n).status());  // unknown names before any work
+  }
+  TuneResult result;
+  result.model = base->model_name;
+  result.cluster = base->cluster_name;
+  result.data = base->data_name;
+  result.gpus = base->job.cluster.TotalGpus();
+  result.gpus_per_node = base->job.cluster.gpus_per_node;
+  result.global_batch_sequences = base->sequences_per_batch;
+  result.context_tokens = base->context_tokens;
+  result.profile_batches = static_cast<int>(base->job.profile_batches.size());
+  result.max_simulations = options.max_simulations;
+  result.exhaustive = options.exhaustive;
+  for (const std::string& name : names) {
+    if (options.strategies.empty()) {
+      WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategy(name));
+      if (!s->Applies(base->job).ok()) continue;  // as compare leaves them out
+    }
+    StrategyTuning t = TuneOne(name, options, *base);
+    if (options.progress) {
+      options.progress(fmt::format("tune {}: {} ({} planned, {:.1f} s)", name,
+                                   t.error.empty() ? t.best.Describe() : "error", t.planned,
+                                   t.wall_s));
+    }
+    result.strategies.push_back(std::move(t));
+  }
+  std::stable_sort(result.strategies.begin(), result.strategies.end(),
+                   [](const StrategyTuning& a, const StrategyTuning& b) {
+                     const bool a_ok = a.error.empty() && !a.best.oom;
+                     const bool b_ok = b.error.empty() && !b.best.oom;
+                     if (a_ok != b_ok) return a_ok;
+                     return a.best.time_s < b.best.time_s;
+                   });
+  return result;
+}
+
+}  // namespace weft::strategy
