@@ -234,10 +234,15 @@ StrategyTuning TuneOne(const std::string& name, const TuneOptions& options,
         screened.push_back(c);
         continue;
       }
-      auto rule = (*planner)->Fallback(job.profile_batches.front());
+      // The strategy's own plan at the smallest search budget: rule-based strategies give their
+      // real plan, search strategies (DIP's MCTS) one step of their search.
+      planning::PlanBudget screen_budget = options.budget;
+      screen_budget.time_budget_s = 0;
+      screen_budget.work_budget = 1;
+      auto rule = (*planner)->Plan(job.profile_batches.front(), screen_budget);
       ++t.screened;
       if (!rule.ok()) {
-        ++t.rejected["rule plan failed"];
+        ++t.rejected["screen plan failed"];
         continue;
       }
       c.screen_s = rule->evaluation.iteration_time_s;
@@ -346,8 +351,9 @@ planning::JobOptions TuneCandidate::Apply(const planning::JobOptions& base,
 }
 
 double StrategyTuning::SpeedupOverDefault() const {
-  if (!error.empty() || best.time_s <= 0 || default_config.time_s <= 0 ||
-      !default_config.error.empty()) {
+  // Never a speedup over a default that does not fit memory, or for a best that does not.
+  if (!error.empty() || best.time_s <= 0 || best.oom || default_config.time_s <= 0 ||
+      default_config.oom || !default_config.error.empty()) {
     return 0;
   }
   return default_config.time_s / best.time_s;
@@ -363,9 +369,10 @@ std::vector<std::string> TuneResult::Rules() {
       "memory: the LLM's parameters, gradients and optimizer state / (tp·pp) alone above the "
       "GPU's usable memory (a lower bound of every stage layout)",
       "a candidate whose static plan equals an earlier one's is not run twice",
-      "screen: the rule plan (the strategy's placement, 1F1B) on the first profile batch; the "
-      "job's own configuration and the best of the screen are planned by the strategy on every "
-      "profile batch; the fastest that fits memory wins"};
+      "screen: the strategy's own plan of the first profile batch at the smallest search "
+      "budget (1 work unit: rule-based strategies give their plan, search strategies one step); "
+      "the job's own configuration and the best of the screen are planned by the strategy at "
+      "the full budget on every profile batch; the fastest that fits memory wins"};
 }
 
 const StrategyTuning* TuneResult::Best() const {
@@ -386,7 +393,7 @@ std::string TuneResult::ToText() const {
   out += "pruning rules:\n";
   for (const std::string& r : Rules()) out += "  - " + r + "\n";
   out += fmt::format("\n{:<26} {:>10} {:>10} {:>8}  {:<22} {:<22} {}\n", "strategy", "tuned s",
-                     "default s", "x dflt", "best", "default", "tried / planned / rejected");
+                     "default s", "x dflt", "best", "default", "formed / planned / left out");
   const StrategyTuning* best = Best();
   for (const StrategyTuning& s : strategies) {
     const std::string mark = &s == best ? "* " : "  ";
