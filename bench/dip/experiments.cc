@@ -262,9 +262,11 @@ std::string ComparisonMarkdown(const report::Comparison& c) {
     md += fmt::format("| {} | {} | {} | {} | {:.1f} | {} | {:.1f} | {} | {} |\n", s.name,
                       Num(sum.iteration_time_mean_s), Num(sum.iteration_time_p50_s),
                       Num(sum.iteration_time_p90_s), 100.0 * sum.mfu,
-                      speedup ? fmt::format("{:.2f}x", *speedup) : "n/a",
-                      static_cast<double>(sum.peak_memory_bytes) / kGiB,
-                      sum.any_oom ? "yes" : "no", Num(sum.plan_time_mean_s));
+                      sum.any_oom ? "oom"
+                      : speedup   ? fmt::format("{:.2f}x", *speedup)
+                                  : "n/a",
+                      static_cast<double>(sum.peak_memory_bytes) / kGiB, sum.any_oom ? "yes" : "no",
+                      Num(sum.plan_time_mean_s));
   }
   return md;
 }

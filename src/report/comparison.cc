@@ -1,9 +1,10 @@
 #include "weft/report/comparison.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace weft::report {
 
@@ -28,6 +29,59 @@ IterationResult IterationResultFromTimeline(int iteration,
   r.oom = !timeline.oom.empty();
   r.plan_time_s = plan_time_s;
   return r;
+}
+
+namespace {
+
+// "16,16" or, past 8 entries, runs of 3+ equal values as "1x63": "7,8x7".
+std::string LayerList(const std::vector<int>& layers) {
+  if (layers.size() <= 8) return fmt::format("{}", fmt::join(layers, ","));
+  std::string out;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j < layers.size() && layers[j] == layers[i]) ++j;
+    const size_t run = j - i;
+    for (size_t k = 0; k < (run >= 3 ? 1 : run); ++k) {
+      if (!out.empty()) out += ",";
+      out += run >= 3 ? fmt::format("{}x{}", layers[i], run) : std::to_string(layers[i]);
+    }
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string StrategyConfiguration::Brief() const {
+  if (modules.empty()) return "";
+  bool uniform_recompute = true;
+  for (const ModuleConfiguration& m : modules) {
+    uniform_recompute = uniform_recompute && m.recompute == modules.front().recompute;
+  }
+  std::string out;
+  for (const ModuleConfiguration& m : modules) {
+    if (!out.empty()) out += " | ";
+    out += fmt::format("{} tp{}", m.module, m.tp);
+    if (m.cp > 1) out += fmt::format(" cp{}", m.cp);
+    out += fmt::format(" pp{} dp{} [{}]", m.pp, m.dp, LayerList(m.layers_per_stage));
+    if (m.chunks_per_rank > 1) out += fmt::format(" {} chunks/rank", m.chunks_per_rank);
+    if (m.copies > 1) out += fmt::format(" x{} copies", m.copies);
+    if (!uniform_recompute && !m.recompute.empty()) out += " recompute " + m.recompute;
+  }
+  if (microbatches_max > 0) {
+    out += microbatches_min == microbatches_max
+               ? fmt::format(" | mb {}", microbatches_max)
+               : fmt::format(" | mb {}-{}", microbatches_min, microbatches_max);
+  }
+  if (uniform_recompute && !modules.front().recompute.empty()) {
+    out += " | recompute " + modules.front().recompute;
+  }
+  return out;
+}
+
+bool StrategyResult::feasible() const {
+  return ok() && std::none_of(iterations.begin(), iterations.end(),
+                              [](const IterationResult& it) { return it.oom; });
 }
 
 double Percentile(std::span<const double> values, double q) {
@@ -129,6 +183,35 @@ Status Comparison::Validate() const {
             fmt::format("{}.peak_memory_bytes = {}; must be >= 0", path, it.peak_memory_bytes));
       }
     }
+    const StrategyConfiguration& config = s.configuration;
+    for (size_t m = 0; m < config.modules.size(); ++m) {
+      const ModuleConfiguration& mc = config.modules[m];
+      const std::string path = fmt::format("strategies[{}].configuration.modules[{}]", i, m);
+      for (const auto& [field, value] : {std::pair<const char*, int>{"tp", mc.tp},
+                                         {"cp", mc.cp},
+                                         {"dp", mc.dp},
+                                         {"chunks_per_rank", mc.chunks_per_rank},
+                                         {"copies", mc.copies}}) {
+        if (value < 1) {
+          return InvalidArgumentError(fmt::format("{}.{} = {}; must be >= 1", path, field, value));
+        }
+      }
+      if (mc.pp < 0) {
+        return InvalidArgumentError(fmt::format("{}.pp = {}; must be >= 0", path, mc.pp));
+      }
+      for (size_t k = 0; k < mc.layers_per_stage.size(); ++k) {
+        if (mc.layers_per_stage[k] < 0) {
+          return InvalidArgumentError(fmt::format("{}.layers_per_stage[{}] = {}; must be >= 0",
+                                                  path, k, mc.layers_per_stage[k]));
+        }
+      }
+    }
+    if (config.microbatches_min < 0 || config.microbatches_min > config.microbatches_max) {
+      return InvalidArgumentError(
+          fmt::format("strategies[{}].configuration.microbatches_min = {}; must be in [0, "
+                      "microbatches_max = {}]",
+                      i, config.microbatches_min, config.microbatches_max));
+    }
   }
   if (!baseline.empty() && FindStrategy(baseline) < 0) {
     return InvalidArgumentError(
@@ -147,11 +230,33 @@ int Comparison::FindStrategy(std::string_view name) const {
 
 std::optional<double> Comparison::SpeedupVsBaseline(const StrategyResult& strategy) const {
   const int b = FindStrategy(baseline);
-  if (b < 0 || !strategies[b].ok() || !strategy.ok()) return std::nullopt;
+  if (b < 0 || !strategies[b].feasible() || !strategy.feasible()) return std::nullopt;
   const double base_s = strategies[b].Summary().iteration_time_mean_s;
   const double mine_s = strategy.Summary().iteration_time_mean_s;
   if (!(base_s > 0) || !(mine_s > 0)) return std::nullopt;
   return base_s / mine_s;
+}
+
+std::vector<int> Comparison::RankedOrder() const {
+  std::vector<int> order(strategies.size());
+  std::vector<double> mean_s(strategies.size(), 0.0);
+  std::vector<int> tier(strategies.size(), 2);  // 0 feasible, 1 out of memory, 2 failed
+  for (size_t i = 0; i < strategies.size(); ++i) {
+    order[i] = static_cast<int>(i);
+    if (!strategies[i].ok()) continue;
+    tier[i] = strategies[i].feasible() ? 0 : 1;
+    mean_s[i] = strategies[i].Summary().iteration_time_mean_s;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if (tier[a] != tier[b]) return tier[a] < tier[b];
+    return tier[a] < 2 && mean_s[a] < mean_s[b];
+  });
+  return order;
+}
+
+int Comparison::BestStrategy() const {
+  const std::vector<int> order = RankedOrder();
+  return !order.empty() && strategies[order.front()].feasible() ? order.front() : -1;
 }
 
 }  // namespace weft::report

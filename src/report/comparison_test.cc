@@ -117,6 +117,74 @@ TEST(Comparison, SpeedupIsBaselineMeanOverStrategyMean) {
   EXPECT_FALSE(c.SpeedupVsBaseline(c.strategies[1]).has_value());
 }
 
+TEST(Comparison, OutOfMemoryResultsHaveNoSpeedupEitherWay) {
+  IterationResult oom = It(1, 1.0);
+  oom.oom = true;
+  Comparison c{.strategies = {{.name = "base", .iterations = {It(0, 2.0), It(1, 2.0)}},
+                              {.name = "fast-oom", .iterations = {It(0, 1.0), oom}}},
+               .baseline = "base"};
+  EXPECT_TRUE(c.strategies[0].feasible());
+  EXPECT_TRUE(c.strategies[1].ok());
+  EXPECT_FALSE(c.strategies[1].feasible());
+  EXPECT_FALSE(c.SpeedupVsBaseline(c.strategies[1]).has_value());
+  c.baseline = "fast-oom";  // a baseline that ran out of memory is no reference either
+  EXPECT_FALSE(c.SpeedupVsBaseline(c.strategies[0]).has_value());
+}
+
+TEST(Comparison, RankedOrderIsFeasibleByTimeThenOomThenFailedAndBestIsTheFirstFeasible) {
+  IterationResult oom = It(0, 0.5);
+  oom.oom = true;
+  Comparison c{.strategies = {{.name = "broken", .error = "does not apply"},
+                              {.name = "slow", .iterations = {It(0, 3.0)}},
+                              {.name = "oom-fast", .iterations = {oom}},
+                              {.name = "fast", .iterations = {It(0, 1.0)}},
+                              {.name = "empty"},
+                              {.name = "tie", .iterations = {It(0, 1.0)}}}};
+  EXPECT_EQ(c.RankedOrder(), (std::vector<int>{3, 5, 1, 2, 0, 4}));
+  EXPECT_EQ(c.BestStrategy(), 3);
+  Comparison none{
+      .strategies = {{.name = "oom-fast", .iterations = {oom}}, {.name = "broken", .error = "x"}}};
+  EXPECT_EQ(none.RankedOrder(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(none.BestStrategy(), -1);
+  EXPECT_EQ(Comparison{}.BestStrategy(), -1);
+}
+
+TEST(StrategyConfiguration, BriefIsOneLinePerModuleThenMicrobatchesAndRecompute) {
+  StrategyConfiguration config{.modules = {{.module = "vision",
+                                            .tp = 1,
+                                            .pp = 1,
+                                            .dp = 2,
+                                            .layers_per_stage = {24},
+                                            .recompute = "none"},
+                                           {.module = "llm",
+                                            .tp = 4,
+                                            .pp = 2,
+                                            .dp = 2,
+                                            .layers_per_stage = {16, 16},
+                                            .recompute = "none"}},
+                               .microbatches_min = 8,
+                               .microbatches_max = 8};
+  EXPECT_EQ(config.Brief(),
+            "vision tp1 pp1 dp2 [24] | llm tp4 pp2 dp2 [16,16] | mb 8 | recompute none");
+  // cp, interleaved chunks, copies, a microbatch range and recompute per module when it differs.
+  config.modules[0].copies = 2;
+  config.modules[1].cp = 2;
+  config.modules[1].chunks_per_rank = 2;
+  config.modules[1].layers_per_stage = {8, 8, 8, 8};
+  config.modules[1].recompute = "selective+full";
+  config.microbatches_min = 6;
+  EXPECT_EQ(config.Brief(),
+            "vision tp1 pp1 dp2 [24] x2 copies recompute none | llm tp4 cp2 pp2 dp2 [8,8,8,8] "
+            "2 chunks/rank recompute selective+full | mb 6-8");
+  // Long layer lists write runs of 3 or more equal values once.
+  config.modules[1].layers_per_stage = {7, 8, 8, 8, 8, 8, 8, 8, 5, 5};
+  EXPECT_THAT(config.Brief(), HasSubstr("[7,8x7,5,5]"));
+  config.modules[1].layers_per_stage = std::vector<int>(63, 1);
+  EXPECT_THAT(config.Brief(), HasSubstr("[1x63]"));
+  EXPECT_EQ(StrategyConfiguration{}.Brief(), "");
+  EXPECT_TRUE(StrategyConfiguration{}.empty());
+}
+
 TEST(ComparisonValidate, NamesTheFieldTheValueAndTheRule) {
   Comparison c{.strategies = {{.name = "dip"}, {.name = "megatron"}, {.name = "dip"}}};
   EXPECT_THAT(c.Validate().message(),
@@ -138,6 +206,18 @@ TEST(ComparisonValidate, NamesTheFieldTheValueAndTheRule) {
 
   c = Comparison{.strategies = {{.name = "a", .iterations = {It(0, NAN)}}}};
   EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
+
+  c = Comparison{.strategies = {{.name = "a"}, {.name = "b"}}};
+  c.strategies[1].configuration.modules = {{.module = "llm", .tp = 0}};
+  EXPECT_THAT(c.Validate().message(),
+              HasSubstr("strategies[1].configuration.modules[0].tp = 0; must be >= 1"));
+  c.strategies[1].configuration.modules = {{.module = "llm", .layers_per_stage = {4, -1}}};
+  EXPECT_THAT(c.Validate().message(),
+              HasSubstr("strategies[1].configuration.modules[0].layers_per_stage[1] = -1"));
+  c.strategies[1].configuration = {.microbatches_min = 5, .microbatches_max = 4};
+  EXPECT_THAT(c.Validate().message(),
+              HasSubstr("strategies[1].configuration.microbatches_min = 5; must be in [0, "
+                        "microbatches_max = 4]"));
 }
 
 }  // namespace

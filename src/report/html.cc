@@ -22,6 +22,9 @@ th, td { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: right; whi
 th { background: #f0f0f0; cursor: pointer; user-select: none; }
 td:first-child, th:first-child { text-align: left; }
 tr.failed td { color: #999; }
+tr.best td { font-weight: bold; }
+tr.oom td { color: #b71c1c; }
+td.config, th:last-child { text-align: left; font-family: monospace; }
 .error { color: #b71c1c; }
 figure { margin: 12px 0; overflow-x: auto; }
 figcaption { font-size: 12px; color: #555; }
@@ -109,12 +112,20 @@ StatusOr<std::string> HtmlReport(const Comparison& comparison,
   html += "<h2>Summary</h2>\n<table id=\"summary\">\n<thead><tr>";
   for (const std::string& h : cells.header) html += "<th>" + XmlEscape(h) + "</th>";
   html += "</tr></thead>\n<tbody>\n";
+  const int best = comparison.BestStrategy();
   for (size_t i = 0; i < cells.rows.size(); ++i) {
-    html += comparison.strategies[i].ok() ? "<tr>" : "<tr class=\"failed\">";
+    const int index = cells.strategy[i];
+    const StrategyResult& s = comparison.strategies[index];
+    html += !s.ok()         ? "<tr class=\"failed\">"
+            : index == best ? "<tr class=\"best\">"
+            : !s.feasible() ? "<tr class=\"oom\">"
+                            : "<tr>";
     for (size_t c = 0; c < cells.rows[i].size(); ++c) {
       if (c == 0) {
-        html += fmt::format("<td><a href=\"#{}\">{}</a></td>", Anchor(i),
+        html += fmt::format("<td><a href=\"#{}\">{}</a></td>", Anchor(index),
                             XmlEscape(cells.rows[i][c]));
+      } else if (c + 1 == cells.rows[i].size()) {
+        html += "<td class=\"config\">" + XmlEscape(cells.rows[i][c]) + "</td>";
       } else {
         html += "<td>" + XmlEscape(cells.rows[i][c]) + "</td>";
       }
@@ -122,9 +133,14 @@ StatusOr<std::string> HtmlReport(const Comparison& comparison,
     html += "</tr>\n";
   }
   html += "</tbody>\n</table>\n";
-  html += "<p class=\"run\">Times are per iteration (mean, median, 90th percentile); throughput "
-          "and MFU are total work over total time; gap LB = mean(time / lower bound &minus; 1); "
-          "speedup = baseline mean time / strategy mean time.</p>\n";
+  html +=
+      "<p class=\"run\">Times are per iteration (mean, median, 90th percentile); throughput "
+      "and MFU are total work over total time; gap LB = mean(time / lower bound &minus; 1); "
+      "speedup = baseline mean time / strategy mean time. Rows: fastest mean time first, "
+      "out-of-memory rows after the feasible ones, failed last; * = fastest feasible (no "
+      "OOM); an out-of-memory row has no speedup (oom). Configuration: per module tp, cp "
+      "(when &gt; 1), pipeline stages, DP replicas and [layers per stage], then microbatches "
+      "per replica (mb) and recomputation.</p>\n";
   for (const auto& [name, message] : cells.errors) {
     html += fmt::format("<p class=\"error\">{}: {}</p>\n", XmlEscape(name), XmlEscape(message));
   }
@@ -168,11 +184,14 @@ StatusOr<std::string> HtmlReport(const Comparison& comparison,
     }
   }
   html += "<h2>Strategies</h2>\n";
-  for (size_t i = 0; i < comparison.strategies.size(); ++i) {
+  for (int i : comparison.RankedOrder()) {
     const StrategyResult& s = comparison.strategies[i];
     html += fmt::format("<section class=\"strategy\" id=\"{}\">\n<h3>{}</h3>\n", Anchor(i),
                         XmlEscape(s.name));
     if (!s.description.empty()) html += "<p>" + XmlEscape(s.description) + "</p>\n";
+    if (!s.configuration.empty()) {
+      html += "<p class=\"config\">configuration: " + XmlEscape(s.configuration.Brief()) + "</p>\n";
+    }
     if (s.error) html += "<p class=\"error\">" + XmlEscape(*s.error) + "</p>\n";
     bool drew = false;
     for (const StrategyTimeline& t : timelines) {

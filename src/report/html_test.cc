@@ -72,6 +72,37 @@ TEST(HtmlReport, ContainsEveryStrategyTheTableTheChartsAndNoExternalResources) {
   EXPECT_THAT(*html, HasSubstr("data-rendered"));
 }
 
+TEST(HtmlReport, RanksRowsMarksTheBestShowsTheConfigurationAndOomWithoutSpeedup) {
+  Fixture f = MakeFixture();
+  f.comparison.strategies[0].configuration = {.modules = {{.module = "llm",
+                                                           .tp = 2,
+                                                           .pp = 4,
+                                                           .dp = 1,
+                                                           .layers_per_stage = {2, 2, 2, 2},
+                                                           .recompute = "none"}},
+                                              .microbatches_min = 4,
+                                              .microbatches_max = 4};
+  // gpipe is slower than 1f1b (same work, more bubble): mark its last iteration OOM too.
+  f.comparison.strategies[1].iterations.back().oom = true;
+  auto html = HtmlReport(f.comparison, f.timelines);
+  ASSERT_TRUE(html.ok()) << html.status().ToString();
+  EXPECT_THAT(*html, HasSubstr("<th>configuration</th>"));
+  EXPECT_THAT(*html, HasSubstr("<td class=\"config\">llm tp2 pp4 dp1 [2,2,2,2] | mb 4 | "
+                               "recompute none</td>"));
+  const size_t best = html->find("<tr class=\"best\"><td><a href=\"#strategy-0\">1f1b *</a>");
+  const size_t oom = html->find("<tr class=\"oom\"><td><a href=\"#strategy-1\">gpipe</a>");
+  const size_t failed = html->find("<tr class=\"failed\"><td><a href=\"#strategy-2\">dip</a>");
+  ASSERT_NE(best, std::string::npos);
+  ASSERT_NE(oom, std::string::npos);
+  ASSERT_NE(failed, std::string::npos);
+  EXPECT_LT(best, oom);
+  EXPECT_LT(oom, failed);
+  const std::string oom_row = html->substr(oom, html->find("</tr>", oom) - oom);
+  EXPECT_THAT(oom_row, HasSubstr("<td>oom</td>"));
+  EXPECT_THAT(oom_row, Not(HasSubstr("x</td>")));
+  EXPECT_THAT(*html, HasSubstr("<p class=\"config\">configuration: llm tp2 pp4"));
+}
+
 TEST(HtmlReport, EscapesEveryUserString) {
   Fixture f = MakeFixture("<script>alert(1)</script>");
   f.comparison.model = "m&<b>";

@@ -69,9 +69,13 @@ namespace weft::report::internal {
 std::string OneLine(std::string_view text);
 
 // The cells of the summary table (TextTable and the HTML report share them).
+// Rows follow Comparison::RankedOrder; the best row's name ends in kBestMark; an out-of-memory
+// row's speedup cell is "oom"; the last column is the configuration (StrategyConfiguration::Brief).
+inline constexpr std::string_view kBestMark = " *";
 struct SummaryCells {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;  // one per strategy, header.size() cells
+  std::vector<int> strategy;                   // per row: its index in comparison.strategies
   std::vector<std::pair<std::string, std::string>> errors;  // (strategy, message)
 };
 SummaryCells MakeSummaryCells(const Comparison& comparison);

@@ -33,16 +33,42 @@ nlohmann::json NumberOrNull(bool applies, double value) {
   return value;
 }
 
+nlohmann::json ConfigurationJson(const StrategyConfiguration& config) {
+  using nlohmann::json;
+  if (config.empty()) return nullptr;
+  json modules = json::array();
+  for (const ModuleConfiguration& m : config.modules) {
+    modules.push_back({{"module", internal::SanitizeUtf8(m.module)},
+                       {"tp", m.tp},
+                       {"cp", m.cp},
+                       {"pp", m.pp},
+                       {"dp", m.dp},
+                       {"layers_per_stage", m.layers_per_stage},
+                       {"chunks_per_rank", m.chunks_per_rank},
+                       {"copies", m.copies},
+                       {"recompute", internal::SanitizeUtf8(m.recompute)}});
+  }
+  return {{"modules", std::move(modules)},
+          {"microbatches_min", config.microbatches_min},
+          {"microbatches_max", config.microbatches_max},
+          {"brief", internal::SanitizeUtf8(config.Brief())}};
+}
+
 }  // namespace
 
 SummaryCells internal::MakeSummaryCells(const Comparison& comparison) {
   SummaryCells cells;
-  cells.header = {"strategy", "time mean s", "p50 s",    "p90 s",    "samples/s", "tokens/s",
-                  "MFU %",    "bubble %",    "peak GiB", "gap LB %", "OOM",       "speedup"};
-  for (const StrategyResult& s : comparison.strategies) {
-    std::vector<std::string> row = {OneLine(s.name)};
+  cells.header = {"strategy", "time mean s", "p50 s",        "p90 s",    "samples/s",
+                  "tokens/s", "MFU %",       "bubble %",     "peak GiB", "gap LB %",
+                  "OOM",      "speedup",     "configuration"};
+  const int best = comparison.BestStrategy();
+  for (int index : comparison.RankedOrder()) {
+    const StrategyResult& s = comparison.strategies[index];
+    const std::string config = s.configuration.empty() ? "-" : OneLine(s.configuration.Brief());
+    std::vector<std::string> row = {OneLine(s.name) +
+                                    (index == best ? std::string(internal::kBestMark) : "")};
     if (!s.ok()) {
-      row.resize(cells.header.size(), "-");
+      row.resize(cells.header.size() - 1, "-");
       cells.errors.push_back({OneLine(s.name), OneLine(s.error.value_or("no iterations"))});
     } else {
       const StrategySummary m = s.Summary();
@@ -57,9 +83,11 @@ SummaryCells internal::MakeSummaryCells(const Comparison& comparison) {
       row.push_back(fmt::format("{:.2f}", m.peak_memory_bytes / kBytesPerGiB));
       row.push_back(m.lower_bound_mean_s > 0 ? Percent(m.gap_to_lower_bound) : "-");
       row.push_back(m.any_oom ? "yes" : "no");
-      row.push_back(speedup ? fmt::format("{:.2f}x", *speedup) : "-");
+      row.push_back(m.any_oom ? "oom" : speedup ? fmt::format("{:.2f}x", *speedup) : "-");
     }
+    row.push_back(config);
     cells.rows.push_back(std::move(row));
+    cells.strategy.push_back(index);
   }
   return cells;
 }
@@ -78,7 +106,8 @@ std::string TextTable(const Comparison& comparison) {
     for (size_t c = 0; c < row.size(); ++c) {
       const std::string pad(widths[c] - DisplayWidth(row[c]), ' ');
       if (c > 0) line += "  ";
-      line += c == 0 ? row[c] + pad : pad + row[c];  // names left, numbers right
+      // Names and the configuration left, numbers right.
+      line += c == 0 || c + 1 == row.size() ? row[c] + pad : pad + row[c];
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     return line + "\n";
@@ -91,12 +120,13 @@ std::string TextTable(const Comparison& comparison) {
       comparison.data_profile.empty() ? "-" : OneLine(comparison.data_profile),
       comparison.num_iterations,
       comparison.baseline.empty() ? "" : " | baseline " + OneLine(comparison.baseline));
-  out += format_row(header);
-  size_t total_width = 0;
-  for (size_t w : widths) total_width += w;
-  out += std::string(total_width + 2 * (widths.size() - 1), '-') + "\n";
+  const std::string header_line = format_row(header);
+  out += header_line;
+  // The rule ends with the header (the configuration column may run far beyond it).
+  out += std::string(header_line.size() - 1, '-') + "\n";
   for (const auto& row : rows) out += format_row(row);
   out += std::string(kGapLegend) + "\n";
+  out += std::string(kRankLegend) + "\n";
   for (const auto& [name, message] : cells.errors) out += "error: " + name + ": " + message + "\n";
   return out;
 }
@@ -106,8 +136,10 @@ std::string SummaryCsv(const Comparison& comparison) {
       "strategy,iteration_time_mean_s,iteration_time_p50_s,iteration_time_p90_s,"
       "throughput_samples_per_s,throughput_tokens_per_s,mfu,bubble_ratio,peak_memory_bytes,"
       "lower_bound_mean_s,gap_to_lower_bound,oom,plan_time_mean_s,speedup_vs_baseline,"
-      "num_iterations,error\n";
-  for (const StrategyResult& s : comparison.strategies) {
+      "num_iterations,best,configuration,error\n";
+  const int best = comparison.BestStrategy();
+  for (int index : comparison.RankedOrder()) {
+    const StrategyResult& s = comparison.strategies[index];
     out += internal::CsvField(s.name);
     if (s.ok()) {
       const StrategySummary m = s.Summary();
@@ -116,11 +148,16 @@ std::string SummaryCsv(const Comparison& comparison) {
                          m.iteration_time_p50_s, m.iteration_time_p90_s, m.samples_per_s,
                          m.tokens_per_s, m.mfu, m.bubble_ratio, m.peak_memory_bytes,
                          m.lower_bound_mean_s, m.gap_to_lower_bound, m.any_oom ? 1 : 0,
-                         m.plan_time_mean_s, speedup ? fmt::format("{}", *speedup) : "",
+                         m.plan_time_mean_s,
+                         m.any_oom ? "oom"
+                         : speedup ? fmt::format("{}", *speedup)
+                                   : "",
                          m.num_iterations);
     } else {
       out += fmt::format(",,,,,,,,,,,,,,{},", s.iterations.size());
     }
+    out += fmt::format("{},", index == best ? 1 : 0);
+    out += internal::CsvField(s.configuration.Brief()) + ",";
     out += internal::CsvField(s.ok() ? "" : s.error.value_or("no iterations"));
     out += "\n";
   }
@@ -131,7 +168,8 @@ std::string IterationsCsv(const Comparison& comparison) {
   std::string out =
       "strategy,iteration,iteration_time_s,throughput_samples_per_s,throughput_tokens_per_s,mfu,"
       "bubble_ratio,peak_memory_bytes,lower_bound_s,gap_to_lower_bound,oom,plan_time_s\n";
-  for (const StrategyResult& s : comparison.strategies) {
+  for (int index : comparison.RankedOrder()) {
+    const StrategyResult& s = comparison.strategies[index];
     const std::string name = internal::CsvField(s.name);
     for (const IterationResult& it : s.iterations) {
       out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", name, it.iteration,
@@ -145,7 +183,9 @@ std::string IterationsCsv(const Comparison& comparison) {
 
 nlohmann::json ComparisonJson(const Comparison& comparison) {
   using nlohmann::json;
+  const int best = comparison.BestStrategy();
   json root = {
+      {"schema", kComparisonSchema},
       {"model", internal::SanitizeUtf8(comparison.model)},
       {"cluster", internal::SanitizeUtf8(comparison.cluster)},
       {"num_gpus", comparison.num_gpus},
@@ -154,15 +194,25 @@ nlohmann::json ComparisonJson(const Comparison& comparison) {
       {"num_iterations", comparison.num_iterations},
       {"baseline", comparison.baseline.empty() ? json(nullptr)
                                                : json(internal::SanitizeUtf8(comparison.baseline))},
+      {"best",
+       best < 0 ? json(nullptr) : json(internal::SanitizeUtf8(comparison.strategies[best].name))},
   };
   json strategies = json::array();
-  for (const StrategyResult& s : comparison.strategies) {
+  int rank = 0;
+  for (int index : comparison.RankedOrder()) {
+    const StrategyResult& s = comparison.strategies[index];
     const bool ok = s.ok();
     const StrategySummary m = s.Summary();
     const std::optional<double> speedup = comparison.SpeedupVsBaseline(s);
     json j = {
         {"name", internal::SanitizeUtf8(s.name)},
         {"description", internal::SanitizeUtf8(s.description)},
+        {"rank", ++rank},
+        {"status", !ok         ? "error"
+                   : m.any_oom ? "oom"
+                               : "ok"},
+        {"best", index == best},
+        {"configuration", ConfigurationJson(s.configuration)},
         {"error", s.error ? json(internal::SanitizeUtf8(*s.error))
                           : (s.iterations.empty() ? json("no iterations") : json(nullptr))},
         {"num_iterations", m.num_iterations},
@@ -175,8 +225,7 @@ nlohmann::json ComparisonJson(const Comparison& comparison) {
         {"bubble_ratio", NumberOrNull(ok, m.bubble_ratio)},
         {"peak_memory_bytes", ok ? json(m.peak_memory_bytes) : json(nullptr)},
         {"lower_bound_s", NumberOrNull(ok && m.lower_bound_mean_s > 0, m.lower_bound_mean_s)},
-        {"gap_to_lower_bound",
-         NumberOrNull(ok && m.lower_bound_mean_s > 0, m.gap_to_lower_bound)},
+        {"gap_to_lower_bound", NumberOrNull(ok && m.lower_bound_mean_s > 0, m.gap_to_lower_bound)},
         {"oom", ok ? json(m.any_oom) : json(nullptr)},
         {"plan_time_s", NumberOrNull(ok, m.plan_time_mean_s)},
         {"speedup_vs_baseline", speedup ? json(*speedup) : json(nullptr)},

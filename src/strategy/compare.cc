@@ -11,6 +11,7 @@
 #include "weft/data/packing.h"
 #include "weft/data/readers.h"
 #include "weft/data/workload.h"
+#include "weft/planning/configuration.h"
 #include "weft/planning/placement_file.h"
 #include "weft/planning/planner.h"
 #include "weft/planning/window.h"
@@ -174,6 +175,7 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
     // iterations once they are planned; its per-iteration rows are then the window's.
     const bool streaming = (*planner)->static_plan().pool.has_value();
     std::vector<planning::IterationPlan> streamed;
+    planning::ConfigurationUsage usage;  // recompute and microbatches the iterations used
     for (int it = 0; it < options.iterations; ++it) {
       sim::SimOptions sim_options;
       sim_options.record_transfers = it == keep;
@@ -185,6 +187,7 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
       }
       auto* plan = &planned->plan;
       auto* eval = &planned->evaluation;
+      usage.Add(*plan);
       if (it == 0 && !plan->notes.empty()) {
         run.static_plans.back() += " [" + plan->notes + "]";
       }
@@ -232,6 +235,8 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
         result.error = w.message();
       }
     }
+    result.configuration =
+        planning::DescribeConfiguration((*planner)->job(), (*planner)->static_plan(), &usage);
     if (result.error) {
       result.iterations.clear();
       std::erase_if(run.timelines,

@@ -58,6 +58,41 @@ struct StrategySummary {
 // Linear-interpolation percentile (numpy's default) of `values`, q in [0, 1]; 0 if empty.
 double Percentile(std::span<const double> values, double q);
 
+// How one module was laid out and run by a strategy (filled by planning::DescribeConfiguration).
+struct ModuleConfiguration {
+  std::string module = {};  // module name in the model spec
+  int tp = 1;               // tensor-parallel size
+  int cp = 1;               // context-parallel size
+  int pp = 1;               // pipeline stages (device groups) one replica of the module spans
+  int dp = 1;               // data-parallel replicas
+  // Layers of each chunk of one replica in layer order (pp · chunks_per_rank entries; one entry,
+  // the whole module, when it is replicated).
+  std::vector<int> layers_per_stage = {};
+  // The most chunks of the module on one device group (> 1: interleaved / virtual pipeline
+  // chunks, or FSDP's units).
+  int chunks_per_rank = 1;
+  int copies = 1;  // > 1: a full copy of the module on each of `copies` groups
+  // Recomputation the planned stages used: "none", "selective", "full", "offload", or several
+  // joined by "+" when stages, layers or iterations differ ("" = unknown).
+  std::string recompute = {};
+};
+
+// The parallel configuration a strategy ran: per module, then the microbatches per replica.
+struct StrategyConfiguration {
+  std::vector<ModuleConfiguration> modules = {};  // model order; empty = not recorded
+  // Microbatches per data-parallel replica of the backbone, the fewest and most over replicas
+  // and iterations (0 = unknown).
+  int microbatches_min = 0;
+  int microbatches_max = 0;
+
+  bool empty() const { return modules.empty(); }
+  // One line for tables: "vision tp1 pp1 dp2 [24] | llm tp4 pp2 dp2 [16,16] | mb 8 | recompute
+  // none" (cp shown when > 1, "N chunks/rank" when chunks_per_rank > 1, "xN copies" when
+  // replicated; recompute per module when the modules differ; a layer list of more than 8
+  // entries writes runs of 3 or more equal values as "value x count": [1x63]). "" when empty.
+  std::string Brief() const;
+};
+
 struct StrategyResult {
   std::string name = {};         // e.g. "megatron-1f1b", "dip"
   std::string description = {};  // one line for reports
@@ -65,8 +100,11 @@ struct StrategyResult {
   // Set when the strategy failed or does not apply to this input; iterations are then usually
   // empty and the reports print the message instead of numbers.
   std::optional<std::string> error = std::nullopt;
+  StrategyConfiguration configuration = {};  // what ran; empty = not recorded
 
   bool ok() const { return !error.has_value() && !iterations.empty(); }
+  // ok() and no iteration ran out of memory: a result the strategy could actually run.
+  bool feasible() const;
   StrategySummary Summary() const;
 };
 
@@ -90,8 +128,15 @@ struct Comparison {
   // Index of the strategy called `name`, or -1.
   int FindStrategy(std::string_view name) const;
   // Baseline mean iteration time / this strategy's mean (> 1 = faster than the baseline).
-  // nullopt when there is no usable baseline or the strategy has no result.
+  // nullopt when there is no usable baseline or the strategy has no result, and when either ran
+  // out of memory (an OOM time is not a run anyone can have: reports print "oom" instead).
   std::optional<double> SpeedupVsBaseline(const StrategyResult& strategy) const;
+  // Indices of `strategies` in report order: feasible results by mean iteration time, then
+  // out-of-memory results by mean time, then failed ones (each group stable: ties keep the run
+  // order).
+  std::vector<int> RankedOrder() const;
+  // Index of the fastest feasible strategy (the one reports mark best), or -1 if none.
+  int BestStrategy() const;
 };
 
 }  // namespace weft::report

@@ -1,0 +1,70 @@
+#include "weft/strategy/compare.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <string>
+
+namespace weft::strategy {
+namespace {
+
+int SumOf(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), 0); }
+
+// Every strategy that ran carries its configuration: every module of the model, in order, with
+// all of its layers, and the backbone over the job's pipeline ranks.
+TEST(RunComparison, EveryResultCarriesTheConfigurationItRan) {
+  CompareOptions o;
+  o.job.model = "tiny-vlm";
+  o.job.gpus = 4;
+  o.job.pipeline_size = 2;
+  o.iterations = 2;
+  o.strategies = {"megatron-1f1b", "megatron-vpp", "replicated"};
+  auto run = RunComparison(o);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  auto setup = MakeJobSetup(o.job);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  const spec::ModelSpec& model = (*setup)->job.model;
+  for (const report::StrategyResult& r : run->comparison.strategies) {
+    ASSERT_TRUE(r.ok()) << r.name << ": " << r.error.value_or("");
+    const report::StrategyConfiguration& c = r.configuration;
+    ASSERT_EQ(c.modules.size(), model.modules.size()) << r.name;
+    for (size_t m = 0; m < model.modules.size(); ++m) {
+      EXPECT_EQ(c.modules[m].module, model.modules[m].name);
+      EXPECT_EQ(SumOf(c.modules[m].layers_per_stage), model.modules[m].num_layers)
+          << r.name << " " << model.modules[m].name;
+      EXPECT_FALSE(c.modules[m].recompute.empty());
+    }
+    const report::ModuleConfiguration& llm = c.modules.back();
+    EXPECT_EQ(llm.module, "llm");
+    EXPECT_EQ(llm.pp, 2) << r.name;
+    EXPECT_GT(c.microbatches_min, 0);
+    EXPECT_FALSE(c.Brief().empty());
+  }
+  const auto& vpp = run->comparison.strategies[1].configuration;
+  int most = 0;
+  for (const auto& m : vpp.modules) most = std::max(most, m.chunks_per_rank);
+  EXPECT_EQ(most, 2) << vpp.Brief();
+  const auto& replicated = run->comparison.strategies[2].configuration;
+  EXPECT_EQ(replicated.modules.front().copies, 2) << replicated.Brief();
+}
+
+// The recomputation reported is the one the memory policy chose for the planned iterations, not
+// the static plan's (none): this job does not fit without recomputation (planner_test.cc).
+TEST(RunComparison, ConfigurationSaysTheRecomputationThePlannerChose) {
+  CompareOptions o;
+  o.job.model = "vlm-m";
+  o.job.gpus = 32;
+  o.job.data = "mixed";
+  o.iterations = 1;
+  o.strategies = {"gpipe"};
+  auto run = RunComparison(o);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const report::StrategyResult& r = run->comparison.strategies[0];
+  ASSERT_TRUE(r.ok()) << r.error.value_or("");
+  for (const auto& m : r.configuration.modules) {
+    EXPECT_NE(m.recompute, "none") << r.configuration.Brief();
+  }
+}
+
+}  // namespace
+}  // namespace weft::strategy
