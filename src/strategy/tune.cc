@@ -50,9 +50,11 @@ StatusOr<std::shared_ptr<const JobSetup>> CandidateSetup(const JobSetup& base,
 // the same one for every candidate).
 std::string PlanSignature(const planning::Planner& planner) {
   const planning::StaticPlan& plan = planner.static_plan();
+  // The placement says the DP (folded groups' dp, unfolded replicas); the microbatches are the
+  // static plan's when it sets them (DFLOP's optimizer), else the job's.
   std::string s = plan.placement.Describe(planner.job().model);
-  s += fmt::format("|job mb{} dp{}", planner.job().parallel.num_microbatches,
-                   planner.job().DataParallelSize());
+  s += fmt::format("|mb{}", plan.num_microbatches > 0 ? plan.num_microbatches
+                                                      : planner.job().parallel.num_microbatches);
   for (const auto& p : plan.placement.parallel) {
     s += fmt::format("|{}:{}:{}:{}:{}", p.module, p.tp, p.cp, p.pp, p.dp);
   }
@@ -215,46 +217,92 @@ StrategyTuning TuneOne(const std::string& name, const TuneOptions& options,
     }
   }
 
-  // Screen: the rule plan of each candidate on the first profile batch.
+  // Screen: the strategy's own plan of the first profile batch at the smallest search budget
+  // (rule-based strategies give their real plan, search strategies one step of their search).
+  // Two levels: every (tp, cp, pp, dp) layout at its most microbatches, then every microbatch
+  // count of the best `expand` layouts.
   std::vector<TuneCandidate> screened;
   std::set<std::string> seen_plans;
-  if (!own_search && !job.profile_batches.empty()) {
-    for (TuneCandidate c : candidates) {
-      auto planner = make_planner(c);
-      if (!planner.ok()) {
-        ++t.rejected["refused by the strategy"];
-        continue;
-      }
-      const std::string sig = PlanSignature(**planner);
-      if (!seen_plans.insert(sig).second) {
-        ++t.rejected["same static plan as an earlier candidate"];
-        continue;
-      }
-      if (options.exhaustive) {
-        screened.push_back(c);
-        continue;
-      }
-      // The strategy's own plan at the smallest search budget: rule-based strategies give their
-      // real plan, search strategies (DIP's MCTS) one step of their search.
-      planning::PlanBudget screen_budget = options.budget;
-      screen_budget.time_budget_s = 0;
-      screen_budget.work_budget = 1;
-      auto rule = (*planner)->Plan(job.profile_batches.front(), screen_budget);
-      ++t.screened;
-      if (!rule.ok()) {
-        ++t.rejected["screen plan failed"];
-        continue;
-      }
-      c.screen_s = rule->evaluation.iteration_time_s;
-      c.oom = rule->evaluation.oom;
-      screened.push_back(c);
+  auto screen = [&](TuneCandidate c) {
+    auto planner = make_planner(c);
+    if (!planner.ok()) {
+      ++t.rejected["refused by the strategy"];
+      return;
     }
-    // Fits first, then the screen's time; stable: ties keep enumeration order.
-    std::stable_sort(screened.begin(), screened.end(),
-                     [](const TuneCandidate& a, const TuneCandidate& b) {
-                       if (a.oom != b.oom) return !a.oom;
-                       return a.screen_s < b.screen_s;
-                     });
+    if (!seen_plans.insert(PlanSignature(**planner)).second) {
+      ++t.rejected["same static plan as an earlier candidate"];
+      return;
+    }
+    if (options.exhaustive) {
+      screened.push_back(c);
+      return;
+    }
+    planning::PlanBudget screen_budget = options.budget;
+    screen_budget.time_budget_s = 0;
+    screen_budget.work_budget = 1;
+    // Every profile batch, as the final ranking (a streaming plan's window is left to it).
+    double sum_s = 0;
+    for (const spec::Batch& batch : job.profile_batches) {
+      auto plan = (*planner)->Plan(batch, screen_budget);
+      if (!plan.ok()) {
+        ++t.rejected["screen plan failed"];
+        return;
+      }
+      sum_s += plan->evaluation.iteration_time_s;
+      c.oom = c.oom || plan->evaluation.oom;
+    }
+    ++t.screened;
+    c.screen_s = sum_s / static_cast<double>(job.profile_batches.size());
+    screened.push_back(c);
+  };
+  auto by_screen = [](const TuneCandidate& a, const TuneCandidate& b) {
+    if (a.oom != b.oom) return !a.oom;  // fits first, then time; stable: enumeration order
+    return a.screen_s < b.screen_s;
+  };
+  auto same_layout = [](const TuneCandidate& a, const TuneCandidate& b) {
+    return a.tp == b.tp && a.cp == b.cp && a.pp == b.pp && a.dp == b.dp;
+  };
+  if (!own_search && !job.profile_batches.empty()) {
+    if (options.exhaustive) {
+      for (const TuneCandidate& c : candidates) screen(c);
+    } else {
+      // Level 1: one candidate per layout, at its most microbatches (one sequence each: the
+      // least activation memory and the smallest pipeline bubble; candidates are enumerated
+      // with microbatch counts ascending, so it is the layout's last).
+      std::vector<TuneCandidate> firsts;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        if (i + 1 == candidates.size() || !same_layout(candidates[i + 1], candidates[i])) {
+          firsts.push_back(candidates[i]);
+        }
+      }
+      for (const TuneCandidate& c : firsts) screen(c);
+      std::vector<TuneCandidate> level1 = screened;
+      std::stable_sort(level1.begin(), level1.end(), by_screen);
+      // Level 2: the other microbatch counts of the best layouts.
+      const size_t expand = static_cast<size_t>(std::max(3, 2 * options.max_simulations));
+      for (size_t k = 0; k < level1.size() && k < expand; ++k) {
+        for (const TuneCandidate& c : candidates) {
+          if (same_layout(c, level1[k]) && c.microbatches != level1[k].microbatches) screen(c);
+        }
+      }
+      int64_t skipped = 0;
+      for (const TuneCandidate& c : candidates) {
+        bool expanded = false;
+        for (size_t k = 0; k < level1.size() && k < expand; ++k) {
+          expanded = expanded || same_layout(c, level1[k]);
+        }
+        bool first = false;
+        for (const TuneCandidate& f : firsts) {
+          first = first || (same_layout(c, f) && c.microbatches == f.microbatches);
+        }
+        if (!expanded && !first) ++skipped;
+      }
+      if (skipped > 0) {
+        t.rejected["not screened: microbatch counts of layouts outside the best " +
+                   std::to_string(expand)] += skipped;
+      }
+    }
+    std::stable_sort(screened.begin(), screened.end(), by_screen);
   } else if (own_search) {
     t.note = "searches its own configuration: the backbone's sizes do not change its plan; run "
              "at the job's";
