@@ -541,6 +541,83 @@ std::string TuneResult::ToJson() const {
   return j.dump(2);
 }
 
+StatusOr<AutoChoice> ChooseAuto(const TuneResult& tuning, const planning::JobOptions& job) {
+  const StrategyTuning* best = tuning.Best();
+  if (!best) {
+    return FailedPreconditionError("auto: no strategy fits memory on this job (weft tune shows "
+                                   "each one's reason)");
+  }
+  AutoChoice choice;
+  choice.strategy = best->strategy;
+  choice.job = best->best.Apply(job, tuning.global_batch_sequences);
+  choice.reason = fmt::format("auto: {} at {} ({:.4g} s/iteration on the profile batches)",
+                              best->strategy, best->best.Describe(), best->best.time_s);
+  for (const StrategyTuning& s : tuning.strategies) {
+    if (&s == best || !s.error.empty() || s.best.oom || s.best.time_s <= 0) continue;
+    choice.reason += fmt::format("; runner-up {} at {} ({:.4g} s, {:.1f}% slower)", s.strategy,
+                                 s.best.Describe(), s.best.time_s,
+                                 100.0 * (s.best.time_s / best->best.time_s - 1));
+    break;
+  }
+  return choice;
+}
+
+StatusOr<AutoChoice> ChooseAuto(const TuneOptions& options) {
+  WEFT_ASSIGN_OR_RETURN(TuneResult tuning, Tune(options));
+  return ChooseAuto(tuning, options.job);
+}
+
+StatusOr<TunedComparison> RunTunedComparison(const CompareOptions& options, TuneOptions tune) {
+  tune.job = options.job;
+  tune.strategies = options.strategies;
+  tune.budget = options.budget;
+  TunedComparison out;
+  WEFT_ASSIGN_OR_RETURN(out.tuning, Tune(tune));
+  auto& merged = out.run.comparison;
+  for (const StrategyTuning& s : out.tuning.strategies) {
+    if (!s.error.empty()) {
+      report::StrategyResult r;
+      r.name = s.strategy;
+      r.error = "not tuned: " + s.error;
+      merged.strategies.push_back(std::move(r));
+      out.run.static_plans.push_back(s.strategy + ": not tuned: " + s.error);
+      continue;
+    }
+    CompareOptions one = options;
+    one.job = s.best.Apply(options.job, out.tuning.global_batch_sequences);
+    one.strategies = {s.strategy};
+    one.baseline = s.strategy;
+    WEFT_ASSIGN_OR_RETURN(CompareRun run, RunComparison(one));
+    if (merged.model.empty()) {
+      merged.model = run.comparison.model;
+      merged.cluster = run.comparison.cluster;
+      merged.num_gpus = run.comparison.num_gpus;
+      merged.data_profile = run.comparison.data_profile;
+      merged.num_iterations = run.comparison.num_iterations;
+      merged.planning_budget = run.comparison.planning_budget;
+      out.run.data_warning = run.data_warning;
+    }
+    for (auto& r : run.comparison.strategies) {
+      r.description = fmt::format("[tuned {}] {}", s.best.Describe(), r.description);
+      merged.strategies.push_back(std::move(r));
+    }
+    for (auto& p : run.static_plans) {
+      out.run.static_plans.push_back(fmt::format("[tuned {}] {}", s.best.Describe(), p));
+    }
+    for (auto& t : run.timelines) out.run.timelines.push_back(std::move(t));
+  }
+  if (merged.model.empty()) {
+    merged.model = out.tuning.model;
+    merged.cluster = out.tuning.cluster;
+    merged.num_gpus = out.tuning.gpus;
+    merged.data_profile = out.tuning.data;
+    merged.num_iterations = options.iterations;
+    merged.planning_budget = planning::DescribeBudget(options.budget);
+  }
+  if (merged.FindStrategy(options.baseline) >= 0) merged.baseline = options.baseline;
+  return out;
+}
+
 StatusOr<TuneResult> Tune(const TuneOptions& options) {
   WEFT_RETURN_IF_ERROR(options.Validate());
   if (!options.job.placement.empty()) {

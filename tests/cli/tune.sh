@@ -86,4 +86,27 @@ done
 "$WEFT" tune "${job[@]}" --strategies gpipe --quiet --emit megatron --out "$tmp/g.args" > /dev/null 2> "$tmp/err"; rc=$?
 [[ $rc -eq 2 ]] && grep -q "Megatron-LM runs megatron-1f1b and megatron-vpp; 'gpipe'" "$tmp/err" ||
   { echo "FAIL: --emit megatron for gpipe (rc $rc)"; cat "$tmp/err"; fail=1; }
+# auto: compare names the best tuned strategy with the runner-up; simulate runs it at its best.
+"$WEFT" compare "${job[@]}" --strategies auto --iterations 2 --quiet --json "$tmp/auto.json" > "$tmp/out" 2> "$tmp/err" ||
+  { echo "FAIL: compare --strategies auto"; cat "$tmp/err"; fail=1; }
+grep -Eq '^auto: [a-z0-9-]+ at tp[0-9]+ cp[0-9]+ pp[0-9]+ dp[0-9]+ mb[0-9]+ .*runner-up' "$tmp/out" ||
+  { echo "FAIL: compare auto line"; tail -3 "$tmp/out"; fail=1; }
+chosen=$(sed -n 's/^auto: \([a-z0-9-]*\) at .*/\1/p' "$tmp/out")
+"$WEFT" simulate "${job[@]}" --strategy auto --iterations 2 > "$tmp/sim" 2> "$tmp/err" ||
+  { echo "FAIL: simulate --strategy auto"; cat "$tmp/err"; fail=1; }
+grep -q "^auto: $chosen at " "$tmp/sim" && grep -q "^strategy $chosen: " "$tmp/sim" ||
+  { echo "FAIL: simulate auto ran another strategy than compare chose ($chosen)"; head -3 "$tmp/sim"; fail=1; }
+# compare --tune: every row at its tuned configuration, tuned no slower than compare's own.
+"$WEFT" compare "${job[@]}" --strategies megatron-1f1b,gpipe --tune --iterations 2 --quiet --json "$tmp/tuned.json" > /dev/null 2>&1 &&
+"$WEFT" compare "${job[@]}" --strategies megatron-1f1b,gpipe --iterations 2 --quiet --json "$tmp/plain.json" > /dev/null 2>&1 ||
+  { echo "FAIL: compare --tune"; fail=1; }
+python3 - "$tmp/tuned.json" "$tmp/plain.json" <<'PY' || { echo "FAIL: compare --tune rows"; fail=1; }
+import json, sys
+tuned = {s["name"]: s for s in json.load(open(sys.argv[1]))["strategies"]}
+plain = {s["name"]: s for s in json.load(open(sys.argv[2]))["strategies"]}
+assert set(tuned) == set(plain), (tuned.keys(), plain.keys())
+for name, s in tuned.items():
+    assert s["description"].startswith("[tuned tp"), s["description"]
+    assert s["iteration_time_s"] <= plain[name]["iteration_time_s"] * 1.05, (name, s["iteration_time_s"], plain[name]["iteration_time_s"])
+PY
 exit $fail

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "cli_common.h"
 #include "job_options.h"
@@ -9,6 +10,7 @@
 #include "weft/report/tables.h"
 #include "weft/report/trace.h"
 #include "weft/strategy/compare.h"
+#include "weft/strategy/tune.h"
 
 namespace weft::cli {
 
@@ -19,6 +21,8 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
   auto trace_dir = std::make_shared<std::string>();
   auto strategies = std::make_shared<std::string>();
   auto quiet = std::make_shared<bool>(false);
+  auto tune = std::make_shared<bool>(false);
+  auto tune_options = std::make_shared<strategy::TuneOptions>();
   CLI::App* cmd = app.add_subcommand(
       "compare",
       "Simulate K iterations of real batches under each strategy and compare them.\n"
@@ -30,7 +34,7 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--strategies", *strategies,
                   "comma-separated strategies (default: all; weft compare --list describes "
-                  "them): " + StrategyList());
+                  "them), or auto (every one tuned, the best named): " + StrategyList());
   cmd->add_option("--baseline", options->baseline, "strategy speedups are relative to")
       ->capture_default_str()
       ->check(CLI::Validator(
@@ -49,6 +53,13 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
                   "write a Chrome/Perfetto trace per strategy (last iteration; with DP > 1 the "
                   "slowest replica, named in the trace title)");
   cmd->add_flag("--quiet", *quiet, "no progress on stderr");
+  cmd->add_flag("--tune", *tune,
+                "tune each strategy's TP/CP/PP/DP and microbatches first (weft tune) and compare "
+                "every one at its best; --strategies auto does this for all and names the best");
+  AddNumberOption(cmd, "--max-simulations", tune_options->max_simulations, 1,
+                  strategy::TuneOptions::kMaxSimulations,
+                  "with --tune: candidates each strategy plans itself (weft tune)")
+      ->capture_default_str();
   cmd->callback([=, &exit_code]() {
     if (*list) {
       std::cout << StrategyTable();
@@ -73,8 +84,30 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
     for (std::string s; std::getline(ss, s, ',');) {
       if (!s.empty()) options->strategies.push_back(s);
     }
+    // `auto`: every strategy tuned, the best named.
+    const bool is_auto = options->strategies.size() == 1 && options->strategies[0] == "auto";
+    if (is_auto) options->strategies.clear();
+    if (std::find(options->strategies.begin(), options->strategies.end(), "auto") !=
+        options->strategies.end()) {
+      exit_code = ReportError(InvalidArgumentError(
+          "--strategies auto stands alone (it tunes every strategy and names the best)"));
+      return;
+    }
     if (!*quiet) options->progress = ProgressPrinter();
-    auto run = strategy::RunComparison(*options);
+    std::optional<strategy::TunedComparison> tuned;
+    StatusOr<strategy::CompareRun> run = InvalidArgumentError("not run");
+    if (*tune || is_auto) {
+      if (!*quiet) tune_options->progress = options->progress;
+      auto t = strategy::RunTunedComparison(*options, *tune_options);
+      if (t.ok()) {
+        tuned = std::move(*t);
+        run = std::move(tuned->run);
+      } else {
+        run = t.status();
+      }
+    } else {
+      run = strategy::RunComparison(*options);
+    }
     if (!*quiet) ClearProgress();
     if (!run.ok()) {
       exit_code = ReportError(run.status());
@@ -85,6 +118,11 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
     std::cout << "  planning budget of search strategies: " << run->comparison.planning_budget
               << "\n";
     for (const auto& s : run->static_plans) std::cout << "  " << s << "\n";
+    if (is_auto) {
+      auto choice = strategy::ChooseAuto(tuned->tuning, options->job);
+      std::cout << (choice.ok() ? choice->reason : "auto: " + std::string(choice.status().message()))
+                << "\n";
+    }
     // Every output is rendered first and written only when all of them rendered.
     std::vector<std::pair<std::string, std::string>> files;  // path, content
     if (!json_path->empty()) {

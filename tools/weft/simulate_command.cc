@@ -15,6 +15,7 @@
 #include "weft/planning/mimo_config.h"
 #include "weft/strategy/common.h"
 #include "weft/strategy/compare.h"
+#include "weft/strategy/tune.h"
 #include "weft/planning/planner.h"
 
 #include <fmt/format.h>
@@ -76,7 +77,17 @@ StatusOr<Prepared> PrepareRun(const RunOptions& o) {
   // --placement alone runs the user's placement.
   const std::string name =
       !o.strategy.empty() ? o.strategy : !o.job.placement.empty() ? "manual" : "megatron-1f1b";
-  WEFT_ASSIGN_OR_RETURN(p.planner, strategy::MakePlanner(o.job, name, options));
+  if (name == "auto") {
+    // The best tuned strategy of this job (weft tune), run at its best configuration.
+    strategy::TuneOptions tune;
+    tune.job = o.job;
+    tune.budget = options.budget;
+    WEFT_ASSIGN_OR_RETURN(strategy::AutoChoice choice, strategy::ChooseAuto(tune));
+    std::cout << choice.reason << "\n";
+    WEFT_ASSIGN_OR_RETURN(p.planner, strategy::MakePlanner(choice.job, choice.strategy, options));
+  } else {
+    WEFT_ASSIGN_OR_RETURN(p.planner, strategy::MakePlanner(o.job, name, options));
+  }
   const auto& planner = *p.planner;
   if (!o.emit_mimo_config.empty()) {  // before any output: a refusal is one line
     WEFT_ASSIGN_OR_RETURN(p.mimo_config, MimoConfigText(planner));
@@ -187,7 +198,8 @@ void AddRunOptions(CLI::App* cmd, RunOptions& o) {
   AddJobOptions(cmd, o.job);
   cmd->add_option("--strategy", o.strategy,
                   "strategy name: " + StrategyList() +
-                      ", manual (with --placement) (default: manual with --placement, else "
+                      ", manual (with --placement), auto (every strategy tuned, the best run at "
+                      "its best configuration; weft tune) (default: manual with --placement, else "
                       "megatron-1f1b)");
   AddNumberOption(cmd, "--iterations", o.iterations, 1, kMaxIterations,
                   "iterations (batches) to plan")

@@ -23,6 +23,7 @@
 #include "weft/planning/job_setup.h"
 #include "weft/planning/parallel_space.h"
 #include "weft/planning/strategy.h"
+#include "weft/strategy/compare.h"
 
 namespace weft::strategy {
 
@@ -90,5 +91,27 @@ struct TuneResult {
 };
 
 StatusOr<TuneResult> Tune(const TuneOptions& options);
+
+// `weft compare --tune`: Tune over options.strategies (tune.job and tune.strategies are taken
+// from `options`), then every tuned strategy compared at its own best configuration on the same
+// iteration batches (the global batch, context, data and seed are fixed, so the batches are the
+// same); a strategy that could not be tuned keeps its error row.
+struct TunedComparison {
+  CompareRun run;
+  TuneResult tuning;
+};
+StatusOr<TunedComparison> RunTunedComparison(const CompareOptions& options, TuneOptions tune);
+
+// `auto` (weft compare --strategies auto, weft simulate / plan --strategy auto): the best tuned
+// strategy of the job and the options that run it; `reason` names it with its configuration,
+// the runner-up and the margin ("auto: dip at tp1 cp2 pp8 dp1 mb8 (3.918 s/iteration); runner-up
+// dip-reorder ... 6.1% slower").
+struct AutoChoice {
+  std::string strategy;
+  planning::JobOptions job;
+  std::string reason;
+};
+StatusOr<AutoChoice> ChooseAuto(const TuneResult& tuning, const planning::JobOptions& job);
+StatusOr<AutoChoice> ChooseAuto(const TuneOptions& options);
 
 }  // namespace weft::strategy
