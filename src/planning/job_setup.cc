@@ -118,6 +118,13 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
                    : training.gpus > 0 ? training.gpus
                                        : cluster.TotalGpus();
   WEFT_ASSIGN_OR_RETURN(cluster, cluster.WithTotalGpus(gpus));
+  if (cluster.last_node_gpus > 0) {
+    // One rule for every command (issue 34 item 12): the GPUs asked for, the last node partial.
+    setup->notes += fmt::format("{}{} GPUs = {} node{} of {} + 1 node of {}",
+                                setup->notes.empty() ? "" : "; ", gpus, cluster.num_nodes - 1,
+                                cluster.num_nodes - 1 == 1 ? "" : "s", cluster.gpus_per_node,
+                                cluster.last_node_gpus);
+  }
 
   Job& job = setup->job;
   job.model = std::move(preset.model);

@@ -37,11 +37,14 @@ StatusOr<ClusterSpec> ClusterSpec::WithTotalGpus(int total_gpus) const {
   if (total_gpus <= 0) return FieldError("total_gpus", total_gpus, "must be > 0");
   if (gpus_per_node <= 0) return FieldError("gpus_per_node", gpus_per_node, "must be > 0");
   ClusterSpec out = *this;
+  out.last_node_gpus = 0;
   if (total_gpus < gpus_per_node) {
     out.num_nodes = 1;
     out.gpus_per_node = total_gpus;
   } else {
     out.num_nodes = (total_gpus + gpus_per_node - 1) / gpus_per_node;
+    // The GPUs asked for, not whole nodes: a partial last node (issue 34 item 12).
+    if (total_gpus % gpus_per_node != 0) out.last_node_gpus = total_gpus % gpus_per_node;
   }
   return out;
 }
@@ -50,6 +53,10 @@ Status ClusterSpec::Validate() const {
   if (name.empty()) return FieldError("name", "\"\"", "must be non-empty");
   WEFT_RETURN_IF_ERROR(RequirePositive("num_nodes", num_nodes));
   WEFT_RETURN_IF_ERROR(RequirePositive("gpus_per_node", gpus_per_node));
+  if (last_node_gpus < 0 || last_node_gpus >= gpus_per_node) {
+    return FieldError("last_node_gpus", last_node_gpus,
+                      "must be in [0, gpus_per_node) (0 = the last node is full)");
+  }
   WEFT_RETURN_IF_ERROR(RequirePositive("gpu.peak_bf16_flops_per_s", gpu.peak_bf16_flops_per_s));
   WEFT_RETURN_IF_ERROR(
       RequirePositive("gpu.hbm_bandwidth_bytes_per_s", gpu.hbm_bandwidth_bytes_per_s));

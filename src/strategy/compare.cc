@@ -136,6 +136,7 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
   CompareRun run;
   WEFT_ASSIGN_OR_RETURN(auto batches,
                         MakeIterationBatches(*setup, 0, options.iterations, &run.data_warning));
+  run.setup_notes = setup->notes;
   auto& cmp = run.comparison;
   cmp.model = setup->model_name;
   cmp.cluster = setup->cluster_name;

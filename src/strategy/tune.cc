@@ -596,6 +596,7 @@ StatusOr<TunedComparison> RunTunedComparison(const CompareOptions& options, Tune
       merged.num_iterations = run.comparison.num_iterations;
       merged.planning_budget = run.comparison.planning_budget;
       out.run.data_warning = run.data_warning;
+      out.run.setup_notes = run.setup_notes;
     }
     for (auto& r : run.comparison.strategies) {
       r.description = fmt::format("[tuned {}] {}", s.best.Describe(), r.description);

@@ -130,6 +130,10 @@ Status CheckOutputs(OutputFlags files, OutputFlags dirs = {});
 // readable, errors never start with escape codes). Clear() ends the progress display.
 std::function<void(const std::string&)> ProgressPrinter();
 void ClearProgress();
+// Progress only where someone watches: "\r<line>" on stderr when it is a terminal, nothing
+// otherwise (logs, pipes and tests stay clean). ClearTerminalProgress() ends the line.
+std::function<void(const std::string&)> TerminalProgress();
+void ClearTerminalProgress();
 
 
 // Each subcommand file defines one Register function; the callback stores its exit code.

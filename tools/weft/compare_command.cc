@@ -114,6 +114,7 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
       return;
     }
     if (!run->data_warning.empty()) std::cerr << "warning: " << run->data_warning << "\n";
+    if (!run->setup_notes.empty()) std::cout << "note: " << run->setup_notes << "\n";
     std::cout << report::TextTable(run->comparison);
     std::cout << "  planning budget of search strategies: " << run->comparison.planning_budget
               << "\n";

@@ -1,5 +1,9 @@
 // weft simulate / weft plan: one strategy on the batches of K iterations.
+#include <fmt/format.h>
+
+#include <atomic>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "cli_common.h"
@@ -19,6 +23,8 @@
 #include "weft/planning/planner.h"
 
 #include <fmt/format.h>
+
+#include <atomic>
 #include <nlohmann/json.hpp>
 
 namespace weft::cli {
@@ -35,6 +41,9 @@ struct RunOptions {
   int replica = -1;  // DP replica to trace / write; -1 = slowest (trace), every one (plan)
   bool world = false;  // plan: one world plan per iteration (Planner::CompileWorld)
   std::string emit_mimo_config;  // plan: the placement's Megatron MIMO parallelism config
+  // Progress on stderr, only when stderr is a terminal (issue 34 item 16: long runs are not
+  // silent; logs and pipes stay clean).
+  std::function<void(const std::string&)> progress = TerminalProgress();
 };
 
 // What every run needs: the planner (job, strategy, static plan, memory policy) and the batches.
@@ -125,8 +134,13 @@ template <typename Fn>
 Status RunIterations(const RunOptions& o, std::string* data_warning, Fn each) {
   WEFT_ASSIGN_OR_RETURN(Prepared prepared, PrepareRun(o));
   if (data_warning != nullptr) *data_warning = prepared.data_warning;
-  for (const auto& batch : prepared.batches) {
+  const size_t n = prepared.batches.size();
+  for (size_t k = 0; k < n; ++k) {
+    const auto& batch = prepared.batches[k];
+    o.progress(fmt::format("planning iteration {} ({} of {}) with {} ...", batch.iteration, k + 1,
+                           n, prepared.planner->strategy().Name()));
     WEFT_ASSIGN_OR_RETURN(auto planned, prepared.planner->Plan(batch));
+    ClearTerminalProgress();
     WEFT_RETURN_IF_ERROR(each(batch.iteration, *prepared.planner, planned));
   }
   return WriteMimoConfig(o, prepared);
@@ -145,13 +159,18 @@ Status RunIterationsWithService(const RunOptions& o, Fn each) {
       {.budget_s = std::max(1e-3, budget.time_budget_s), .work_budget = budget.work_budget});
   WEFT_RETURN_IF_ERROR(planner.status());  // planning threads could not start
   for (const auto& batch : prepared.batches) WEFT_RETURN_IF_ERROR(planner.Submit(batch));
-  for (const auto& batch : prepared.batches) {
+  const size_t n = prepared.batches.size();
+  for (size_t k = 0; k < n; ++k) {
+    const auto& batch = prepared.batches[k];
+    o.progress(fmt::format("planning iteration {} ({} of {}) with {} ...", batch.iteration, k + 1,
+                           n, prepared.planner->strategy().Name()));
     const auto deadline =
         budget.work_budget > 0
             ? std::chrono::steady_clock::now() + std::chrono::hours(24)
             : std::chrono::steady_clock::now() +
                   std::chrono::milliseconds(static_cast<int64_t>(2 * o.budget.budget_ms + 1000));
     WEFT_ASSIGN_OR_RETURN(auto served, planner.Get(batch.iteration, deadline));
+    ClearTerminalProgress();
     planning::PlannedIteration planned = std::move(served.planned);
     planned.plan.plan_time_s = served.search_time_s;
     if (served.fallback) {
@@ -376,11 +395,23 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
       // at the end. Replicas compile on --threads threads; the files do not depend on it.
       StagedFiles files;
       std::vector<std::string> lines;
+      std::atomic<int64_t> staged_bytes{0};
+      std::atomic<int> staged_files{0};
+      const int to_write = o->world ? 1 : (o->replica >= 0 ? 1 : n);
+      auto stage = [&](const std::string& path, const std::string& text) -> Status {
+        WEFT_RETURN_IF_ERROR(files.Write(path, text));
+        staged_bytes += static_cast<int64_t>(text.size());
+        const int done = ++staged_files;
+        o->progress(fmt::format("iteration {}: {} of {} plan files compiled and validated, "
+                                "{:.1f} MB so far",
+                                it, done, to_write, staged_bytes.load() / 1e6));
+        return OkStatus();
+      };
       if (o->world) {
         // One plan with every rank of every replica (what a data-parallel runtime runs).
         plan::ValidationReport report;
         WEFT_ASSIGN_OR_RETURN(plan::ExecutionPlan world, planner.CompileWorld(p, it, &report));
-        WEFT_RETURN_IF_ERROR(files.Write(base.string(), plan::PlanToJson(world)));
+        WEFT_RETURN_IF_ERROR(stage(base.string(), plan::PlanToJson(world)));
         lines.push_back(base.string() + ": world plan of " + std::to_string(n) +
                         " replica graph(s): " + report.BriefReport() + "; simulated " +
                         std::to_string(e.iteration_time_s) + " s");
@@ -388,6 +419,7 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
       }
       const size_t first_line = lines.size();
       lines.resize(first_line + replicas.size());
+
       const Status compiled_all = ParallelFor(
           static_cast<int>(replicas.size()), o->budget.threads, [&](int i) -> Status {
             const int r = replicas[i];
@@ -399,7 +431,7 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
               path = base.parent_path() / (base.stem().string() + ".r" + std::to_string(r) +
                                            base.extension().string());
             }
-            WEFT_RETURN_IF_ERROR(files.Write(path.string(), plan::PlanToJson(compiled)));
+            WEFT_RETURN_IF_ERROR(stage(path.string(), plan::PlanToJson(compiled)));
             lines[first_line + i] =
                 path.string() + ": " + (n > 1 ? "replica " + std::to_string(r) + ": " : "") +
                 report.BriefReport() + "; simulated " +
@@ -407,8 +439,12 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
             return OkStatus();
           });
       WEFT_RETURN_IF_ERROR(compiled_all);
+      ClearTerminalProgress();
       WEFT_RETURN_IF_ERROR(files.Commit());
-      std::cout << "iteration " << it << ": simulated " << e.iteration_time_s << " s";
+      std::cout << "iteration " << it << ": " << staged_files.load() << " plan file"
+                << (staged_files.load() == 1 ? "" : "s") << ", "
+                << fmt::format("{:.1f}", staged_bytes.load() / 1e6) << " MB; simulated "
+                << e.iteration_time_s << " s";
       if (n > 1) std::cout << " (slowest of " << n << " DP replicas: " << e.slowest_replica << ")";
       std::cout << "; planned in " << p.plan.plan_time_s * 1e3 << " ms (budget "
                 << planning::DescribeBudget(planner.options().budget) << ")" << (p.plan.notes.empty() ? "" : "; " + p.plan.notes) << "\n";

@@ -60,6 +60,9 @@ struct ClusterSpec {
   std::string description;
   int num_nodes = 0;
   int gpus_per_node = 0;
+  // GPUs of the last node when it is partial (WithTotalGpus of a count that is not a multiple of
+  // gpus_per_node: --gpus 20 on 8-GPU nodes is 2 full nodes and one of 4); 0 = every node full.
+  int last_node_gpus = 0;
   GpuSpec gpu;
   LinkSpec intra_node;     // NVLink / HCCS
   LinkSpec inter_node;     // RoCE / InfiniBand, per GPU
@@ -91,9 +94,12 @@ struct ClusterSpec {
   // Per-GPU copy bandwidth when `copying_gpus` GPUs of a node copy at once (one direction).
   double SharedHostBandwidthBytesPerS(double link_bytes_per_s, int copying_gpus) const;
 
-  int TotalGpus() const { return num_nodes * gpus_per_node; }
-  // Returns a copy with `total_gpus` GPUs (num_nodes = ceil(total/gpus_per_node); if total is
-  // smaller than a node, one node with total GPUs). Fails if total_gpus <= 0.
+  int TotalGpus() const {
+    return num_nodes * gpus_per_node - (last_node_gpus > 0 ? gpus_per_node - last_node_gpus : 0);
+  }
+  // Returns a copy with exactly `total_gpus` GPUs: num_nodes = ceil(total/gpus_per_node), the
+  // last node partial (last_node_gpus) when total is not a multiple; a total smaller than a node
+  // is one node of total GPUs. Fails if total_gpus <= 0.
   StatusOr<ClusterSpec> WithTotalGpus(int total_gpus) const;
   bool operator==(const ClusterSpec&) const = default;
   // Stops at the first problem: "gpu.memory_capacity_bytes = 0; must be > 0".

@@ -63,6 +63,7 @@ struct KeptTimeline {
 struct CompareRun {
   report::Comparison comparison;
   std::string data_warning;  // MakeIterationBatches' warning ("" = every sample used)
+  std::string setup_notes;   // JobSetup::notes: given vs used (GPUs, DP, partial node)
   std::vector<KeptTimeline> timelines;  // one per strategy that succeeded
   std::vector<std::string> static_plans;  // per strategy: its static plan description or error
 };
