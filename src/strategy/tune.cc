@@ -417,8 +417,10 @@ std::vector<std::string> TuneResult::Rules() {
       "memory: the LLM's parameters, gradients and optimizer state / (tp·pp) alone above the "
       "GPU's usable memory (a lower bound of every stage layout)",
       "a candidate whose static plan equals an earlier one's is not run twice",
-      "screen: the strategy's own plan of the first profile batch at the smallest search "
-      "budget (1 work unit: rule-based strategies give their plan, search strategies one step); "
+      "screen: the strategy's own plan of the profile batches at the smallest search budget (1 "
+      "work unit: rule-based strategies give their plan, search strategies one step), every "
+      "layout at its most microbatches, then every microbatch count of the best 2·max "
+      "layouts; "
       "the job's own configuration and the best of the screen are planned by the strategy at "
       "the full budget on every profile batch; the fastest that fits memory wins"};
 }

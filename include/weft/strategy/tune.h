@@ -4,10 +4,12 @@
 // microbatch count (dividing the replica's share of the fixed global batch) are enumerated with
 // DFLOP's enumeration (planning/parallel_space.h), pruned by divisibility and a model-state
 // memory bound (sound: no placement of the backbone on tp·pp GPUs holds less), screened by the
-// strategy's own plan of the first profile batch at the smallest search budget (1 work unit:
-// rule-based strategies give their real plan, DIP's MCTS one step), and the best
-// `max_simulations` of the screen — the job's own configuration always among them — are planned
-// by the strategy at the full budget on every profile batch; the fastest that fits memory wins. The recompute level is the planner's memory policy's (the first uniform level that fits,
+// strategy's own plans of the profile batches at the smallest search budget (1 work unit:
+// rule-based strategies give their real plan, DIP's MCTS one step) in two levels (every layout at
+// its most microbatches, then every microbatch count of the best 2·max_simulations layouts), and
+// the best `max_simulations` of the screen — the job's own configuration always among them — are
+// planned by the strategy at the full budget on every profile batch; the fastest that fits memory
+// wins. The recompute level is the planner's memory policy's (the first uniform level that fits,
 // or the strategy's own choice). A strategy whose static plan does not follow the backbone's
 // sizes (DFLOP, Megatron MIMO: they search their own) is run at the job's configuration only,
 // said in its row.
@@ -43,7 +45,7 @@ struct TuneOptions {
 struct TuneCandidate {
   int tp = 1, cp = 1, pp = 1, dp = 1, microbatches = 1;
   bool is_default = false;   // the job as given
-  double screen_s = -1;      // the screen plan of the first profile batch (-1 = not screened)
+  double screen_s = -1;      // the screen's mean over the profile batches (-1 = not screened)
   double time_s = -1;        // mean over the profile batches, planned by the strategy (-1 = not)
   bool oom = false;
   std::string recompute = "";  // the level the memory policy kept ("" = the strategy's own)
