@@ -415,6 +415,16 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup,
              (setup.long_clips == data::LongClipRule::kSplit ? "split" : "truncated") +
              fmt::format(" ({:.0f} of {:.0f} s of video packed)", pr.video_s_packed, pr.video_s_in);
   }
+  if (read.num_malformed > 0 && !read.warnings.empty()) {
+    // Where and why, as `weft data stats` says it (issue 34 item 17).
+    rules += "; first malformed record: " + read.warnings.front().ToString();
+  }
+  const int64_t num_batches = static_cast<int64_t>(batches.size());
+  if (short_note.empty() && (first < 0 || first + count > num_batches)) {
+    rules += "; the file makes " + std::to_string(num_batches) + " batch" +
+             (num_batches == 1 ? "" : "es") + " of " + std::to_string(setup.sequences_per_batch) +
+             " sequences: iterations beyond them reuse them in order";
+  }
   if (warning != nullptr && (read.num_malformed > 0 || used.sequences_in_dropped_batch > 0 ||
                              100 * unused > given || !short_note.empty() || !rules.empty())) {
     *warning = setup.data_name + ": " + std::to_string(given) + " records given, " +

@@ -85,12 +85,27 @@ TEST(ClusterSpecValidate, RejectsNegativePlanningCores) {
   EXPECT_EQ(ErrorOf(c), "planning_cpu_cores = -2; must be >= 0");
 }
 
-TEST(ClusterSpecWithTotalGpus, RoundsUpToWholeNodes) {
+TEST(ClusterSpecWithTotalGpus, KeepsTheGpusAskedForWithAPartialLastNode) {
+  // Issue 34 item 12: 20 GPUs are 20 (2 nodes of 8 and one of 4), not 24.
   StatusOr<ClusterSpec> c = Cluster().WithTotalGpus(20);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->num_nodes, 3);
   EXPECT_EQ(c->gpus_per_node, 8);
-  EXPECT_EQ(c->TotalGpus(), 24);
+  EXPECT_EQ(c->last_node_gpus, 4);
+  EXPECT_EQ(c->TotalGpus(), 20);
+  EXPECT_TRUE(c->Validate().ok());
+  // Whole nodes stay whole; resizing again resets the partial node.
+  StatusOr<ClusterSpec> whole = c->WithTotalGpus(24);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->last_node_gpus, 0);
+  EXPECT_EQ(whole->TotalGpus(), 24);
+}
+
+TEST(ClusterSpecValidate, RejectsALastNodeOutOfRange) {
+  ClusterSpec c = Cluster();
+  c.last_node_gpus = c.gpus_per_node;
+  EXPECT_EQ(ErrorOf(c), "last_node_gpus = " + std::to_string(c.gpus_per_node) +
+                            "; must be in [0, gpus_per_node) (0 = the last node is full)");
 }
 
 TEST(ClusterSpecWithTotalGpus, LessThanANodeGivesOnePartialNode) {

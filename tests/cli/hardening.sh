@@ -118,7 +118,7 @@ expect 0 '' -- cost --model tiny-vlm
 grep -q '^tiny-vlm on a100' "$tmp/out" || { echo "FAIL: cost did not default the cluster"; head -2 "$tmp/out"; fail=1; }
 # Setup notes read as a sentence: no stray "; " and "1 GPU".
 "$WEFT" simulate --model tiny-vlm --gpus 9 > "$tmp/out" 2>&1
-grep -q '^note: 1 GPU unused by pipeline replicas of tp·pp·cp = 2; dp set to 4 to fill 9 GPUs$' "$tmp/out" || {
+grep -q '^note: 9 GPUs = 1 node of 8 + 1 node of 1; 1 GPU unused by pipeline replicas of tp·pp·cp = 2; dp set to 4 to fill 9 GPUs$' "$tmp/out" || {
   echo "FAIL: setup note"; grep note "$tmp/out"; fail=1; }
 
 [[ $fail -eq 0 ]] && echo "hardening ok"

@@ -172,7 +172,12 @@ int RunStats(const DataStatsArgs& args) {
     auto model = spec::LoadModel(args.model);
     if (!model.ok()) return ReportError(model.status());
     auto with_model = data::ComputeDataProfile(read->samples, model->model);
-    if (!with_model.ok()) return ReportError(with_model.status());
+    if (!with_model.ok()) {
+      // Name the file and the model the samples did not fit (issue 34 item 17).
+      return ReportError(Status(with_model.status().code(),
+                                args.file + " with model " + args.model + ": " +
+                                    std::string(with_model.status().message())));
+    }
     profile = std::move(*with_model);
   } else {
     profile = data::ComputeDataProfile(read->samples);
