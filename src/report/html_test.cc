@@ -1,19 +1,20 @@
 #include "weft/report/html.h"
 
-#include <string>
-#include <vector>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "internal.h"
 #include "test_util.h"
 
 namespace weft::report {
 namespace {
 
+using testing::CountOccurrences;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::CountOccurrences;
 
 // Two simulated strategies (1F1B and GPipe) over three "iterations" of growing size, plus one
 // that failed. The timelines shown are those of the last iteration.
@@ -25,13 +26,17 @@ struct Fixture {
 
 Fixture MakeFixture(const std::string& odd_name = "gpipe") {
   Fixture f;
-  f.comparison = {.model = "toy", .cluster = "test", .num_gpus = 4, .data_profile = "synthetic",
-                  .num_iterations = 3, .baseline = "1f1b"};
+  f.comparison = {.model = "toy",
+                  .cluster = "test",
+                  .num_gpus = 4,
+                  .data_profile = "synthetic",
+                  .num_iterations = 3,
+                  .baseline = "1f1b"};
   const std::pair<std::string, sched::ScheduleKind> rules[] = {
       {"1f1b", sched::ScheduleKind::kOneFOneB}, {odd_name, sched::ScheduleKind::kGPipe}};
   for (const auto& [name, kind] : rules) {
-    StrategyResult s{.name = name, .description = "rule " + std::string(
-                                                      sched::ScheduleKindName(kind))};
+    StrategyResult s{.name = name,
+                     .description = "rule " + std::string(sched::ScheduleKindName(kind))};
     for (int it = 0; it < 3; ++it) {
       testing::SimulatedCase c = testing::SimulatePipeline(4, 4 + 2 * it, kind);
       s.iterations.push_back(IterationResultFromTimeline(it, c.timeline));
@@ -62,6 +67,9 @@ TEST(HtmlReport, ContainsEveryStrategyTheTableTheChartsAndNoExternalResources) {
   EXPECT_EQ(CountOccurrences(*html, "class=\"stage\""),
             f.cases[0].graph.num_stages() + f.cases[1].graph.num_stages());
   EXPECT_THAT(*html, HasSubstr("iteration time (ms)"));
+  // Each timeline and memory chart is captioned.
+  EXPECT_EQ(CountOccurrences(*html, "<figure class=\"timeline\">"), 2);
+  EXPECT_EQ(CountOccurrences(*html, "<figure class=\"memory\">"), 2);
   // Self-contained: no external scripts, stylesheets, fonts or images.
   EXPECT_THAT(*html, Not(HasSubstr("<script src")));
   EXPECT_THAT(*html, Not(HasSubstr("<link")));
@@ -130,6 +138,188 @@ TEST(HtmlReport, RejectsTimelinesThatNameNoStrategyOrAreMissing) {
   f.comparison.baseline = "missing";
   EXPECT_THAT(HtmlReport(f.comparison, f.timelines).status().message(),
               HasSubstr("comparison: baseline = \"missing\""));
+}
+
+// The times of every axis label ("time (ms)", "iteration time (s)") of a page.
+std::vector<std::string> AxisUnits(const std::string& html) {
+  std::vector<std::string> units;
+  for (size_t pos = html.find("time ("); pos != std::string::npos;
+       pos = html.find("time (", pos + 1)) {
+    const size_t open = pos + 6;
+    units.push_back(html.substr(open, html.find(')', open) - open));
+  }
+  return units;
+}
+
+TEST(HtmlReport, EveryTimeAxisAndCaptionUsesOneUnit) {
+  Fixture f = MakeFixture();  // ~10 ms iterations: milliseconds everywhere
+  auto html = HtmlReport(f.comparison, f.timelines);
+  ASSERT_TRUE(html.ok()) << html.status().ToString();
+  // The iteration chart, two timelines and two memory charts.
+  EXPECT_THAT(AxisUnits(*html), ::testing::ElementsAre("ms", "ms", "ms", "ms", "ms"));
+  EXPECT_THAT(*html, HasSubstr("Every time in this report is in ms."));
+  // A strategy of 2 s iterations (no timeline kept) makes the report's unit seconds: the
+  // millisecond timelines are then drawn and captioned in seconds too.
+  f.comparison.strategies.push_back(
+      {.name = "slow", .iterations = {{.iteration = 0, .iteration_time_s = 2.0}}});
+  html = HtmlReport(f.comparison, f.timelines);
+  ASSERT_TRUE(html.ok()) << html.status().ToString();
+  EXPECT_THAT(AxisUnits(*html), ::testing::ElementsAre("s", "s", "s", "s", "s"));
+  EXPECT_THAT(*html, Not(HasSubstr(" ms")));
+  EXPECT_THAT(*html,
+              HasSubstr(fmt::format("iteration time {} s,",
+                                    internal::FormatNumber(f.cases[0].timeline.iteration_time_s))));
+}
+
+// The data-end-s of every timeline axis of a page, in order.
+std::vector<std::string> AxisEnds(const std::string& html) {
+  std::vector<std::string> ends;
+  const std::string key = "class=\"time-axis\" data-end-s=\"";
+  for (size_t pos = html.find(key); pos != std::string::npos; pos = html.find(key, pos + 1)) {
+    const size_t open = pos + key.size();
+    ends.push_back(html.substr(open, html.find('"', open) - open));
+  }
+  return ends;
+}
+
+TEST(HtmlReport, EachTimelineHasItsOwnAxisUnlessShared) {
+  // A 7.75 ms hand-made timeline and a ~22 ms simulated pipeline.
+  const testing::SmallCase small = testing::MakeSmallCase();
+  const testing::SimulatedCase pipeline =
+      testing::SimulatePipeline(4, 8, sched::ScheduleKind::kOneFOneB);
+  Comparison comparison{.model = "toy", .num_gpus = 4, .num_iterations = 1};
+  comparison.strategies = {
+      {.name = "short", .iterations = {IterationResultFromTimeline(0, small.timeline)}},
+      {.name = "long", .iterations = {IterationResultFromTimeline(0, pipeline.timeline)}}};
+  const std::vector<StrategyTimeline> timelines = {
+      {.strategy = "short", .graph = &small.graph, .timeline = &small.timeline},
+      {.strategy = "long", .graph = &pipeline.graph, .timeline = &pipeline.timeline}};
+  const std::string long_end = internal::FormatNumber(pipeline.timeline.iteration_time_s, 6);
+  ASSERT_GT(pipeline.timeline.iteration_time_s, 2 * small.timeline.iteration_time_s);
+
+  auto own = HtmlReport(comparison, timelines);
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  // Ranked order: the short one first, each axis ending at its own iteration.
+  EXPECT_THAT(AxisEnds(*own), ::testing::ElementsAre("0.00775", long_end));
+  EXPECT_THAT(*own, HasSubstr("Each timeline has its own time axis"));
+  EXPECT_THAT(*own,
+              HasSubstr(fmt::format("its axis ends at 7.75 ms, {:.0f}% of the longest timeline",
+                                    100 * 7.75e-3 / pipeline.timeline.iteration_time_s)));
+
+  auto shared = HtmlReport(comparison, timelines, {.shared_time_axis = true});
+  ASSERT_TRUE(shared.ok()) << shared.status().ToString();
+  EXPECT_THAT(AxisEnds(*shared), ::testing::ElementsAre(long_end, long_end));
+  EXPECT_THAT(*shared, HasSubstr("All timelines share one time axis"));
+}
+
+TEST(HtmlReport, ExplainsTheLowerBoundLineInVisibleText) {
+  const Fixture f = MakeFixture();
+  auto html = HtmlReport(f.comparison, f.timelines);
+  ASSERT_TRUE(html.ok()) << html.status().ToString();
+  // Under every timeline (its legend) and once for the page, outside any tooltip.
+  EXPECT_EQ(CountOccurrences(*html, "class=\"legend lower-bound-legend\""), 2);
+  EXPECT_THAT(*html, HasSubstr("no schedule of this placement is faster; another placement may "
+                               "be</text>"));
+  const size_t note = html->find("id=\"figure-notes\"");
+  ASSERT_NE(note, std::string::npos);
+  const std::string text = html->substr(note, html->find("</p>", note) - note);
+  EXPECT_THAT(text, HasSubstr("lower bound of that strategy's own placement"));
+  EXPECT_THAT(text, HasSubstr("busiest GPU group's work"));
+  EXPECT_THAT(text, HasSubstr("critical path"));
+  EXPECT_THAT(text, HasSubstr("it is not a bound over all placements"));
+}
+
+// One strategy over two iterations of the hand-made case, whose second group (llm/pp1, 5 GiB)
+// has the peak; enc/pp0 peaks at 4 GiB.
+struct MemoryFixture {
+  testing::SmallCase kept = testing::MakeSmallCase();
+  Comparison comparison{.model = "toy", .num_gpus = 2, .num_iterations = 2};
+  std::vector<StrategyTimeline> timelines;
+  MemoryFixture() {
+    comparison.strategies = {{.name = "s",
+                              .iterations = {IterationResultFromTimeline(0, kept.timeline),
+                                             IterationResultFromTimeline(1, kept.timeline)}}};
+    timelines = {
+        {.strategy = "s", .iteration = 1, .graph = &kept.graph, .timeline = &kept.timeline}};
+  }
+};
+
+std::string MemoryFigureOf(const std::string& html) {
+  const size_t at = html.find("<figure class=\"memory\">");
+  EXPECT_NE(at, std::string::npos);
+  return at == std::string::npos ? "" : html.substr(at, html.find("</figure>", at) - at);
+}
+
+TEST(HtmlReport, MemoryChartShowsTheGroupWithThePeakNotTheFirst) {
+  const MemoryFixture m;
+  auto html = HtmlReport(m.comparison, m.timelines);
+  ASSERT_TRUE(html.ok()) << html.status().ToString();
+  const std::string figure = MemoryFigureOf(*html);
+  EXPECT_THAT(figure, HasSubstr(">memory per GPU of llm/pp1 (peak group, 2 of 2), iteration "
+                                "1</text>"));
+  EXPECT_THAT(figure, HasSubstr("llm/pp1 memory (peak 5.00 GiB"));
+  EXPECT_THAT(figure, HasSubstr("<figcaption>llm/pp1 holds the strategy&#39;s peak: 5.00 GiB "
+                                "per GPU (the table&#39;s peak GiB), in iteration 1. Peaks of "
+                                "the other groups: enc/pp0 4.00 GiB.</figcaption>"));
+  EXPECT_THAT(figure, Not(HasSubstr("memory per GPU of enc/pp0")));
+  EXPECT_THAT(*html, HasSubstr("<td>5.00</td>"));  // the table's peak GiB, same number
+}
+
+TEST(HtmlReport, MemoryChartSaysWhereAPeakThatWasNotKeptCameFrom) {
+  MemoryFixture m;
+  m.comparison.strategies[0].iterations[0].peak_memory_bytes = 6 * testing::kGiB;
+  auto html = HtmlReport(m.comparison, m.timelines);
+  ASSERT_TRUE(html.ok()) << html.status().ToString();
+  EXPECT_THAT(MemoryFigureOf(*html),
+              HasSubstr("<figcaption>llm/pp1 has the highest peak of iteration 1: 5.00 GiB per "
+                        "GPU. The table&#39;s peak GiB (6.00) is from iteration 0, whose "
+                        "timeline was not kept."));
+  // The peak in another DP replica of the kept iteration.
+  m.comparison.strategies[0].iterations[0].peak_memory_bytes = 5 * testing::kGiB;
+  m.comparison.strategies[0].iterations[1].peak_memory_bytes = 6 * testing::kGiB;
+  m.timelines[0].num_replicas = 2;
+  html = HtmlReport(m.comparison, m.timelines);
+  ASSERT_TRUE(html.ok()) << html.status().ToString();
+  EXPECT_THAT(MemoryFigureOf(*html),
+              HasSubstr("has the highest peak of iteration 1, DP replica 0 of 2: 5.00 GiB per "
+                        "GPU. The table&#39;s peak GiB (6.00) is from another DP replica of this "
+                        "iteration"));
+}
+
+TEST(HtmlReport, MemoryChartDrawsTheKeptPeakTimelineWhenGiven) {
+  MemoryFixture m;
+  // Iteration 0 peaked higher, on enc/pp0 (6 GiB): its timeline is given as the peak one.
+  testing::SmallCase peak = testing::MakeSmallCase();
+  peak.timeline.groups[0].peak_bytes = 6 * testing::kGiB;
+  peak.timeline.groups[0].memory[2].bytes = 6 * testing::kGiB;
+  m.comparison.strategies[0].iterations[0] = IterationResultFromTimeline(0, peak.timeline);
+  m.timelines[0].peak_graph = &peak.graph;
+  m.timelines[0].peak_timeline = &peak.timeline;
+  m.timelines[0].peak_iteration = 0;
+  auto html = HtmlReport(m.comparison, m.timelines);
+  ASSERT_TRUE(html.ok()) << html.status().ToString();
+  const std::string figure = MemoryFigureOf(*html);
+  EXPECT_THAT(figure, HasSubstr(">memory per GPU of enc/pp0 (peak group, 1 of 2), iteration "
+                                "0</text>"));
+  EXPECT_THAT(figure, HasSubstr("enc/pp0 holds the strategy&#39;s peak: 6.00 GiB per GPU (the "
+                                "table&#39;s peak GiB), in iteration 0. Peaks of the other "
+                                "groups: llm/pp1 5.00 GiB."));
+  // The timeline drawn above it is still the kept iteration's.
+  EXPECT_THAT(*html, HasSubstr("s &middot; iteration 1: 2 groups"));
+
+  m.timelines[0].peak_graph = nullptr;
+  EXPECT_THAT(HtmlReport(m.comparison, m.timelines).status().message(),
+              HasSubstr("timelines[0] (\"s\"): peak_graph and peak_timeline must both be set"));
+}
+
+TEST(HtmlReport, AChosenMemoryGroupNamesThePeakGroupToo) {
+  const MemoryFixture m;
+  auto html = HtmlReport(m.comparison, m.timelines, {.memory_group = 0});
+  ASSERT_TRUE(html.ok()) << html.status().ToString();
+  const std::string figure = MemoryFigureOf(*html);
+  EXPECT_THAT(figure, HasSubstr(">memory per GPU of enc/pp0 (group 1 of 2), iteration 1</text>"));
+  EXPECT_THAT(figure, HasSubstr("enc/pp0 (chosen), peak 4.00 GiB per GPU; the group with the "
+                                "highest peak of iteration 1 is llm/pp1 at 5.00 GiB."));
 }
 
 TEST(HtmlReport, WorksWithoutTimelines) {

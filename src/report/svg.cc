@@ -1,11 +1,11 @@
 #include "weft/report/svg.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "internal.h"
 
@@ -17,15 +17,14 @@ using internal::XmlEscape;
 
 constexpr std::string_view kFont = "font-family=\"sans-serif\"";
 
-// A readable time unit for an axis spanning `span_s`.
-struct TimeUnit {
+// A time unit resolved for one figure: its scale and name.
+struct Unit {
   double per_s;
   std::string_view name;
 };
-TimeUnit PickTimeUnit(double span_s) {
-  if (span_s >= 10) return {1.0, "s"};
-  if (span_s >= 1e-3) return {1e3, "ms"};
-  return {1e6, "us"};
+Unit ResolveUnit(TimeUnit unit, double span_s) {
+  if (unit == TimeUnit::kAuto) unit = TimeUnitFor(span_s);
+  return {TimeUnitPerSecond(unit), TimeUnitName(unit)};
 }
 
 std::string Px(double v) { return fmt::format("{:.2f}", v); }
@@ -50,6 +49,20 @@ std::vector<double> Ticks(double lo, double hi, int target, double min_step = 0)
   return ticks;
 }
 
+// The lower-bound line's legend: what the bound is and that it holds for this placement only.
+std::string LowerBoundLegend(const sim::Timeline& timeline, const Unit& unit) {
+  std::string_view what = "its busiest GPU group's work or its critical path";
+  if (timeline.busiest_group_work_s > 0 || timeline.critical_path_s > 0) {
+    what = timeline.busiest_group_work_s >= timeline.critical_path_s
+               ? "its busiest GPU group's work"
+               : "its critical path";
+  }
+  return fmt::format(
+      "lower bound {} {}: {} \u2014 no schedule of this placement is faster; another placement "
+      "may be",
+      FormatNumber(timeline.lower_bound_s * unit.per_s), unit.name, what);
+}
+
 // Relative luminance test for label contrast on a "#rrggbb" fill.
 bool IsDark(const std::string& hex) {
   const int r = std::stoi(hex.substr(1, 2), nullptr, 16);
@@ -59,6 +72,38 @@ bool IsDark(const std::string& hex) {
 }
 
 }  // namespace
+
+TimeUnit TimeUnitFor(double span_s) {
+  if (span_s >= 1) return TimeUnit::kSeconds;
+  if (span_s >= 1e-3) return TimeUnit::kMilliseconds;
+  return TimeUnit::kMicroseconds;
+}
+
+double TimeUnitPerSecond(TimeUnit unit) {
+  switch (unit) {
+    case TimeUnit::kMilliseconds:
+      return 1e3;
+    case TimeUnit::kMicroseconds:
+      return 1e6;
+    case TimeUnit::kAuto:
+    case TimeUnit::kSeconds:
+      break;
+  }
+  return 1;
+}
+
+std::string_view TimeUnitName(TimeUnit unit) {
+  switch (unit) {
+    case TimeUnit::kMilliseconds:
+      return "ms";
+    case TimeUnit::kMicroseconds:
+      return "us";
+    case TimeUnit::kAuto:
+    case TimeUnit::kSeconds:
+      break;
+  }
+  return "s";
+}
 
 StatusOr<std::string> TimelineSvg(const graph::StageGraph& graph,
                                   const sim::Timeline& timeline,
@@ -78,7 +123,7 @@ StatusOr<std::string> TimelineSvg(const graph::StageGraph& graph,
     for (const sim::StageTiming& t : timeline.stages) end_s = std::max(end_s, t.end_s);
   }
   if (!(end_s > 0)) end_s = 1e-3;  // an empty timeline still gets an axis
-  const TimeUnit unit = PickTimeUnit(end_s);
+  const Unit unit = ResolveUnit(options.time_unit, end_s);
 
   const int num_rows = graph.num_groups();
   const double row_h = options.row_height_px;
@@ -99,8 +144,11 @@ StatusOr<std::string> TimelineSvg(const graph::StageGraph& graph,
       has_tail = has_tail || g.grad_sync_s > 0 || g.optimizer_s > 0;
     }
   }
-  const int legend_rows =
-      options.show_legend ? static_cast<int>(module_passes.size()) + (has_tail ? 1 : 0) : 0;
+  const bool draw_lower_bound =
+      options.show_lower_bound && timeline.lower_bound_s > 0 && timeline.lower_bound_s <= end_s;
+  const int legend_rows = options.show_legend ? static_cast<int>(module_passes.size()) +
+                                                    (has_tail ? 1 : 0) + (draw_lower_bound ? 1 : 0)
+                                              : 0;
   const double height = axis_bottom + (legend_rows > 0 ? 8 + legend_rows * 16 : 0) + 6;
 
   std::string svg = SvgOpen(options.width_px, static_cast<int>(std::ceil(height)));
@@ -138,8 +186,8 @@ StatusOr<std::string> TimelineSvg(const graph::StageGraph& graph,
       svg += fmt::format(
           "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" dominant-baseline=\"middle\" "
           "font-size=\"{}\" fill=\"{}\" pointer-events=\"none\">{}</text>",
-          Px(x0 + w / 2), Px(y + (row_h - 4) / 2), Px(font_px),
-          IsDark(fill) ? "white" : "#222", XmlEscape(label));
+          Px(x0 + w / 2), Px(y + (row_h - 4) / 2), Px(font_px), IsDark(fill) ? "white" : "#222",
+          XmlEscape(label));
     }
     svg += "</g>\n";
   }
@@ -159,15 +207,17 @@ StatusOr<std::string> TimelineSvg(const graph::StageGraph& graph,
             "<rect class=\"tail\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\">"
             "<title>{} {}: {}\u2013{} {}</title></rect>\n",
             Px(x0), Px(y), Px(w), Px(row_h - 4), kind.second,
-            XmlEscape(internal::GroupLabel(graph, g)), kind.first,
-            FormatNumber(t * unit.per_s), FormatNumber((t + dur_s) * unit.per_s), unit.name);
+            XmlEscape(internal::GroupLabel(graph, g)), kind.first, FormatNumber(t * unit.per_s),
+            FormatNumber((t + dur_s) * unit.per_s), unit.name);
         t += dur_s;
       }
     }
   }
   // Time axis.
-  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#333\"/>\n",
-                     Px(left), Px(rows_bottom), Px(left + plot_w));
+  svg += fmt::format(
+      "<line class=\"time-axis\" data-end-s=\"{3}\" x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" "
+      "y2=\"{1}\" stroke=\"#333\"/>\n",
+      Px(left), Px(rows_bottom), Px(left + plot_w), FormatNumber(end_s, 6));
   for (double tick : Ticks(0, end_s * unit.per_s, 8)) {
     const double x = x_of(tick / unit.per_s);
     svg += fmt::format(
@@ -177,10 +227,11 @@ StatusOr<std::string> TimelineSvg(const graph::StageGraph& graph,
   }
   svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time ({})</text>\n",
                      Px(left + plot_w / 2), Px(rows_bottom + 29), unit.name);
-  if (options.show_lower_bound && timeline.lower_bound_s > 0 && timeline.lower_bound_s <= end_s) {
+  if (draw_lower_bound) {
     const double x = x_of(timeline.lower_bound_s);
     svg += fmt::format(
-        "<line class=\"lower-bound\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#c62828\" "
+        "<line class=\"lower-bound\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" "
+        "stroke=\"#c62828\" "
         "stroke-dasharray=\"4 3\"><title>lower bound {3} {4}</title></line>\n",
         Px(x), Px(top - 4), Px(rows_bottom), FormatNumber(timeline.lower_bound_s * unit.per_s),
         unit.name);
@@ -196,15 +247,16 @@ StatusOr<std::string> TimelineSvg(const graph::StageGraph& graph,
     };
     for (const auto& [module, passes] : module_passes) {
       svg += "<g class=\"legend\">";
-      svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\" dominant-baseline=\"middle\">"
-                         "{}</text>",
-                         Px(left - 6), Px(y + 6), XmlEscape(internal::ModuleName(graph, module)));
+      svg += fmt::format(
+          "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" dominant-baseline=\"middle\">"
+          "{}</text>",
+          Px(left - 6), Px(y + 6), XmlEscape(internal::ModuleName(graph, module)));
       double x = left;
       for (graph::Pass pass : passes) {
-        std::string_view text = pass == graph::Pass::kForward          ? "forward"
-                                : pass == graph::Pass::kBackward       ? "backward"
-                                : pass == graph::Pass::kBackwardInput  ? "backward (input)"
-                                                                       : "backward (weight)";
+        std::string_view text = pass == graph::Pass::kForward         ? "forward"
+                                : pass == graph::Pass::kBackward      ? "backward"
+                                : pass == graph::Pass::kBackwardInput ? "backward (input)"
+                                                                      : "backward (weight)";
         svg += swatch(x, internal::StageColor(module, pass), text);
         x += 140;
       }
@@ -214,6 +266,15 @@ StatusOr<std::string> TimelineSvg(const graph::StageGraph& graph,
     if (has_tail) {
       svg += "<g class=\"legend\">" + swatch(left, "#9e9e9e", "grad-sync (DP all-reduce)") +
              swatch(left + 200, "#616161", "optimizer step") + "</g>\n";
+      y += 16;
+    }
+    if (draw_lower_bound) {
+      svg += fmt::format(
+          "<g class=\"legend lower-bound-legend\"><line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" "
+          "y2=\"{2}\" stroke=\"#c62828\" stroke-dasharray=\"4 3\"/><text x=\"{3}\" y=\"{4}\" "
+          "dominant-baseline=\"middle\">{5}</text></g>\n",
+          Px(left + 6), Px(y), Px(y + 12), Px(left + 16), Px(y + 6),
+          XmlEscape(LowerBoundLegend(timeline, unit)));
     }
   }
   svg += "</svg>\n";
@@ -223,22 +284,24 @@ StatusOr<std::string> TimelineSvg(const graph::StageGraph& graph,
 StatusOr<std::string> LineChartSvg(std::span<const ChartSeries> series,
                                    const LineChartOptions& options) {
   if (options.width_px < 200 || options.height_px < 120) {
-    return InvalidArgumentError(fmt::format(
-        "chart size = {}x{} px; must be at least 200x120", options.width_px, options.height_px));
+    return InvalidArgumentError(fmt::format("chart size = {}x{} px; must be at least 200x120",
+                                            options.width_px, options.height_px));
   }
   double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
   for (size_t i = 0; i < series.size(); ++i) {
     const ChartSeries& s = series[i];
     if (s.x.size() != s.y.size()) {
-      return InvalidArgumentError(fmt::format("series[{}] (\"{}\").x has {} values; must match "
-                                              "y ({})",
-                                              i, s.name, s.x.size(), s.y.size()));
+      return InvalidArgumentError(
+          fmt::format("series[{}] (\"{}\").x has {} values; must match "
+                      "y ({})",
+                      i, s.name, s.x.size(), s.y.size()));
     }
     for (size_t k = 0; k < s.x.size(); ++k) {
       if (!std::isfinite(s.x[k]) || !std::isfinite(s.y[k])) {
-        return InvalidArgumentError(fmt::format("series[{}] (\"{}\") point {} = ({}, {}); must "
-                                                "be finite",
-                                                i, s.name, k, s.x[k], s.y[k]));
+        return InvalidArgumentError(
+            fmt::format("series[{}] (\"{}\") point {} = ({}, {}); must "
+                        "be finite",
+                        i, s.name, k, s.x[k], s.y[k]));
       }
       x_lo = std::min(x_lo, s.x[k]);
       x_hi = std::max(x_hi, s.x[k]);
@@ -270,9 +333,9 @@ StatusOr<std::string> LineChartSvg(std::span<const ChartSeries> series,
   const double plot_w = options.width_px - left - right;
   const double plot_h = options.height_px - top - bottom;
   if (plot_h < 40) {
-    return InvalidArgumentError(fmt::format(
-        "height_px = {}; too small for {} series (plot height {:.0f} px < 40)", options.height_px,
-        series.size(), plot_h));
+    return InvalidArgumentError(
+        fmt::format("height_px = {}; too small for {} series (plot height {:.0f} px < 40)",
+                    options.height_px, series.size(), plot_h));
   }
   const auto x_of = [&](double x) { return left + (x - x_lo) / (x_hi - x_lo) * plot_w; };
   const auto y_of = [&](double y) { return top + plot_h - (y - y_lo) / (y_hi - y_lo) * plot_h; };
@@ -359,7 +422,8 @@ StatusOr<std::string> LineChartSvg(std::span<const ChartSeries> series,
 StatusOr<std::string> MemoryCurveSvg(const graph::StageGraph& graph,
                                      const sim::Timeline& timeline,
                                      graph::GroupId group,
-                                     const LineChartOptions& options) {
+                                     const LineChartOptions& options,
+                                     TimeUnit time_unit) {
   WEFT_RETURN_IF_ERROR(internal::CheckTimelineMatchesGraph(graph, timeline));
   if (group < 0 || group >= graph.num_groups()) {
     return InvalidArgumentError(
@@ -367,13 +431,14 @@ StatusOr<std::string> MemoryCurveSvg(const graph::StageGraph& graph,
   }
   const sim::GroupTimeline& gt = timeline.groups[group];
   if (gt.memory.empty()) {
-    return FailedPreconditionError(fmt::format(
-        "group {} ({}) has no memory curve; simulate with record_memory_curves = true", group,
-        internal::GroupLabel(graph, group)));
+    return FailedPreconditionError(
+        fmt::format("group {} ({}) has no memory curve; simulate with record_memory_curves = true",
+                    group, internal::GroupLabel(graph, group)));
   }
   double end_s = std::max({timeline.iteration_time_s, gt.end_s, gt.memory.back().time_s});
-  const TimeUnit unit = PickTimeUnit(end_s);
-  ChartSeries s{.name = internal::GroupLabel(graph, group) + " memory"};
+  const Unit unit = ResolveUnit(time_unit, end_s);
+  ChartSeries s{.name = internal::GroupLabel(graph, group) + " memory (peak " +
+                        fmt::format("{:.2f}", gt.peak_bytes / internal::kBytesPerGiB) + " GiB"};
   for (const sim::MemoryPoint& p : gt.memory) {
     s.x.push_back(p.time_s * unit.per_s);
     s.y.push_back(p.bytes / internal::kBytesPerGiB);
@@ -394,10 +459,10 @@ StatusOr<std::string> MemoryCurveSvg(const graph::StageGraph& graph,
       o.reference_y = capacity_gib;
       if (o.reference_label.empty()) o.reference_label = label;
     } else {
-      s.name += " (peak " + FormatNumber(gt.peak_bytes / internal::kBytesPerGiB, 3) + " GiB, " +
-                label + ")";
+      s.name += ", " + label;
     }
   }
+  s.name += ")";
   return LineChartSvg(std::span<const ChartSeries>(&s, 1), o);
 }
 

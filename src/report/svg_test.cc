@@ -1,12 +1,12 @@
 #include "weft/report/svg.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "internal.h"
 #include "test_util.h"
@@ -14,9 +14,9 @@
 namespace weft::report {
 namespace {
 
+using testing::CountOccurrences;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::CountOccurrences;
 using testing::XmlProblem;
 
 TEST(XmlProblem, AcceptsWellFormedAndRejectsBrokenMarkup) {
@@ -99,11 +99,74 @@ TEST(TimelineSvg, SharedTimeEndScalesBoxes) {
               HasSubstr("width_px = 150; must be >= label_width_px + 100 (190)"));
 }
 
+TEST(TimeUnit, SecondsFromOneSecondMillisecondsFromOneMillisecond) {
+  EXPECT_EQ(TimeUnitFor(24), TimeUnit::kSeconds);
+  EXPECT_EQ(TimeUnitFor(1), TimeUnit::kSeconds);
+  EXPECT_EQ(TimeUnitFor(0.999), TimeUnit::kMilliseconds);
+  EXPECT_EQ(TimeUnitFor(1e-3), TimeUnit::kMilliseconds);
+  EXPECT_EQ(TimeUnitFor(5e-4), TimeUnit::kMicroseconds);
+  EXPECT_EQ(TimeUnitPerSecond(TimeUnit::kMilliseconds), 1e3);
+  EXPECT_EQ(TimeUnitName(TimeUnit::kMicroseconds), "us");
+}
+
+TEST(TimelineSvg, AGivenUnitLabelsTheAxisAndTheTooltips) {
+  const testing::SmallCase c = testing::MakeSmallCase();  // 7.75 ms: ms on its own
+  auto svg = TimelineSvg(c.graph, c.timeline, {.time_unit = TimeUnit::kSeconds});
+  ASSERT_TRUE(svg.ok()) << svg.status().ToString();
+  EXPECT_EQ(XmlProblem(*svg), "");
+  EXPECT_THAT(*svg, HasSubstr(">time (s)</text>"));
+  EXPECT_THAT(*svg, Not(HasSubstr(" ms")));
+  EXPECT_THAT(*svg, Not(HasSubstr("(ms)")));
+  EXPECT_THAT(*svg, HasSubstr("0.0015\u20130.0025 s</title>"));  // llm F in seconds
+  auto memory = MemoryCurveSvg(c.graph, c.timeline, 1, {}, TimeUnit::kSeconds);
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  EXPECT_THAT(*memory, HasSubstr(">time (s)</text>"));
+  EXPECT_THAT(*memory, Not(HasSubstr("(ms)")));
+}
+
+TEST(TimelineSvg, AxisEndsAtItsOwnTimelineUnlessGivenAnEnd) {
+  const testing::SmallCase c = testing::MakeSmallCase();
+  auto own = TimelineSvg(c.graph, c.timeline);
+  ASSERT_TRUE(own.ok());
+  EXPECT_THAT(*own, HasSubstr("class=\"time-axis\" data-end-s=\"0.00775\""));
+  auto shared = TimelineSvg(c.graph, c.timeline, {.time_end_s = 0.1});
+  ASSERT_TRUE(shared.ok());
+  EXPECT_THAT(*shared, HasSubstr("class=\"time-axis\" data-end-s=\"0.1\""));
+}
+
+TEST(TimelineSvg, LegendExplainsTheLowerBoundLine) {
+  testing::SmallCase c = testing::MakeSmallCase();
+  auto svg = TimelineSvg(c.graph, c.timeline);
+  ASSERT_TRUE(svg.ok());
+  EXPECT_EQ(CountOccurrences(*svg, "class=\"legend lower-bound-legend\""), 1);
+  // Neither bound recorded (a hand-made timeline): both named.
+  EXPECT_THAT(*svg, HasSubstr("lower bound 7.25 ms: its busiest GPU group&#39;s work or its "
+                              "critical path \u2014 no schedule of this placement is faster; "
+                              "another placement may be</text>"));
+  c.timeline.busiest_group_work_s = 6e-3;
+  c.timeline.critical_path_s = 7.25e-3;
+  svg = TimelineSvg(c.graph, c.timeline);
+  ASSERT_TRUE(svg.ok());
+  EXPECT_THAT(*svg, HasSubstr("lower bound 7.25 ms: its critical path \u2014"));
+  c.timeline.busiest_group_work_s = 7.25e-3;
+  c.timeline.critical_path_s = 6e-3;
+  svg = TimelineSvg(c.graph, c.timeline);
+  ASSERT_TRUE(svg.ok());
+  EXPECT_THAT(*svg, HasSubstr("lower bound 7.25 ms: its busiest GPU group&#39;s work \u2014"));
+  // No line, no legend entry.
+  svg = TimelineSvg(c.graph, c.timeline, {.show_lower_bound = false});
+  ASSERT_TRUE(svg.ok());
+  EXPECT_THAT(*svg, Not(HasSubstr("lower-bound")));
+  EXPECT_EQ(XmlProblem(*svg), "");
+}
+
 TEST(LineChartSvg, DrawsOnePolylinePerSeriesAndRejectsBadInput) {
   const std::vector<ChartSeries> series = {{.name = "a", .x = {0, 1, 2}, .y = {3, 2, 4}},
                                            {.name = "b<&>", .x = {0, 1, 2}, .y = {1, 1, 1}}};
-  auto svg = LineChartSvg(series, {.title = "iteration time", .x_label = "iteration",
-                                   .y_label = "time (s)", .reference_y = 5,
+  auto svg = LineChartSvg(series, {.title = "iteration time",
+                                   .x_label = "iteration",
+                                   .y_label = "time (s)",
+                                   .reference_y = 5,
                                    .reference_label = "cap"});
   ASSERT_TRUE(svg.ok()) << svg.status().ToString();
   EXPECT_EQ(XmlProblem(*svg), "");
@@ -161,7 +224,7 @@ TEST(MemoryCurveSvg, StepChartWithCapacityLineWhenThePeakComesClose) {
   auto far = MemoryCurveSvg(c.graph, c.timeline, 1);
   ASSERT_TRUE(far.ok()) << far.status().ToString();
   EXPECT_EQ(XmlProblem(*far), "");
-  EXPECT_THAT(*far, HasSubstr("llm/pp1 memory (peak 5 GiB, capacity 80 GiB)"));
+  EXPECT_THAT(*far, HasSubstr("llm/pp1 memory (peak 5.00 GiB, capacity 80 GiB)"));
   EXPECT_EQ(CountOccurrences(*far, "class=\"reference\""), 0);
   // Peak 5 GiB of 8: a dashed capacity line.
   c.timeline.capacity_bytes = 8 * testing::kGiB;
@@ -171,7 +234,7 @@ TEST(MemoryCurveSvg, StepChartWithCapacityLineWhenThePeakComesClose) {
   EXPECT_EQ(CountOccurrences(*svg, "class=\"series\""), 1);
   EXPECT_EQ(CountOccurrences(*svg, "class=\"reference\""), 1);
   EXPECT_THAT(*svg, HasSubstr("capacity 8 GiB"));
-  EXPECT_THAT(*svg, HasSubstr("llm/pp1 memory"));
+  EXPECT_THAT(*svg, HasSubstr("llm/pp1 memory (peak 5.00 GiB)"));
   // Staircase: 4 points + hold to the end, each after the first doubled.
   const size_t points = svg->find("points=\"");
   const std::string list = svg->substr(points + 8, svg->find('"', points + 8) - points - 8);

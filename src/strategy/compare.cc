@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "weft/common/text.h"
 #include "weft/data/generators.h"
@@ -55,6 +56,25 @@ Status EvaluateStreaming(const planning::Planner& planner,
     for (const auto& g : t.groups) peak = std::max(peak, g.peak_bytes);
     r.peak_memory_bytes = peak;
     r.oom = !t.oom.empty();
+  }
+  // The strategy's memory peak (the first iteration holding it, the kept one on ties), kept
+  // too when it is another iteration.
+  int peak = -1;
+  int64_t peak_bytes = -1;
+  for (size_t k = 0; k < result.iterations.size() && k < w.window.iterations.size(); ++k) {
+    const int64_t bytes = result.iterations[k].peak_memory_bytes;
+    if (bytes > peak_bytes || (bytes == peak_bytes && static_cast<int>(k) == keep)) {
+      peak_bytes = bytes;
+      peak = static_cast<int>(k);
+    }
+  }
+  if (peak >= 0 && peak != keep) {
+    KeptTimeline kept;
+    kept.strategy = result.name;
+    kept.iteration = peak;
+    kept.graph = w.graphs[peak].graph;
+    kept.timeline = w.window.iterations[peak];
+    run.peak_memory_timelines.push_back(std::move(kept));
   }
   if (keep >= 0 && keep < static_cast<int>(plans.size())) {
     KeptTimeline kept;
@@ -177,10 +197,14 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
     const bool streaming = (*planner)->static_plan().pool.has_value();
     std::vector<planning::IterationPlan> streamed;
     planning::ConfigurationUsage usage;  // recompute and microbatches the iterations used
+    // The iteration and DP replica holding the strategy's memory peak so far, when it is not
+    // the kept timeline (the first such; the kept one on ties).
+    int64_t peak_bytes = -1;
+    std::optional<KeptTimeline> peak;
     for (int it = 0; it < options.iterations; ++it) {
       sim::SimOptions sim_options;
       sim_options.record_transfers = it == keep;
-      sim_options.record_memory_curves = it == keep;
+      sim_options.record_memory_curves = true;  // any iteration may hold the memory peak
       auto planned = (*planner)->Plan(batches[it], options.budget, sim_options);
       if (!planned.ok()) {
         result.error = "iteration " + std::to_string(it) + ": " + planned.status().message();
@@ -216,6 +240,34 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
         streamed.push_back(std::move(planned->plan));
         continue;
       }
+      {
+        const auto replica_peak = [&](int replica) {
+          int64_t bytes = 0;
+          for (const auto& g : eval->timelines[replica].groups) {
+            bytes = std::max(bytes, g.peak_bytes);
+          }
+          return bytes;
+        };
+        int peak_replica = eval->slowest_replica;  // the kept replica on ties
+        for (int k = 0; k < static_cast<int>(eval->timelines.size()); ++k) {
+          if (replica_peak(k) > replica_peak(peak_replica)) peak_replica = k;
+        }
+        const int64_t bytes = replica_peak(peak_replica);
+        const bool is_kept = it == keep && peak_replica == eval->slowest_replica;
+        if (bytes > peak_bytes || (bytes == peak_bytes && is_kept)) {
+          peak_bytes = bytes;
+          peak.reset();
+          if (!is_kept) {
+            peak.emplace();
+            peak->strategy = result.name;
+            peak->iteration = it;
+            peak->replica = peak_replica;
+            peak->num_replicas = static_cast<int>(plan->replicas.size());
+            peak->graph = plan->replicas[peak_replica].graph;
+            peak->timeline = eval->timelines[peak_replica];
+          }
+        }
+      }
       if (it == keep) {
         KeptTimeline kept;
         kept.strategy = result.name;
@@ -231,6 +283,7 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
                          std::to_string(r.iteration_time_s) + " s");
       }
     }
+    if (peak.has_value()) run.peak_memory_timelines.push_back(*std::move(peak));
     if (streaming && !result.error) {
       if (auto w = EvaluateStreaming(**planner, streamed, keep, result, run); !w.ok()) {
         result.error = w.message();
@@ -240,8 +293,9 @@ StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
         planning::DescribeConfiguration((*planner)->job(), (*planner)->static_plan(), &usage);
     if (result.error) {
       result.iterations.clear();
-      std::erase_if(run.timelines,
-                    [&](const KeptTimeline& k) { return k.strategy == result.name; });
+      const auto of_this = [&](const KeptTimeline& k) { return k.strategy == result.name; };
+      std::erase_if(run.timelines, of_this);
+      std::erase_if(run.peak_memory_timelines, of_this);
     }
     cmp.strategies.push_back(std::move(result));
   }

@@ -66,5 +66,42 @@ TEST(RunComparison, ConfigurationSaysTheRecomputationThePlannerChose) {
   }
 }
 
+// The table's peak GiB (the most of any group, iteration and DP replica) has a timeline to draw:
+// the kept one when it holds the peak, else one kept for the peak, with its memory curves.
+TEST(RunComparison, KeepsTheTimelineHoldingEachStrategysMemoryPeak) {
+  CompareOptions o;
+  o.job.model = "vlm-s";
+  o.job.gpus = 16;
+  o.job.data = "mixed";
+  o.iterations = 3;
+  o.strategies = {"gpipe", "fsdp", "nnscaler"};
+  auto run = RunComparison(o);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->timelines.size(), 3u);
+  for (const KeptTimeline& kept : run->timelines) {
+    const int index = run->comparison.FindStrategy(kept.strategy);
+    ASSERT_GE(index, 0);
+    const int64_t table_peak = run->comparison.strategies[index].Summary().peak_memory_bytes;
+    const KeptTimeline* holder = &kept;
+    for (const KeptTimeline& peak : run->peak_memory_timelines) {
+      if (peak.strategy != kept.strategy) continue;
+      EXPECT_TRUE(peak.iteration != kept.iteration || peak.replica != kept.replica)
+          << kept.strategy;
+      holder = &peak;
+    }
+    const sim::GroupTimeline* most = nullptr;
+    for (const sim::GroupTimeline& g : holder->timeline.groups) {
+      if (most == nullptr || g.peak_bytes > most->peak_bytes) most = &g;
+    }
+    ASSERT_NE(most, nullptr);
+    EXPECT_EQ(most->peak_bytes, table_peak) << kept.strategy;
+    EXPECT_FALSE(most->memory.empty()) << kept.strategy;
+    EXPECT_EQ(holder->graph.num_groups(), static_cast<int>(holder->timeline.groups.size()));
+  }
+  // On this input the peaks are in earlier iterations (or another DP replica) than the kept last
+  // one for at least one strategy, so the test covers the kept-for-the-peak path.
+  EXPECT_FALSE(run->peak_memory_timelines.empty());
+}
+
 }  // namespace
 }  // namespace weft::strategy

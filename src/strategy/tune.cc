@@ -608,6 +608,9 @@ StatusOr<TunedComparison> RunTunedComparison(const CompareOptions& options, Tune
       out.run.static_plans.push_back(fmt::format("[tuned {}] {}", s.best.Describe(), p));
     }
     for (auto& t : run.timelines) out.run.timelines.push_back(std::move(t));
+    for (auto& t : run.peak_memory_timelines) {
+      out.run.peak_memory_timelines.push_back(std::move(t));
+    }
   }
   if (merged.model.empty()) {
     merged.model = out.tuning.model;

@@ -23,6 +23,30 @@ for s in d["strategies"]:
 print("json ok:", len(names), "strategies")
 PY
 grep -q "megatron-1f1b" "$tmp/r.html"
+# The report's memory chart of every strategy that ran is the group holding the table's peak
+# GiB (not the first group); every time axis has one unit; each timeline has its own axis.
+python3 - "$tmp/c.json" "$tmp/r.html" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+html = open(sys.argv[2]).read()
+sections = dict(re.findall(r'<section class="strategy" id="[^"]*">\n<h3>(.*?)</h3>(.*?)</section>',
+                           html, re.S))
+drawn = 0
+for s in d["strategies"]:
+    if s.get("error"):
+        continue
+    sec = sections[s["name"]]
+    peak = "%.2f" % (s["peak_memory_bytes"] / 2**30)
+    assert "holds the strategy&#39;s peak: %s GiB per GPU" % peak in sec, (s["name"], peak)
+    assert re.search(r">memory per GPU of [^<]* \(peak group, \d+ of \d+\), iteration \d", sec)
+    drawn += 1
+units = set(re.findall(r"time \((\w+)\)", html))
+assert len(units) == 1, units
+ends = re.findall(r'class="time-axis" data-end-s="([^"]*)"', html)
+assert len(ends) == drawn and len(set(ends)) > 1, ends
+assert "not a bound over all placements" in html
+print("report ok:", drawn, "memory charts at the table's peak, axes in", units.pop())
+PY
 ls "$tmp/traces"/megatron-1f1b.trace.json > /dev/null
 
 # Bad input: exit code 2, one line on stderr naming the problem, nothing written.

@@ -152,7 +152,21 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
     if (!report_path->empty()) {
       std::vector<report::StrategyTimeline> timelines;
       for (const auto& kept : run->timelines) {
-        timelines.push_back({kept.strategy, kept.iteration, &kept.graph, &kept.timeline});
+        report::StrategyTimeline t{.strategy = kept.strategy,
+                                   .iteration = kept.iteration,
+                                   .graph = &kept.graph,
+                                   .timeline = &kept.timeline,
+                                   .replica = kept.replica,
+                                   .num_replicas = kept.num_replicas};
+        for (const auto& peak : run->peak_memory_timelines) {
+          if (peak.strategy != kept.strategy) continue;
+          t.peak_graph = &peak.graph;
+          t.peak_timeline = &peak.timeline;
+          t.peak_iteration = peak.iteration;
+          t.peak_replica = peak.replica;
+          t.peak_num_replicas = peak.num_replicas;
+        }
+        timelines.push_back(t);
       }
       report::HtmlOptions h;
       h.title = "weft compare: " + run->comparison.model + " on " +

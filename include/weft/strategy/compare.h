@@ -65,6 +65,10 @@ struct CompareRun {
   std::string data_warning;  // MakeIterationBatches' warning ("" = every sample used)
   std::string setup_notes;   // JobSetup::notes: given vs used (GPUs, DP, partial node)
   std::vector<KeptTimeline> timelines;  // one per strategy that succeeded
+  // Per strategy whose memory peak (the table's peak GiB: the most of any group, iteration and
+  // DP replica) is not in its kept timeline: the iteration and replica that holds it (the
+  // first such on ties), so the report can draw that memory curve.
+  std::vector<KeptTimeline> peak_memory_timelines;
   std::vector<std::string> static_plans;  // per strategy: its static plan description or error
 };
 
