@@ -27,4 +27,20 @@ grep -q "0 rejected by packing" "$tmp/v_err.txt" || { cat "$tmp/v_err.txt"; exit
 "$WEFT" simulate --model tiny-t2v --data "$tmp/long.jsonl" > "$tmp/t.txt" 2> "$tmp/t_err.txt"
 grep -q "clip(s) longer than 16 s truncated" "$tmp/t_err.txt" || {
   echo "no clip-truncation line:"; cat "$tmp/t_err.txt"; exit 1; }
+# Issue 34 item 17: the warning names the first malformed record (file:line: reason), says when
+# iterations reuse the file's batches, and data stats names the file of a failure.
+grep -q "first malformed record: $tmp/d.jsonl:51: " "$tmp/err.txt" || {
+  echo "no first malformed record:"; cat "$tmp/err.txt"; exit 1; }
+"$WEFT" simulate --model tiny-vlm --data "$tmp/d.jsonl" --iterations 40 > /dev/null 2> "$tmp/err3.txt"
+grep -q "iterations beyond them reuse them in order" "$tmp/err3.txt" || {
+  echo "no reuse note:"; cat "$tmp/err3.txt"; exit 1; }
+printf '{"id": 1, "text_tokens": 10, "videos": [{"duration_s": 5}]}\n' > "$tmp/nosize.jsonl"
+printf 'modules:\n  - {name: llm, kind: llm, num_layers: 2, hidden_size: 64, ffn_hidden_size: 128, num_attention_heads: 4, vocab_size: 100}\n  - {name: dit, kind: dit, modality: video, num_layers: 2, hidden_size: 64, ffn_hidden_size: 128, num_attention_heads: 4, patch_size: 2, in_channels: 4, vae_spatial_downsample: 8, vae_temporal_downsample: 4, text_condition_hidden: 64}\nedges:\n  - llm -> dit\n' > "$tmp/t2v.yaml"
+if "$WEFT" data stats "$tmp/nosize.jsonl" --model "$tmp/t2v.yaml" > /dev/null 2> "$tmp/err4.txt"; then
+  echo "data stats accepted a sizeless video for a DiT without image_size_px"; exit 1
+fi
+grep -q "^weft: error: $tmp/nosize.jsonl with model $tmp/t2v.yaml: dit.image_size_px = 0" "$tmp/err4.txt" || {
+  echo "data stats error does not name the file:"; cat "$tmp/err4.txt"; exit 1; }
+# The Movie Gen DiTs take sizeless videos (MSR-VTT's metadata) at 768 px.
+"$WEFT" data stats "$tmp/nosize.jsonl" --model t2v-s > /dev/null || { echo "t2v-s refused a sizeless video"; exit 1; }
 echo "data warnings ok"
