@@ -114,6 +114,11 @@ golden: build
 results: build
 	bash bench/compare_results.sh $(BUILD_DIR)/weft > docs/results_compare.md
 
+# The same setups with every strategy tuned first (weft compare --tune; ~30 min on 2 cores).
+.PHONY: results-tuned
+results-tuned: build
+	bash bench/tuned_results.sh $(BUILD_DIR)/weft > docs/results_tuned.md
+
 # Regenerates docs/strategies_cornstarch.md: Cornstarch Table 4 / Fig. 12 analogue (weft cp) and
 # the modality-parallel tables (~10 s).
 .PHONY: cp-table
