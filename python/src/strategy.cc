@@ -7,12 +7,28 @@
 #include "bindings.h"
 #include "plan_dict.h"
 #include "weft/strategy/common.h"
+#include "weft/report/comparison.h"
+#include "weft/report/tables.h"
 #include "weft/strategy/compare.h"
+#include "weft/strategy/tune.h"
 #include "weft/plan/measured.h"
 #include "weft/planning/planner.h"
 #include "weft/strategy/strategy.h"
 
 namespace weft::python {
+namespace {
+
+// The CLI's default budget: 100 deterministic work units; budget_s > 0 with work_budget not given
+// is a wall-clock budget instead; both given: both apply (PlanBudget::Validate checks them).
+planning::PlanBudget DefaultBudget(double budget_s, std::optional<int64_t> work_budget) {
+  planning::PlanBudget b;
+  b.time_budget_s = budget_s;
+  b.work_budget = work_budget.has_value() ? *work_budget : (budget_s > 0 ? 0 : 100);
+  return b;
+}
+
+}  // namespace
+
 
 namespace {
 
@@ -159,12 +175,11 @@ void RegisterStrategy(py::module_& m) {
       [](const std::string& strategy_name, const std::string& model, const std::string& cluster,
          int gpus, const std::string& data, int64_t iteration, uint64_t seed,
          int num_microbatches, int sequences_per_batch, double budget_s, int pipeline_size,
-         int64_t work_budget, int threads, bool world, const std::string& placement) {
+         std::optional<int64_t> work_budget, int threads, bool world,
+         const std::string& placement) {
         auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
                                   sequences_per_batch, seed, pipeline_size, placement);
-        planning::PlanBudget budget;
-        budget.time_budget_s = budget_s;
-        budget.work_budget = work_budget;
+        planning::PlanBudget budget = DefaultBudget(budget_s, work_budget);
         budget.threads = threads;
         PlanOutput out;
         Status status;
@@ -179,9 +194,9 @@ void RegisterStrategy(py::module_& m) {
         return d;
       },
       py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
-      py::arg("data") = "mixed", py::arg("iteration") = 0, py::arg("seed") = 1,
+      py::arg("data") = "", py::arg("iteration") = 0, py::arg("seed") = 1,
       py::arg("num_microbatches") = 0, py::arg("sequences_per_batch") = 0,
-      py::arg("budget_s") = 1.0, py::arg("pipeline_size") = 0, py::arg("work_budget") = 0,
+      py::arg("budget_s") = 0.0, py::arg("pipeline_size") = 0, py::arg("work_budget") = py::none(),
       py::arg("threads") = 1, py::arg("world") = false, py::arg("placement") = "",
       "Plans and simulates one iteration; returns the compiled, validated plan of replica 0 "
       "(plan_json, weft.plan/v3: its data tables hold the batch's samples and sequences, the "
@@ -192,14 +207,15 @@ void RegisterStrategy(py::module_& m) {
       "every DP replica, Planner::CompileWorld), microbatches every replica's; num_ranks = the "
       "plan's ranks. "
       "placement: a user placement file (strategy 'manual', docs/placements.md). "
-      "work_budget > 0 bounds a search by deterministic work units (PlanBudget::work_budget); "
+      "Defaults as the CLI's: data '' = the model's setup profile (else mixed); a deterministic "
+      "budget of 100 work units (work_budget; budget_s > 0 alone = a wall-clock budget instead). "
       "threads = search threads. weft.plan_graph gives the stage graph and per-group order. "
       "data_warning: the given-vs-used line of the data (as weft.simulate), else ''.");
   m.def(
       "simulate",
       [](const std::string& strategy_name, const std::string& model, const std::string& cluster,
          int gpus, const std::string& data, int64_t first_iteration, int iterations,
-         uint64_t seed, double budget_s) {
+         uint64_t seed, double budget_s, std::optional<int64_t> work_budget) {
         if (iterations <= 0) {
           throw py::value_error("iterations = " + std::to_string(iterations) + "; must be > 0");
         }
@@ -209,7 +225,7 @@ void RegisterStrategy(py::module_& m) {
         Status status = [&]() -> Status {
           py::gil_scoped_release release;
           planning::PlannerOptions options;
-          options.budget.time_budget_s = budget_s;
+          options.budget = DefaultBudget(budget_s, work_budget);
           WEFT_ASSIGN_OR_RETURN(auto planner,
                                 strategy::MakePlanner(job, strategy_name, options));
           WEFT_ASSIGN_OR_RETURN(auto batches,
@@ -232,11 +248,75 @@ void RegisterStrategy(py::module_& m) {
         return out;
       },
       py::arg("strategy"), py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0,
-      py::arg("data") = "mixed", py::arg("first_iteration") = 0, py::arg("iterations") = 1,
-      py::arg("seed") = 1, py::arg("budget_s") = 1.0,
-      "Plans and simulates K iterations; list of summaries (no plans). Each has data_warning: "
+      py::arg("data") = "", py::arg("first_iteration") = 0, py::arg("iterations") = 1,
+      py::arg("seed") = 1, py::arg("budget_s") = 0.0, py::arg("work_budget") = py::none(),
+      "Plans and simulates K iterations; list of summaries (no plans). Defaults as weft.plan's "
+      "(the model's data profile, 100 deterministic work units). Each has data_warning: "
       "the given-vs-used line when data was not all used as given (malformed records, samples "
       "packing rejected, a dropped short batch, videos frame-sampled or clips cut), else ''.");
+  m.def(
+      "compare",
+      [](const std::string& model, const std::string& cluster, int gpus, const std::string& data,
+         int iterations, const std::vector<std::string>& strategies, uint64_t seed,
+         double budget_s, std::optional<int64_t> work_budget, bool tune,
+         const std::string& baseline) {
+        strategy::CompareOptions options;
+        options.job = MakeJobOptions(model, cluster, gpus, data, 0, 0, seed);
+        options.iterations = iterations;
+        options.strategies = strategies;
+        options.baseline = baseline;
+        options.budget = DefaultBudget(budget_s, work_budget);
+        std::string json;
+        Status status = [&]() -> Status {
+          py::gil_scoped_release release;
+          WEFT_RETURN_IF_ERROR(options.budget.Validate());
+          if (tune) {
+            WEFT_ASSIGN_OR_RETURN(strategy::TunedComparison t,
+                                  strategy::RunTunedComparison(options, {}));
+            json = report::ComparisonJsonString(t.run.comparison);
+          } else {
+            WEFT_ASSIGN_OR_RETURN(strategy::CompareRun run, strategy::RunComparison(options));
+            json = report::ComparisonJsonString(run.comparison);
+          }
+          return OkStatus();
+        }();
+        Check(status);
+        return py::module_::import("json").attr("loads")(json);
+      },
+      py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0, py::arg("data") = "",
+      py::arg("iterations") = 10, py::arg("strategies") = std::vector<std::string>{},
+      py::arg("seed") = 1, py::arg("budget_s") = 0.0, py::arg("work_budget") = py::none(),
+      py::arg("tune") = false, py::arg("baseline") = "megatron-1f1b",
+      "weft compare as a call: every strategy (or `strategies`) on the same batches; returns the "
+      "weft.compare/v1 dict that `weft compare --json` writes (rows ranked, the best marked, each "
+      "with its configuration). tune=True tunes each strategy first (weft compare --tune).");
+  m.def(
+      "tune",
+      [](const std::string& model, const std::string& cluster, int gpus, const std::string& data,
+         const std::vector<std::string>& strategies, uint64_t seed, int max_simulations,
+         bool exhaustive, double budget_s, std::optional<int64_t> work_budget) {
+        strategy::TuneOptions options;
+        options.job = MakeJobOptions(model, cluster, gpus, data, 0, 0, seed);
+        options.strategies = strategies;
+        options.max_simulations = max_simulations;
+        options.exhaustive = exhaustive;
+        options.budget = DefaultBudget(budget_s, work_budget);
+        std::string json;
+        Status status = [&]() -> Status {
+          py::gil_scoped_release release;
+          WEFT_ASSIGN_OR_RETURN(strategy::TuneResult r, strategy::Tune(options));
+          json = r.ToJson();
+          return OkStatus();
+        }();
+        Check(status);
+        return py::module_::import("json").attr("loads")(json);
+      },
+      py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0, py::arg("data") = "",
+      py::arg("strategies") = std::vector<std::string>{}, py::arg("seed") = 1,
+      py::arg("max_simulations") = 4, py::arg("exhaustive") = false, py::arg("budget_s") = 0.0,
+      py::arg("work_budget") = py::none(),
+      "weft tune as a call: each strategy's best TP/CP/PP/DP and microbatches (docs/tune.md); "
+      "returns the weft.tune/v1 dict of `weft tune --json`.");
 }
 
 }  // namespace weft::python

@@ -6,6 +6,7 @@ from _weft import (  # noqa: F401
     FeedbackPlanner,
     PlannerService,
     chunk_cost,
+    compare,
     generate_samples,
     generator_profiles,
     import_hf_config,
@@ -21,16 +22,17 @@ from _weft import (  # noqa: F401
     read_samples,
     simulate,
     strategy_names,
+    tune,
     validate_measured,
     validate_plan,
 )
 
 __all__ = [
     "FeedbackPlanner", "PlannerService",
-    "chunk_cost", "generate_samples", "generator_profiles", "import_hf_config",
+    "chunk_cost", "compare", "generate_samples", "generator_profiles", "import_hf_config",
     "is_hf_config_path", "layer_cost", "list_presets",
     "load_cluster", "load_model", "module_spec_fields", "module_workload", "normalize_plan",
-    "pack", "plan", "read_samples", "simulate", "strategy_names", "validate_measured",
+    "pack", "plan", "read_samples", "simulate", "strategy_names", "tune", "validate_measured",
     "validate_plan",
 ]
 
