@@ -161,3 +161,34 @@ def test_cli_validates_and_exports_a_compiled_plan(tmp_path):
     refused = subprocess.run([cli, "validate", str(bad)], capture_output=True, text=True)
     assert refused.returncode == 2
     assert "schema = \"weft.plan/v9\"; expected \"weft.plan/v3\"" in refused.stderr
+
+
+def test_the_schedule_weft_tune_emits_for_torchtitan_loads_in_torch(tmp_path):
+    """Issue 33: `weft tune --emit torchtitan` for a strategy with weft's own schedule writes
+    torch's pipelining CSV; torch parses and validates it."""
+    import subprocess
+    import tomllib
+
+    import _weft
+
+    binary = pathlib.Path(_weft.__file__).resolve().parent.parent / "weft"
+    if not binary.exists():
+        pytest.skip(f"no weft binary beside the bindings ({binary})")
+    out = tmp_path / "titan.toml"
+    # tiny-vlm on 16 GPUs: zb-h1's tuned configuration pipelines (pp 4); ZB-H1 is weft's own
+    # schedule for torchtitan (no stock name), so it goes as the CSV.
+    subprocess.run([str(binary), "tune", "--model", "tiny-vlm", "--gpus", "16", "--strategies",
+                    "zb-h1", "--quiet", "--emit", "torchtitan", "--out", str(out)],
+                   check=True, capture_output=True)
+    cfg = tomllib.loads(out.read_text())
+    par = cfg["parallelism"]
+    csv_path = par.get("pipeline_parallel_schedule_csv")
+    assert par["pipeline_parallel_degree"] > 1, par
+    with open(csv_path, newline="") as f:
+        rows = list(csv.reader(f))
+    actions = {rank: [schedules._Action.from_str(s) for s in row] for rank, row in enumerate(rows)}
+    assert len(actions) == par["pipeline_parallel_degree"]
+    num_stages = 1 + max(a.stage_index for row in actions.values() for a in row)
+    num_microbatches = 1 + max(a.microbatch_index for row in actions.values() for a in row
+                               if a.microbatch_index is not None)
+    schedules._validate_schedule(actions, len(actions), num_stages, num_microbatches)
