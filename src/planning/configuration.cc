@@ -119,4 +119,12 @@ report::StrategyConfiguration DescribeConfiguration(const Job& job,
   return config;
 }
 
+std::vector<int> ModuleLayersPerGroup(const Placement& placement, int module) {
+  std::vector<int> layers(placement.groups.size(), 0);
+  for (const Chunk& c : placement.chunks) {
+    if (c.module == module && c.replica == 0) layers[c.group] += c.num_layers;
+  }
+  return layers;
+}
+
 }  // namespace weft::planning

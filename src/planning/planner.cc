@@ -10,6 +10,7 @@
 #include "weft/data/workload.h"
 #include "weft/plan/compiler.h"
 #include "weft/plan/validator.h"
+#include "weft/planning/configuration.h"
 #include "weft/sched/generators.h"
 
 namespace weft::planning {
@@ -90,10 +91,7 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetu
     // chooses the split; an emitted configuration must re-read to the same plan).
     const auto& job = p->setup_->job;
     const int llm = data::FirstLlmModule(job.model);
-    std::vector<int> layers(placement.groups.size(), 0);
-    for (const Chunk& c : placement.chunks) {
-      if (c.module == llm && c.replica == 0) layers[c.group] += c.num_layers;
-    }
+    const std::vector<int> layers = ModuleLayersPerGroup(placement, llm);
     for (auto [flag, want, got] :
          {std::tuple{"--decoder-first-pipeline-num-layers", p->setup_->first_stage_llm_layers,
                      layers.empty() ? 0 : layers.front()},

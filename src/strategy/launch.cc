@@ -8,6 +8,7 @@
 
 #include "weft/data/workload.h"
 #include "weft/plan/torch_export.h"
+#include "weft/planning/configuration.h"
 #include "weft/planning/mimo_config.h"
 
 namespace weft::strategy {
@@ -36,14 +37,8 @@ std::string CommentBlock(std::string_view header) {
 
 // The backbone's layers per pipeline rank (replica 0), in rank order.
 std::vector<int> LlmLayersPerRank(const planning::Planner& planner) {
-  const planning::Job& job = planner.job();
-  const int llm = data::FirstLlmModule(job.model);
-  const auto& placement = planner.static_plan().placement;
-  std::vector<int> layers(placement.groups.size(), 0);
-  for (const planning::Chunk& c : placement.chunks) {
-    if (c.module == llm && c.replica == 0) layers[c.group] += c.num_layers;
-  }
-  return layers;
+  return planning::ModuleLayersPerGroup(planner.static_plan().placement,
+                                        data::FirstLlmModule(planner.job().model));
 }
 
 struct Sizes {

@@ -280,23 +280,16 @@ StrategyTuning TuneOne(const std::string& name, const TuneOptions& options,
       std::stable_sort(level1.begin(), level1.end(), by_screen);
       // Level 2: the other microbatch counts of the best layouts.
       const size_t expand = static_cast<size_t>(std::max(3, 2 * options.max_simulations));
+      int64_t level2 = 0;
       for (size_t k = 0; k < level1.size() && k < expand; ++k) {
         for (const TuneCandidate& c : candidates) {
-          if (same_layout(c, level1[k]) && c.microbatches != level1[k].microbatches) screen(c);
+          if (same_layout(c, level1[k]) && c.microbatches != level1[k].microbatches) {
+            screen(c);
+            ++level2;
+          }
         }
       }
-      int64_t skipped = 0;
-      for (const TuneCandidate& c : candidates) {
-        bool expanded = false;
-        for (size_t k = 0; k < level1.size() && k < expand; ++k) {
-          expanded = expanded || same_layout(c, level1[k]);
-        }
-        bool first = false;
-        for (const TuneCandidate& f : firsts) {
-          first = first || (same_layout(c, f) && c.microbatches == f.microbatches);
-        }
-        if (!expanded && !first) ++skipped;
-      }
+      const int64_t skipped = static_cast<int64_t>(candidates.size() - firsts.size()) - level2;
       if (skipped > 0) {
         t.rejected["not screened: microbatch counts of layouts outside the best " +
                    std::to_string(expand)] += skipped;
@@ -425,9 +418,23 @@ std::vector<std::string> TuneResult::Rules() {
       "the full budget on every profile batch; the fastest that fits memory wins"};
 }
 
+namespace {
+bool Feasible(const StrategyTuning& s) {
+  return s.error.empty() && !s.best.oom && s.best.time_s > 0;
+}
+}  // namespace
+
 const StrategyTuning* TuneResult::Best() const {
   for (const StrategyTuning& s : strategies) {
-    if (s.error.empty() && !s.best.oom && s.best.time_s > 0) return &s;
+    if (Feasible(s)) return &s;
+  }
+  return nullptr;
+}
+
+const StrategyTuning* TuneResult::RunnerUp() const {
+  const StrategyTuning* best = Best();
+  for (const StrategyTuning& s : strategies) {
+    if (&s != best && Feasible(s)) return &s;
   }
   return nullptr;
 }
@@ -477,12 +484,10 @@ std::string TuneResult::ToText() const {
   if (best) {
     out += fmt::format("\nbest: {} at {} ({:.3f} s/iteration)", best->strategy,
                        best->best.Describe(), best->best.time_s);
-    for (const StrategyTuning& s : strategies) {
-      if (&s == best || !s.error.empty() || s.best.oom || s.best.time_s <= 0) continue;
-      out += fmt::format("; runner-up {} at {} ({:.3f} s, {:.1f}% slower)", s.strategy,
-                         s.best.Describe(), s.best.time_s,
-                         100.0 * (s.best.time_s / best->best.time_s - 1));
-      break;
+    if (const StrategyTuning* r = RunnerUp()) {
+      out += fmt::format("; runner-up {} at {} ({:.3f} s, {:.1f}% slower)", r->strategy,
+                         r->best.Describe(), r->best.time_s,
+                         100.0 * (r->best.time_s / best->best.time_s - 1));
     }
     out += "\n";
   }
@@ -554,12 +559,10 @@ StatusOr<AutoChoice> ChooseAuto(const TuneResult& tuning, const planning::JobOpt
   choice.job = best->best.Apply(job, tuning.global_batch_sequences);
   choice.reason = fmt::format("auto: {} at {} ({:.4g} s/iteration on the profile batches)",
                               best->strategy, best->best.Describe(), best->best.time_s);
-  for (const StrategyTuning& s : tuning.strategies) {
-    if (&s == best || !s.error.empty() || s.best.oom || s.best.time_s <= 0) continue;
-    choice.reason += fmt::format("; runner-up {} at {} ({:.4g} s, {:.1f}% slower)", s.strategy,
-                                 s.best.Describe(), s.best.time_s,
-                                 100.0 * (s.best.time_s / best->best.time_s - 1));
-    break;
+  if (const StrategyTuning* r = tuning.RunnerUp()) {
+    choice.reason += fmt::format("; runner-up {} at {} ({:.4g} s, {:.1f}% slower)", r->strategy,
+                                 r->best.Describe(), r->best.time_s,
+                                 100.0 * (r->best.time_s / best->best.time_s - 1));
   }
   return choice;
 }

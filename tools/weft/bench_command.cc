@@ -13,28 +13,6 @@
 namespace weft::cli {
 namespace {
 
-// Parses "1,2,4" into integers; InvalidArgument naming the flag on a bad element.
-template <typename T>
-StatusOr<std::vector<T>> ParseList(const std::string& flag, const std::string& text,
-                                   long long max) {
-  std::vector<T> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (item.empty()) continue;
-    try {
-      size_t used = 0;
-      const long long v = std::stoll(item, &used);
-      if (used != item.size() || v < 1 || v > max) throw std::invalid_argument(item);
-      out.push_back(static_cast<T>(v));
-    } catch (const std::exception&) {
-      return InvalidArgumentError(flag + " = " + QuoteForMessage(text) + ": " +
-                                  QuoteForMessage(item) + " is not an integer in [1, " +
-                                  std::to_string(max) + "]");
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 void RegisterBenchCommand(CLI::App& app, int& exit_code) {

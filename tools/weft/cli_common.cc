@@ -241,13 +241,9 @@ std::function<void(const std::string&)> ProgressPrinter() {
 }
 
 std::function<void(const std::string&)> TerminalProgress() {
-  if (::isatty(STDERR_FILENO)) {
-    return [](const std::string& m) { std::cerr << "\r" << m << "\033[K" << std::flush; };
-  }
+  if (::isatty(STDERR_FILENO)) return ProgressPrinter();
   return [](const std::string&) {};
 }
-
-void ClearTerminalProgress() { ClearProgress(); }
 
 void ClearProgress() {
   if (::isatty(STDERR_FILENO)) std::cerr << "\r\033[K" << std::flush;

@@ -4,9 +4,12 @@
 
 #include <filesystem>
 #include <functional>
+#include <exception>
 #include <initializer_list>
 #include <mutex>
+#include <stdexcept>
 #include <random>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "weft/common/status.h"
+#include "weft/common/text.h"
 #include "weft/data/readers.h"
 #include "weft/plan/plan_json.h"
 #include "weft/spec/preset.h"
@@ -129,11 +133,41 @@ Status CheckOutputs(OutputFlags files, OutputFlags dirs = {});
 // Progress lines on stderr: "\r<line>\033[K" on a terminal, plain lines otherwise (logs stay
 // readable, errors never start with escape codes). Clear() ends the progress display.
 std::function<void(const std::string&)> ProgressPrinter();
+// The non-empty items of a comma-separated list ("a,,b" -> {"a", "b"}).
+inline std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// Parses "1,2,4" into integers; InvalidArgument naming the flag on a bad element.
+template <typename T>
+StatusOr<std::vector<T>> ParseList(const std::string& flag, const std::string& text,
+                                   long long max) {
+  std::vector<T> out;
+  for (const std::string& item : SplitList(text)) {
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size() || v < 1 || v > max) throw std::invalid_argument(item);
+      out.push_back(static_cast<T>(v));
+    } catch (const std::exception&) {
+      return InvalidArgumentError(flag + " = " + QuoteForMessage(text) + ": " +
+                                  QuoteForMessage(item) + " is not an integer in [1, " +
+                                  std::to_string(max) + "]");
+    }
+  }
+  return out;
+}
+
+
 void ClearProgress();
-// Progress only where someone watches: "\r<line>" on stderr when it is a terminal, nothing
-// otherwise (logs, pipes and tests stay clean). ClearTerminalProgress() ends the line.
+// Progress only where someone watches: ProgressPrinter() when stderr is a terminal, nothing
+// otherwise (logs, pipes and tests stay clean). ClearProgress() ends the line.
 std::function<void(const std::string&)> TerminalProgress();
-void ClearTerminalProgress();
 
 
 // Each subcommand file defines one Register function; the callback stores its exit code.

@@ -79,11 +79,7 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
       return;
     }
     options->budget = *plan_budget;
-    options->strategies.clear();
-    std::stringstream ss(*strategies);
-    for (std::string s; std::getline(ss, s, ',');) {
-      if (!s.empty()) options->strategies.push_back(s);
-    }
+    options->strategies = SplitList(*strategies);
     // `auto`: every strategy tuned, the best named.
     const bool is_auto = options->strategies.size() == 1 && options->strategies[0] == "auto";
     if (is_auto) options->strategies.clear();

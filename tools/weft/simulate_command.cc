@@ -140,7 +140,7 @@ Status RunIterations(const RunOptions& o, std::string* data_warning, Fn each) {
     o.progress(fmt::format("planning iteration {} ({} of {}) with {} ...", batch.iteration, k + 1,
                            n, prepared.planner->strategy().Name()));
     WEFT_ASSIGN_OR_RETURN(auto planned, prepared.planner->Plan(batch));
-    ClearTerminalProgress();
+    ClearProgress();
     WEFT_RETURN_IF_ERROR(each(batch.iteration, *prepared.planner, planned));
   }
   return WriteMimoConfig(o, prepared);
@@ -170,7 +170,7 @@ Status RunIterationsWithService(const RunOptions& o, Fn each) {
             : std::chrono::steady_clock::now() +
                   std::chrono::milliseconds(static_cast<int64_t>(2 * o.budget.budget_ms + 1000));
     WEFT_ASSIGN_OR_RETURN(auto served, planner.Get(batch.iteration, deadline));
-    ClearTerminalProgress();
+    ClearProgress();
     planning::PlannedIteration planned = std::move(served.planned);
     planned.plan.plan_time_s = served.search_time_s;
     if (served.fallback) {
@@ -439,7 +439,7 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
             return OkStatus();
           });
       WEFT_RETURN_IF_ERROR(compiled_all);
-      ClearTerminalProgress();
+      ClearProgress();
       WEFT_RETURN_IF_ERROR(files.Commit());
       std::cout << "iteration " << it << ": " << staged_files.load() << " plan file"
                 << (staged_files.load() == 1 ? "" : "s") << ", "

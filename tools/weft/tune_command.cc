@@ -5,7 +5,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "cli_common.h"
@@ -53,20 +52,11 @@ int RunTune(TuneArgs& args) {
   auto budget = MakePlanBudget(args.budget);
   if (!budget.ok()) return ReportError(budget.status());
   args.options.budget = *budget;
-  args.options.strategies.clear();
-  std::stringstream ss(args.strategies);
-  for (std::string s; std::getline(ss, s, ',');) {
-    if (!s.empty()) args.options.strategies.push_back(s);
-  }
-  args.options.context_parallel_sizes.clear();
-  std::stringstream cs(args.cp_sizes);
-  for (std::string s; std::getline(cs, s, ',');) {
-    if (std::string e = CheckIntegerText(s, 1, planning::JobOptions::kMaxParallelSize, "");
-        !e.empty()) {
-      return ReportError(InvalidArgumentError("--cp-sizes " + QuoteForMessage(s, 20) + ": " + e));
-    }
-    args.options.context_parallel_sizes.push_back(std::stoi(s));
-  }
+  args.options.strategies = SplitList(args.strategies);
+  auto cp_sizes =
+      ParseList<int>("--cp-sizes", args.cp_sizes, planning::JobOptions::kMaxParallelSize);
+  if (!cp_sizes.ok()) return ReportError(cp_sizes.status());
+  args.options.context_parallel_sizes = *cp_sizes;
   if (!args.quiet) args.options.progress = ProgressPrinter();
   auto result = strategy::Tune(args.options);
   if (!args.quiet) ClearProgress();

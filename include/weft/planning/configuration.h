@@ -40,4 +40,8 @@ report::StrategyConfiguration DescribeConfiguration(const Job& job,
                                                     const StaticPlan& plan,
                                                     const ConfigurationUsage* usage = nullptr);
 
+// Layers of `module` on each device group of the placement (replica 0), in group order; 0 where
+// the module has none (Megatron's first / last pipeline-stage layer counts read it).
+std::vector<int> ModuleLayersPerGroup(const Placement& placement, int module);
+
 }  // namespace weft::planning

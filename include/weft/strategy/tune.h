@@ -88,8 +88,9 @@ struct TuneResult {
   static std::vector<std::string> Rules();
   std::string ToText() const;
   std::string ToJson() const;  // weft.tune/v1
-  // The fastest tuned strategy that fits memory, or nullptr.
+  // The fastest tuned strategy that fits memory, and the next one; nullptr when there is none.
   const StrategyTuning* Best() const;
+  const StrategyTuning* RunnerUp() const;
 };
 
 StatusOr<TuneResult> Tune(const TuneOptions& options);
