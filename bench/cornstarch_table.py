@@ -18,6 +18,8 @@ import tempfile
 VLM_ALM = ["cs-vlm-s", "cs-vlm-m", "cs-vlm-l", "cs-alm-s", "cs-alm-m", "cs-alm-l"]
 VALM = ["cs-valm-" + v + a for v in "sml" for a in "sml"]
 SYSTEMS = ["colocated", "replicated", "cornstarch", "cornstarch-frozen-unaware"]
+# Baselines tuned for the last table (Cornstarch's two, and Megatron-LM's 1F1B chain).
+TUNED = ["colocated", "replicated", "megatron-1f1b"]
 # Paper Table 2 (VALMs, medium LLM, LLM fixed at 6 stages): Tput/GPU colocated, modality parallel.
 PAPER_T2 = {"cs-valm-ss": (3.09, 2.68), "cs-valm-sm": (2.64, 2.73), "cs-valm-sl": (2.57, 2.25),
             "cs-valm-ms": (2.57, 2.29), "cs-valm-mm": (2.21, 2.22), "cs-valm-ml": (1.91, 2.05),
@@ -124,6 +126,41 @@ def main():
               f"({p['throughput_samples_per_s'] / d['num_gpus']:.3f})"
         out.append(f"| {model} | {d['num_gpus']} | {c['throughput_samples_per_s']:.3f} "
                    f"({c['throughput_samples_per_s'] / g:.3f}) | {dip} |")
+    # Issue 33: the same comparison with every baseline tuned first (weft compare --tune: TP, CP,
+    # PP, DP and microbatches of each baseline searched on the profile batches; cornstarch
+    # searches its own stages). Per GPU of the cluster: a tuned baseline uses every GPU.
+    out.append("### Against tuned baselines (weft compare --tune, per GPU of the cluster)\n")
+    out.append("Each baseline's configuration chosen by `weft tune` (docs/tune.md) before the "
+               "comparison; every system is charged the cluster's GPUs, since a tuned baseline "
+               "uses them all. \"untuned\" is the first tables' ratio on the same basis.\n")
+    out.append("| model | GPUs | " + " | ".join(f"{n} tuned (configuration)" for n in TUNED)
+               + " | cornstarch tuned (configuration) | cornstarch vs best tuned baseline "
+               "| untuned |")
+    out.append("|" + "---|" * (len(TUNED) + 5))
+    for model in VLM_ALM + VALM:
+        _, untuned = compare(weft, model, SYSTEMS[:3])
+        d, s = compare(weft, model, TUNED + ["cornstarch"], ["--tune"])
+        total = d["num_gpus"]
+        cells, per = [], {}
+        for n in TUNED + ["cornstarch"]:
+            r = s[n]
+            m = re.match(r"\[tuned ([^\]]+)\]", r["description"])
+            conf = m.group(1) if m else "job's"
+            if r.get("error") or not r.get("throughput_samples_per_s"):
+                cells.append(f"- ({conf})")
+            elif r.get("oom"):
+                cells.append(f"oom ({conf})")
+            else:
+                per[n] = r["throughput_samples_per_s"] / total
+                cells.append(f"{per[n]:.3f} ({conf})")
+        best_base = max((per[n] for n in TUNED if n in per), default=0)
+        base_u = max((untuned[n]["throughput_samples_per_s"] or 0) for n in SYSTEMS[:2])
+        ratio_u = untuned["cornstarch"]["throughput_samples_per_s"] / base_u if base_u else 0
+        ratio = f"{per['cornstarch'] / best_base:.2f}×" if best_base and "cornstarch" in per \
+            else "-"
+        out.append(f"| {model} | {total} | " + " | ".join(cells) + f" | {ratio} | "
+                   f"{ratio_u:.2f}× |")
+    out.append("")
     print("\n".join(out))
 
 

@@ -294,8 +294,10 @@ void RegisterStrategy(py::module_& m) {
       "tune",
       [](const std::string& model, const std::string& cluster, int gpus, const std::string& data,
          const std::vector<std::string>& strategies, uint64_t seed, int max_simulations,
-         bool exhaustive, double budget_s, std::optional<int64_t> work_budget) {
+         bool exhaustive, double budget_s, std::optional<int64_t> work_budget,
+         int memory_check_batches) {
         strategy::TuneOptions options;
+        options.memory_check_batches = memory_check_batches;
         options.job = MakeJobOptions(model, cluster, gpus, data, 0, 0, seed);
         options.strategies = strategies;
         options.max_simulations = max_simulations;
@@ -314,7 +316,7 @@ void RegisterStrategy(py::module_& m) {
       py::arg("model"), py::arg("cluster") = "", py::arg("gpus") = 0, py::arg("data") = "",
       py::arg("strategies") = std::vector<std::string>{}, py::arg("seed") = 1,
       py::arg("max_simulations") = 4, py::arg("exhaustive") = false, py::arg("budget_s") = 0.0,
-      py::arg("work_budget") = py::none(),
+      py::arg("work_budget") = py::none(), py::arg("memory_check_batches") = 8,
       "weft tune as a call: each strategy's best TP/CP/PP/DP and microbatches (docs/tune.md); "
       "returns the weft.tune/v1 dict of `weft tune --json`.");
 }

@@ -301,22 +301,17 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   job.cost_model = setup->cost_model.get();
   WEFT_RETURN_IF_ERROR(job.Validate());
   if (options.profile_batches > 0) {
-    // Representative batches come from the same distribution with another seed (data the
-    // static strategies see before training, not the batches they are measured on).
-    const uint64_t seed = job.seed;
-    job.seed = seed ^ 0x9e3779b97f4a7c15ULL;
-    auto profile = MakeIterationBatches(*setup, 0, options.profile_batches);
-    job.seed = seed;
+    auto profile = MakeProfileBatches(*setup, 0, options.profile_batches);
     if (!profile.ok()) return profile.status();
     job.profile_batches = std::move(*profile);
   }
   return setup;
 }
 
-StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup,
-                                                        int64_t first,
-                                                        int count,
-                                                        std::string* warning) {
+namespace {
+StatusOr<std::vector<spec::Batch>> MakeBatchesWithSeed(const JobSetup& setup, uint64_t seed,
+                                                       int64_t first, int count,
+                                                       std::string* warning) {
   const Job& job = setup.job;
   data::BatchingOptions batching;
   batching.packing.context_tokens = setup.context_tokens;
@@ -337,7 +332,7 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup,
       for (int attempt = 0; attempt < 12; ++attempt, n *= 2) {
         data::GeneratorOptions g;
         g.num_samples = n;
-        g.seed = job.seed;
+        g.seed = seed;
         g.iteration = it;
         g.context_tokens = setup.context_tokens;
         WEFT_ASSIGN_OR_RETURN(auto samples, data::GenerateSamples(setup.data_name, g));
@@ -443,6 +438,18 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup,
     out.push_back(std::move(b));
   }
   return out;
+}
+}  // namespace
+
+StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup, int64_t first,
+                                                        int count, std::string* warning) {
+  return MakeBatchesWithSeed(setup, setup.job.seed, first, count, warning);
+}
+
+StatusOr<std::vector<spec::Batch>> MakeProfileBatches(const JobSetup& setup, int64_t first,
+                                                      int count) {
+  return MakeBatchesWithSeed(setup, setup.job.seed ^ 0x9e3779b97f4a7c15ULL, first, count,
+                             nullptr);
 }
 
 }  // namespace weft::planning

@@ -130,7 +130,7 @@ bool Better(const TuneCandidate& a, const TuneCandidate& b) {
 }
 
 StrategyTuning TuneOne(const std::string& name, const TuneOptions& options,
-                       const JobSetup& base) {
+                       const JobSetup& base, const std::vector<spec::Batch>& check_batches) {
   const auto start = Clock::now();
   StrategyTuning t;
   t.strategy = name;
@@ -344,9 +344,47 @@ StrategyTuning TuneOne(const std::string& name, const TuneOptions& options,
                " of the screen"] += static_cast<int64_t>(screened.size() - taken);
   }
   std::stable_sort(t.planned_candidates.begin(), t.planned_candidates.end(), Better);
+  // The memory check: the fastest candidate that fits the profile batches must fit the check
+  // batches too (planned at the screen's budget); else it is out of memory and the next one is
+  // checked.
+  if (!check_batches.empty()) {
+    planning::PlanBudget check_budget = options.budget;
+    check_budget.time_budget_s = 0;
+    check_budget.work_budget = 1;
+    for (TuneCandidate& c : t.planned_candidates) {
+      if (!c.error.empty() || c.oom || c.time_s < 0) break;  // fitting ones come first
+      auto planner = make_planner(c);
+      if (!planner.ok()) {
+        c.error = FirstLine(planner.status().message());
+        continue;
+      }
+      for (size_t k = 0; k < check_batches.size() && c.memory_check.empty(); ++k) {
+        auto planned = (*planner)->Plan(check_batches[k], check_budget);
+        if (!planned.ok()) {
+          c.error = "memory check batch " + std::to_string(k) + ": " +
+                    FirstLine(planned.status().message());
+          c.memory_check = "failed";
+        } else if (planned->evaluation.oom) {
+          c.oom = true;
+          c.memory_check = fmt::format(
+              "out of memory on check batch {} of {} (peak {:.2f} GiB)", k,
+              check_batches.size(),
+              static_cast<double>(planned->evaluation.peak_memory_bytes) / (1 << 30));
+          ++t.rejected["memory: out of memory on a check batch"];
+        }
+      }
+      if (c.memory_check.empty()) {
+        c.memory_check = fmt::format("fits {} check batches", check_batches.size());
+        break;
+      }
+    }
+    std::stable_sort(t.planned_candidates.begin(), t.planned_candidates.end(), Better);
+  }
   for (const TuneCandidate& c : t.planned_candidates) {
     if (!c.error.empty()) ++t.rejected["refused by the strategy"];
-    else if (c.oom) ++t.rejected["memory (simulated)"];
+    else if (c.oom && c.memory_check.rfind("out of memory", 0) != 0) {
+      ++t.rejected["memory (simulated)"];
+    }
   }
   const TuneCandidate& top = t.planned_candidates.front();
   if (!top.error.empty() || top.time_s < 0) {
@@ -360,6 +398,10 @@ StrategyTuning TuneOne(const std::string& name, const TuneOptions& options,
 }  // namespace
 
 Status TuneOptions::Validate() const {
+  if (memory_check_batches < 0 || memory_check_batches > kMaxMemoryCheckBatches) {
+    return InvalidArgumentError(fmt::format("--memory-check-batches = {}; must be in [0, {}]",
+                                            memory_check_batches, kMaxMemoryCheckBatches));
+  }
   if (max_simulations < 1 || max_simulations > kMaxSimulations) {
     return InvalidArgumentError(fmt::format("--max-simulations = {}; must be in [1, {}]",
                                             max_simulations, kMaxSimulations));
@@ -415,7 +457,10 @@ std::vector<std::string> TuneResult::Rules() {
       "layout at its most microbatches, then every microbatch count of the best 2·max "
       "layouts; "
       "the job's own configuration and the best of the screen are planned by the strategy at "
-      "the full budget on every profile batch; the fastest that fits memory wins"};
+      "the full budget on every profile batch; the fastest that fits memory wins",
+      "memory check: the winner must also fit more batches of the profile stream (never the "
+      "measured ones) at the screen's budget; one that does not is out of memory and the next "
+      "is checked"};
 }
 
 namespace {
@@ -442,9 +487,9 @@ const StrategyTuning* TuneResult::RunnerUp() const {
 std::string TuneResult::ToText() const {
   std::string out = fmt::format(
       "weft tune: {} on {} x {} GPUs ({} per node), data {}, global batch {} sequences of {} "
-      "tokens, {} profile batches, {} per strategy\n",
+      "tokens, {} profile batches, {} memory-check batches, {} per strategy\n",
       model, gpus, cluster, gpus_per_node, data, global_batch_sequences, context_tokens,
-      profile_batches,
+      profile_batches, memory_check_batches,
       exhaustive ? std::string("every candidate planned (exhaustive)")
                  : fmt::format("at most {} planned", max_simulations));
   out += "pruning rules:\n";
@@ -476,6 +521,7 @@ std::string TuneResult::ToText() const {
     if (!s.note.empty()) out += " " + s.note + ";";
     if (s.error.empty()) {
       out += fmt::format(" best {} recompute {}", s.best.Describe(), s.best.recompute);
+      if (!s.best.memory_check.empty()) out += "; memory check: " + s.best.memory_check;
       if (!s.best.plan.empty()) out += " [" + FirstLine(s.best.plan, 120) + "]";
     }
     out += "\n";
@@ -509,6 +555,7 @@ std::string TuneResult::ToJson() const {
     if (!c.recompute.empty()) j["recompute"] = c.recompute;
     if (c.peak_memory_bytes > 0) j["peak_memory_bytes"] = c.peak_memory_bytes;
     if (!c.plan.empty()) j["plan"] = c.plan;
+    if (!c.memory_check.empty()) j["memory_check"] = c.memory_check;
     if (!c.error.empty()) j["error"] = c.error;
     return j;
   };
@@ -521,6 +568,7 @@ std::string TuneResult::ToJson() const {
                  {"global_batch_sequences", global_batch_sequences},
                  {"context_tokens", context_tokens},
                  {"profile_batches", profile_batches},
+                 {"memory_check_batches", memory_check_batches},
                  {"max_simulations", max_simulations},
                  {"exhaustive", exhaustive},
                  {"rules", Rules()}};
@@ -652,6 +700,13 @@ StatusOr<TuneResult> Tune(const TuneOptions& options) {
   result.global_batch_sequences = base->sequences_per_batch;
   result.context_tokens = base->context_tokens;
   result.profile_batches = static_cast<int>(base->job.profile_batches.size());
+  std::vector<spec::Batch> check_batches;
+  if (options.memory_check_batches > 0) {
+    WEFT_ASSIGN_OR_RETURN(check_batches,
+                          planning::MakeProfileBatches(*base, result.profile_batches,
+                                                       options.memory_check_batches));
+  }
+  result.memory_check_batches = static_cast<int>(check_batches.size());
   result.max_simulations = options.max_simulations;
   result.exhaustive = options.exhaustive;
   for (const std::string& name : names) {
@@ -659,7 +714,7 @@ StatusOr<TuneResult> Tune(const TuneOptions& options) {
       WEFT_ASSIGN_OR_RETURN(auto s, MakeStrategy(name));
       if (!s->Applies(base->job).ok()) continue;  // as compare leaves them out
     }
-    StrategyTuning t = TuneOne(name, options, *base);
+    StrategyTuning t = TuneOne(name, options, *base, check_batches);
     if (options.progress) {
       options.progress(fmt::format("tune {}: {} ({} planned, {:.1f} s)", name,
                                    t.error.empty() ? t.best.Describe() : "error", t.planned,

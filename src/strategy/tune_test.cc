@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weft/planning/job_setup.h"
 #include "weft/planning/parallel_space.h"
 #include "weft/spec/preset.h"
 #include "weft/strategy/compare.h"
@@ -193,12 +194,63 @@ TEST(Tune, IsDeterministicAndPrunesByMemory) {
   EXPECT_NE(a->ToText().find("pruning rules:"), std::string::npos);
 }
 
+// Memory varies with the batch: on VLM-L the two profile batches alone chose megatron-vpp at
+// tp4 cp2 pp8 dp1 mb16, which later batches overflow. The check rejects it, and the winner is
+// re-checked here independently: planned on every check batch, it fits; the rejected one does
+// not fit at least one.
+TEST(Tune, TheWinnerFitsTheMemoryCheckBatches) {
+  TuneOptions options;
+  options.job = JobOptions{.model = "vlm-l", .data = "mixed"};
+  options.strategies = {"megatron-vpp"};
+  auto r = Tune(options);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->memory_check_batches, 8);
+  const StrategyTuning& t = r->strategies.front();
+  ASSERT_TRUE(t.error.empty()) << t.error;
+  ASSERT_GT(t.rejected.count("memory: out of memory on a check batch"), 0u) << r->ToText();
+  EXPECT_EQ(t.best.memory_check, "fits 8 check batches");
+  EXPECT_FALSE(t.best.oom);
+  const TuneCandidate* rejected = nullptr;
+  for (const TuneCandidate& c : t.planned_candidates) {
+    if (c.memory_check.rfind("out of memory on check batch", 0) == 0) rejected = &c;
+  }
+  ASSERT_NE(rejected, nullptr);
+  EXPECT_TRUE(rejected->oom);
+  auto base = planning::MakeJobSetup(options.job);
+  ASSERT_TRUE(base.ok());
+  auto check = planning::MakeProfileBatches(**base, 2, 8);
+  ASSERT_TRUE(check.ok());
+  planning::PlanBudget one{.time_budget_s = 0, .work_budget = 1};
+  auto ooms = [&](const TuneCandidate& c) {
+    auto planner = MakePlanner(c.Apply(options.job, r->global_batch_sequences), "megatron-vpp");
+    EXPECT_TRUE(planner.ok());
+    int n = 0;
+    for (const spec::Batch& b : *check) {
+      auto planned = (*planner)->Plan(b, one);
+      EXPECT_TRUE(planned.ok());
+      n += planned.ok() && planned->evaluation.oom ? 1 : 0;
+    }
+    return n;
+  };
+  EXPECT_EQ(ooms(t.best), 0) << t.best.Describe();
+  EXPECT_GT(ooms(*rejected), 0) << rejected->Describe();
+  // 0 turns the check off: the profile batches alone decide, as before.
+  options.memory_check_batches = 0;
+  auto unchecked = Tune(options);
+  ASSERT_TRUE(unchecked.ok());
+  EXPECT_EQ(unchecked->strategies.front().best.Describe(), rejected->Describe());
+  EXPECT_TRUE(unchecked->strategies.front().best.memory_check.empty());
+}
+
 TEST(Tune, RefusesBadOptions) {
   TuneOptions options;
   options.job = JobOptions{.model = "tiny-vlm", .gpus = 4};
   options.max_simulations = 0;
   EXPECT_FALSE(Tune(options).ok());
   options.max_simulations = 4;
+  options.memory_check_batches = -1;
+  EXPECT_FALSE(Tune(options).ok());
+  options.memory_check_batches = 8;
   options.strategies = {"nosuch"};
   EXPECT_FALSE(Tune(options).ok());
   options.strategies = {};

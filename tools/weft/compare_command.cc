@@ -60,6 +60,10 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
                   strategy::TuneOptions::kMaxSimulations,
                   "with --tune: candidates each strategy plans itself (weft tune)")
       ->capture_default_str();
+  AddNumberOption(cmd, "--memory-check-batches", tune_options->memory_check_batches, 0,
+                  strategy::TuneOptions::kMaxMemoryCheckBatches,
+                  "with --tune: more profile-stream batches the tuned winner must fit (weft tune)")
+      ->capture_default_str();
   cmd->callback([=, &exit_code]() {
     if (*list) {
       std::cout << StrategyTable();

@@ -131,6 +131,11 @@ void RegisterTuneCommand(CLI::App& app, int& exit_code) {
                   "per strategy: candidates planned by the strategy itself (the job's own "
                   "configuration and the best of the screen)")
       ->capture_default_str();
+  AddNumberOption(cmd, "--memory-check-batches", args->options.memory_check_batches, 0,
+                  strategy::TuneOptions::kMaxMemoryCheckBatches,
+                  "more batches of the profile stream (never the measured ones) the winner must "
+                  "fit at the screen's budget; 0 = no check")
+      ->capture_default_str();
   cmd->add_flag("--exhaustive", args->options.exhaustive,
                 "plan every candidate with the strategy (the oracle the screen is checked "
                 "against; slow)");

@@ -107,5 +107,11 @@ StatusOr<std::vector<spec::Batch>> MakeIterationBatches(const JobSetup& setup,
                                                         int64_t first,
                                                         int count,
                                                         std::string* warning = nullptr);
+// Representative batches: the same distribution with another seed (data the static strategies
+// and weft tune see before training, not the batches they are measured on). Batches
+// [0, JobOptions::profile_batches) are the job's profile batches; later indices are more of the
+// same stream (weft tune's memory-check batches). A data file has one order: its batches.
+StatusOr<std::vector<spec::Batch>> MakeProfileBatches(const JobSetup& setup, int64_t first,
+                                                      int count);
 
 }  // namespace weft::planning

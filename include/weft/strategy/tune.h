@@ -35,10 +35,16 @@ struct TuneOptions {
   int max_simulations = 4;              // per strategy: candidates the strategy plans itself
   bool exhaustive = false;              // plan every candidate with the strategy (the oracle)
   std::vector<int> context_parallel_sizes = {1, 2};  // CP sizes tried (each must divide GPUs)
+  // More batches of the profile stream (never the batches a comparison is measured on) that the
+  // winner must fit at the smallest search budget; one that does not is out of memory and the
+  // next candidate is checked (0 = no check). Memory varies with the batch; two profile batches
+  // alone chose configurations within 0.2% of the usable memory that later batches overflowed.
+  int memory_check_batches = 8;
   planning::PlanBudget budget = {.time_budget_s = 0, .work_budget = 100};
   std::function<void(const std::string&)> progress;  // one line per strategy
 
   static constexpr int kMaxSimulations = 1000;
+  static constexpr int kMaxMemoryCheckBatches = 256;
   Status Validate() const;
 };
 
@@ -52,6 +58,9 @@ struct TuneCandidate {
   int64_t peak_memory_bytes = 0;
   std::string error = "";    // the strategy refused it (one line)
   std::string plan = "";     // the static plan's one-line description
+  // The memory check on the check batches: "" = not checked, else "fits N check batches" or
+  // "out of memory on check batch K (peak X GiB)".
+  std::string memory_check = "";
 
   std::string Describe() const;  // "tp4 cp1 pp2 dp2 mb8"
   // The job options that run this candidate (the default returns `base` unchanged).
@@ -81,6 +90,7 @@ struct TuneResult {
   int global_batch_sequences = 0;
   int context_tokens = 0;
   int profile_batches = 0;
+  int memory_check_batches = 0;
   int max_simulations = 0;
   bool exhaustive = false;
   std::vector<StrategyTuning> strategies;  // fastest tuned first, errors last

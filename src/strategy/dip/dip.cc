@@ -45,8 +45,33 @@ std::vector<int64_t> ActivationCaps(const graph::StageGraph& g, const spec::Clus
 struct Score {
   double time_s = std::numeric_limits<double>::infinity();
   bool oom = true;
+  // Out of memory: the largest peak / capacity over the groups and hosts that overflow (+inf when
+  // not simulated); 0 when the plan fits.
+  double overflow_ratio = std::numeric_limits<double>::infinity();
   double Cost() const { return oom ? time_s * 10 : time_s; }
 };
+
+double OverflowRatio(const sim::Timeline& t) {
+  double ratio = 0;
+  for (const auto& o : t.oom) {
+    ratio = std::max(ratio, static_cast<double>(o.peak_bytes) /
+                                static_cast<double>(std::max<int64_t>(1, o.capacity_bytes)));
+  }
+  return ratio;
+}
+
+Score ScoreOf(const sim::Timeline& t) {
+  return {t.iteration_time_s, !t.oom.empty(), OverflowRatio(t)};
+}
+
+// Choosing among finished candidates (recompute levels, memory selections): one that fits beats
+// one that does not; when none fits, the one that overflows least (the fastest would keep the
+// plan that is furthest out of memory); otherwise the faster. The searches keep Cost().
+bool BetterChoice(const Score& a, const Score& b) {
+  if (a.oom != b.oom) return !a.oom;
+  if (a.oom && a.overflow_ratio != b.overflow_ratio) return a.overflow_ratio < b.overflow_ratio;
+  return a.time_s < b.time_s;
+}
 
 Score Evaluate(const graph::StageGraph& g, const sched::Schedule& s,
                const spec::ClusterSpec& cluster) {
@@ -56,7 +81,7 @@ Score Evaluate(const graph::StageGraph& g, const sched::Schedule& s,
   o.validate_schedule = false;
   auto t = sim::Simulate(g, s, cluster, o);
   if (!t.ok()) return {};
-  return {t->iteration_time_s, !t->oom.empty()};
+  return ScoreOf(*t);
 }
 
 // Segment groups: (microbatch, module), in microbatch order then the model's topological order.
@@ -520,7 +545,7 @@ StatusOr<FittedChoice> SelectFitting(const Job& job, const MemoryOptimizer& memo
       WEFT_ASSIGN_OR_RETURN(fitted.choice, memory.Optimize(schedule, method, reserve));
       auto t = sim::Simulate(fitted.choice.graph, schedule, job.cluster, options);
       if (!t.ok()) return fitted;
-      fitted.score = Score{t->iteration_time_s, !t->oom.empty()};
+      fitted.score = ScoreOf(*t);
       for (const sim::OutOfMemory& o : t->oom) {
         if (o.host_node >= 0) continue;  // host memory: no GPU reserve helps
         fitted.oom_buffers.emplace_back(o.group, t->groups[o.group].peak_buffer_bytes);
@@ -808,7 +833,7 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
     WEFT_ASSIGN_OR_RETURN(std::optional<MemoryCandidate> best,
                           ChooseReplicaMemory(job, plan, batch, microbatches, replica_budget,
                                               share, hurry, candidate_cache, variants, &rules[r]));
-    if (best && best->score.Cost() < scores[r].Cost()) {
+    if (best && BetterChoice(best->score, scores[r])) {
       graph = std::move(best->graph);
       schedule = std::move(best->schedule);
       schedule.name = "dip";
@@ -988,13 +1013,13 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
   std::optional<MemoryCandidate> best;
   auto consider = [&](const sched::Schedule& schedule, const graph::StageGraph* plain,
                       Score plain_score) -> Status {
-    if (plain != nullptr && (!best || plain_score.Cost() < best->score.Cost())) {
+    if (plain != nullptr && (!best || BetterChoice(plain_score, best->score))) {
       best = MemoryCandidate{*plain, schedule, plain_score, {}, false};
     }
     WEFT_ASSIGN_OR_RETURN(FittedChoice fitted,
                           SelectFitting(job, memory, schedule, algo::LiveSelectionMethod::kGreedy,
                                         3, reserve, &memo));
-    if (!best || fitted.score.Cost() < best->score.Cost()) {
+    if (!best || BetterChoice(fitted.score, best->score)) {
       graph::StageGraph g = std::move(fitted.choice.graph);
       best = MemoryCandidate{std::move(g), schedule, fitted.score, std::move(fitted.choice), true};
     }
@@ -1021,7 +1046,7 @@ StatusOr<std::optional<MemoryCandidate>> DipStrategy::ChooseReplicaMemory(
     WEFT_ASSIGN_OR_RETURN(FittedChoice exact,
                           SelectFitting(job, memory, best->schedule,
                                         algo::LiveSelectionMethod::kMilp, 3, reserve));
-    if (exact.score.Cost() <= best->score.Cost()) {
+    if (!BetterChoice(best->score, exact.score)) {
       best->graph = std::move(exact.choice.graph);
       best->choice = std::move(exact.choice);
       best->score = exact.score;
@@ -1090,7 +1115,7 @@ StatusOr<IterationPlan> DipStrategy::PlanUniformLevels(const Job& job, const Sta
       continue;
     }
     for (size_t r = 0; r < out->replicas.size() && r < scores.size(); ++r) {
-      if (scores[r].Cost() < best_scores[r].Cost()) {
+      if (BetterChoice(scores[r], best_scores[r])) {
         out->replicas[r] = std::move(planned.replicas[r]);
         best_scores[r] = scores[r];
         best_level[r] = static_cast<int>(l);
@@ -1118,8 +1143,15 @@ StatusOr<IterationPlan> DipStrategy::PlanUniformLevels(const Job& job, const Sta
                 std::string(cost::RecomputeName(levels[l].empty() ? cost::Recompute::kNone
                                                                   : levels[l][0]));
     }
+    int still_oom = 0;
+    for (const Score& score : best_scores) still_oom += score.oom ? 1 : 0;
     out->notes += std::string(out->notes.empty() ? "" : "; ") +
                   "recompute per replica (fastest that fits): " + chosen;
+    if (still_oom > 0) {
+      out->notes += fmt::format(
+          " (no level fits {} of {} replica(s): the level that overflows least kept)", still_oom,
+          best_scores.size());
+    }
   }
   return std::move(*out);
 }
