@@ -137,6 +137,12 @@ flowtrain-tables: build
 	bench/flowtrain_tables.sh $(BUILD_DIR)/weft > out/flowtrain_tables.md
 	@echo "wrote out/flowtrain_tables.md"
 
+# Regenerates docs/results_dflop.md: DFLOP's Fig. 7 / 10 / 11 / 13 / 16 analogues, baselines tuned.
+.PHONY: dflop-tables
+dflop-tables: build
+	python3 bench/dflop_tables.py $(BUILD_DIR)/weft > docs/results_dflop.md.tmp
+	mv docs/results_dflop.md.tmp docs/results_dflop.md
+
 .PHONY: cornstarch-tables
 cornstarch-tables: cp-table
 

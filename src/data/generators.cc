@@ -376,7 +376,7 @@ namespace {
 constexpr std::string_view kProfiles[] = {"laion",     "obelics", "coco-llava",    "video",
                                           "audio",     "mixed",   "rise-and-fall", "cornstarch",
                                           "scienceqa", "dip-vlm", "dip-t2v",       "dflop-mixed",
-                                          "infovqa"};
+                                          "infovqa",   "dflop-multi-image", "dflop-video"};
 // DFLOP Table 2 (the order DflopMixed's switch follows).
 constexpr MixComponent kDflopMixed[] = {
     {.dataset = "LLaVA-Wild", .kind = "single-image", .samples = 28000},
@@ -458,8 +458,14 @@ StatusOr<std::vector<spec::Sample>> GenerateSamples(std::string_view profile,
       case 11:
         internal::DflopMixed(rng, s);
         break;
-      default:  // infovqa: FlowTrain's InfoVQA workload (§4.1), InfographicVQA's statistics
+      case 12:  // infovqa: FlowTrain's InfoVQA workload (§4.1), InfographicVQA's statistics
         internal::DflopInfoVqa(rng, s);
+        break;
+      case 13:  // dflop-multi-image: DFLOP Fig. 11's multiple-image dataset (M4-Instruct rows)
+        internal::DflopM4Instruct(rng, s);
+        break;
+      default:  // dflop-video: DFLOP Fig. 11's video dataset (LLaVA-Video-178K rows)
+        internal::DflopLlavaVideo(rng, s);
         break;
     }
     samples.push_back(std::move(s));

@@ -312,5 +312,31 @@ TEST(InfoVqa, OneInfographicPerSampleInThePublishedRange) {
   EXPECT_EQ(SamplesToJsonl(Gen("infovqa", 100, 3)), SamplesToJsonl(Gen("infovqa", 100, 3)));
 }
 
+// DFLOP Fig. 11's two single-source datasets: M4-Instruct's multi-image rows (2 + geometric(2)
+// images, at most 16) and LLaVA-Video-178K's rows (one clip in the card's 2–180 s buckets).
+TEST(DflopSubsets, MultiImageAndVideoAreTheirRowsAlone) {
+  const auto multi = Gen("dflop-multi-image", 4000, 5);
+  double images = 0;
+  for (const auto& s : multi) {
+    ASSERT_GE(s.images.size(), 2u);
+    ASSERT_LE(s.images.size(), 16u);
+    ASSERT_TRUE(s.videos.empty() && s.audios.empty());
+    images += static_cast<double>(s.images.size());
+  }
+  EXPECT_NEAR(images / multi.size(), 4.0, 0.2);  // 2 + mean 2.0
+  const auto video = Gen("dflop-video", 4000, 5);
+  double long_share = 0;
+  for (const auto& s : video) {
+    ASSERT_TRUE(s.images.empty());
+    ASSERT_EQ(s.videos.size(), 1u);
+    ASSERT_GE(s.videos[0].duration_s, 2.0);
+    ASSERT_LE(s.videos[0].duration_s, 180.0);
+    long_share += s.videos[0].duration_s > 60 ? 1 : 0;
+  }
+  // Card rows per bucket: 0–30 s 618.0k, 30–60 s 274.1k, 1–2 min 246.5k, 2–3 min 234.3k.
+  EXPECT_NEAR(long_share / video.size(), (246.5 + 234.3) / (618.0 + 274.1 + 246.5 + 234.3), 0.03);
+  EXPECT_EQ(SamplesToJsonl(Gen("dflop-video", 100, 3)), SamplesToJsonl(Gen("dflop-video", 100, 3)));
+}
+
 }  // namespace
 }  // namespace weft::data
