@@ -107,6 +107,8 @@ StatusOr<WindowEvaluation> EvaluateWindow(const Job& job,
                                           const sim::SimOptions& options) {
   if (!plan.pool) return InvalidArgumentError("EvaluateWindow: the static plan has no pool");
   if (iterations.empty()) return InvalidArgumentError("EvaluateWindow: no iterations");
+  const bool automatic = warmup_iterations == kAutoWarmup;
+  if (automatic) warmup_iterations = iterations.size() > 1 ? 1 : 0;
   if (warmup_iterations < 0 || warmup_iterations >= static_cast<int>(iterations.size())) {
     return InvalidArgumentError(fmt::format("warm-up iterations = {}; must be in [0, {})",
                                             warmup_iterations, iterations.size()));
@@ -147,6 +149,17 @@ StatusOr<WindowEvaluation> EvaluateWindow(const Job& job,
     out.iteration_time_s.push_back(end_s - previous_end_s);
     previous_end_s = end_s;
   }
+  if (automatic) {
+    out.warmup_by_mser = true;
+    const sim::Truncation t = sim::MserTruncation(out.iteration_time_s);
+    out.steady_not_shown = t.at_cap;
+    if (t.warmup > warmup_iterations) {
+      warmup_iterations = t.warmup;
+      out.warmup_iterations = warmup_iterations;
+      wo.warmup_iterations = warmup_iterations;
+      WEFT_ASSIGN_OR_RETURN(out.window, sim::SimulateWindow(window, job.cluster, wo));
+    }
+  }
   for (const auto& g : out.graphs[0].graph.groups()) out.gpus_used += g.TotalGpus();
   out.gpus_charged =
       job.charge_idle_gpus ? std::max(out.gpus_used, job.cluster.TotalGpus()) : out.gpus_used;
@@ -162,9 +175,14 @@ StatusOr<WindowEvaluation> EvaluateWindow(const Job& job,
 std::string WindowEvaluation::Brief() const {
   const auto& s = window.steady;
   std::string line = fmt::format(
-      "window of {} iterations (warm-up {}): steady {:.4g} s/iteration, {:.4g} samples/s, MFU "
-      "{:.1f}%",
-      window.iterations.size(), warmup_iterations, s.iteration_time_s, s.samples_per_s, 100 * mfu);
+      "window of {} iterations (warm-up {}{}): steady {:.4g} s/iteration, {:.4g} samples/s, "
+      "MFU {:.1f}%",
+      window.iterations.size(), warmup_iterations, warmup_by_mser ? " by MSER truncation" : "",
+      s.iteration_time_s, s.samples_per_s, 100 * mfu);
+  if (steady_not_shown) {
+    line += "; no steady state shown within the window (the truncation sits at half the "
+            "window): run more iterations";
+  }
   if (!window.buffers.empty()) {
     const auto& b = window.buffers[0];
     constexpr double kGiB = double(int64_t{1} << 30);

@@ -178,6 +178,63 @@ StatusOr<std::string> MemoryFigure(const StrategyResult& strategy,
 
 }  // namespace
 
+// The pool's occupancy over the window as a step chart (GiB), its capacity as the reference
+// line; more than kPoolPoints changes are reduced to the maximum per equal slice of the window.
+StatusOr<std::string> PoolFigure(const StrategyTimeline& t, int width_px, TimeUnit unit) {
+  const sim::BufferTimeline& pool = *t.pool;
+  if (pool.occupancy.empty()) return std::string();
+  const double per_s = TimeUnitPerSecond(unit);
+  const std::string unit_name(TimeUnitName(unit));
+  ChartSeries series{.name = fmt::format("{} occupancy (peak {} GiB)", pool.name,
+                                         GiB(pool.peak_bytes))};
+  const auto& points = pool.occupancy;
+  const double begin_s = points.front().time_s, end_s = points.back().time_s;
+  bool reduced = false;
+  if (static_cast<int>(points.size()) <= kPoolPoints || !(end_s > begin_s)) {
+    for (const sim::BufferPoint& p : points) {
+      series.x.push_back(p.time_s * per_s);
+      series.y.push_back(static_cast<double>(p.bytes) / internal::kBytesPerGiB);
+    }
+  } else {
+    reduced = true;
+    const double slice_s = (end_s - begin_s) / kPoolPoints;
+    size_t i = 0;
+    int64_t last = points.front().bytes;
+    for (int k = 0; k < kPoolPoints; ++k) {
+      const double slice_end_s = k + 1 == kPoolPoints ? end_s : begin_s + (k + 1) * slice_s;
+      int64_t most = last;
+      while (i < points.size() && points[i].time_s <= slice_end_s) {
+        most = std::max(most, points[i].bytes);
+        last = points[i].bytes;
+        ++i;
+      }
+      series.x.push_back((begin_s + k * slice_s) * per_s);
+      series.y.push_back(static_cast<double>(most) / internal::kBytesPerGiB);
+    }
+  }
+  std::vector<ChartSeries> all{std::move(series)};
+  WEFT_ASSIGN_OR_RETURN(
+      std::string chart,
+      LineChartSvg(all, {.width_px = width_px,
+                         .height_px = 240,
+                         .x_label = "window time (" + unit_name + ")",
+                         .y_label = "pool (GiB)",
+                         .step = true,
+                         .markers = false,
+                         .reference_y = static_cast<double>(pool.capacity_bytes) /
+                                        internal::kBytesPerGiB,
+                         .reference_label = "capacity " + GiB(pool.capacity_bytes) + " GiB"}));
+  return fmt::format(
+      "<figure class=\"pool\">\n{}<figcaption>{} over the window of {} iterations: peak {} of {} "
+      "GiB, {} puts / {} gets, producer stall {} {} (pool full), consumer starvation {} {} "
+      "(pool empty){}</figcaption>\n</figure>\n",
+      chart, XmlEscape(pool.name), t.pool_iterations, GiB(pool.peak_bytes),
+      GiB(pool.capacity_bytes), pool.puts, pool.gets,
+      internal::FormatNumber(pool.producer_stall_s * per_s), unit_name,
+      internal::FormatNumber(pool.consumer_starvation_s * per_s), unit_name,
+      reduced ? fmt::format("; the maximum per 1/{} of the window", kPoolPoints) : "");
+}
+
 StatusOr<std::string> HtmlReport(const Comparison& comparison,
                                  std::span<const StrategyTimeline> timelines,
                                  const HtmlOptions& options) {
@@ -358,6 +415,11 @@ StatusOr<std::string> HtmlReport(const Comparison& comparison,
           std::string memory,
           MemoryFigure(s, t, options.memory_group, std::min(options.figure_width_px, 800), unit));
       html += memory;
+      if (t.pool != nullptr) {
+        WEFT_ASSIGN_OR_RETURN(std::string pool,
+                              PoolFigure(t, std::min(options.figure_width_px, 800), unit));
+        html += pool;
+      }
     }
     if (!drew && s.ok()) html += "<p>No timeline recorded for this strategy.</p>\n";
     html += "</section>\n";

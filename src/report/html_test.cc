@@ -322,6 +322,37 @@ TEST(HtmlReport, AChosenMemoryGroupNamesThePeakGroupToo) {
                                 "highest peak of iteration 1 is llm/pp1 at 5.00 GiB."));
 }
 
+// A streaming strategy's pool: its occupancy over the window as a step chart under the memory
+// curve, the capacity as the reference line, the caption with peak, puts / gets, stall and
+// starvation; more changes than kPoolPoints are reduced to the maximum per slice (the peak kept).
+TEST(HtmlReport, DrawsAStreamingStrategysPoolOverItsWindow) {
+  Fixture f = MakeFixture();
+  sim::BufferTimeline pool{.name = "pool", .capacity_bytes = int64_t{4} << 30};
+  pool.occupancy.push_back({.time_s = 0, .bytes = 0});
+  for (int i = 1; i <= 3 * kPoolPoints; ++i) {
+    const int64_t bytes = (i % 2 == 1 ? int64_t{3} << 30 : int64_t{1} << 30) + (i == 1501 ? 1 : 0);
+    pool.occupancy.push_back({.time_s = 1e-3 * i, .bytes = bytes});
+  }
+  pool.peak_bytes = (int64_t{3} << 30) + 1;
+  pool.puts = pool.gets = 1500;
+  pool.producer_stall_s = 0.25;
+  pool.consumer_starvation_s = 0.125;
+  f.timelines[0].pool = &pool;
+  f.timelines[0].pool_iterations = 8;
+  auto html = HtmlReport(f.comparison, f.timelines);
+  ASSERT_TRUE(html.ok()) << html.status().ToString();
+  EXPECT_EQ(CountOccurrences(*html, "<figure class=\"pool\">"), 1);
+  EXPECT_THAT(*html, HasSubstr("pool over the window of 8 iterations: peak 3.00 of 4.00 GiB, "
+                               "1500 puts / 1500 gets"));
+  EXPECT_THAT(*html, HasSubstr("capacity 4.00 GiB"));
+  EXPECT_THAT(*html, HasSubstr("the maximum per 1/1000 of the window"));
+  // Without a pool nothing is drawn.
+  f.timelines[0].pool = nullptr;
+  auto plain = HtmlReport(f.comparison, f.timelines);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(CountOccurrences(*plain, "<figure class=\"pool\">"), 0);
+}
+
 TEST(HtmlReport, WorksWithoutTimelines) {
   const Fixture f = MakeFixture();
   auto html = HtmlReport(f.comparison, {});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,6 +19,35 @@ std::string_view BufferActionName(BufferAction action) {
       return "get";
   }
   return "?";
+}
+
+Truncation MserTruncation(std::span<const double> x) {
+  const int n = static_cast<int>(x.size());
+  Truncation out;
+  if (n < 2) return out;
+  const int cap = n / 2;
+  double best = std::numeric_limits<double>::infinity();
+  // Suffix sums from the end: mean and squared deviations of x[d, n) for every d.
+  double sum = 0, sum_sq = 0;
+  std::vector<double> se(static_cast<size_t>(cap) + 1, 0.0);
+  for (int i = n - 1; i >= 0; --i) {
+    sum += x[i];
+    sum_sq += x[i] * x[i];
+    if (i <= cap) {
+      const double m = static_cast<double>(n - i);
+      const double dev = std::max(0.0, sum_sq - sum * sum / m);
+      se[i] = dev / (m * m);
+    }
+  }
+  for (int d = 0; d <= cap; ++d) {
+    // Ties (within rounding) keep the shorter warm-up.
+    if (se[d] < best * (1 - 1e-12) - 1e-300) {
+      best = se[d];
+      out.warmup = d;
+    }
+  }
+  out.at_cap = n >= 4 && out.warmup == cap;
+  return out;
 }
 
 Status WindowOptions::Validate() const {

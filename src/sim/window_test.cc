@@ -1,6 +1,7 @@
 #include "weft/sim/window.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -589,6 +590,44 @@ TEST(SimulateWindow, ADeadlockNamesTheIteration) {
   auto result = SimulateWindow(window, TestCluster(), {.sim = {.validate_schedule = false}});
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(result.status().message(), HasSubstr("deadlock: iteration 1: group 0 waits at"));
+}
+
+// MSER: closed cases, and the suffix-sum form against the definition computed directly on
+// 500 random series (a transient of random length and height on noise).
+TEST(MserTruncation, FindsTheTransientAndFlagsADrift) {
+  EXPECT_EQ(MserTruncation(std::vector<double>{}).warmup, 0);
+  EXPECT_EQ(MserTruncation(std::vector<double>{5, 5, 5, 5, 5, 5}).warmup, 0);
+  const auto two = MserTruncation(std::vector<double>{10, 9, 1, 1, 1, 1, 1, 1, 1, 1});
+  EXPECT_EQ(two.warmup, 2);
+  EXPECT_FALSE(two.at_cap);
+  std::vector<double> drift;
+  for (int i = 0; i < 10; ++i) drift.push_back(10.0 - i);  // never settles
+  const auto d = MserTruncation(drift);
+  EXPECT_EQ(d.warmup, 5);
+  EXPECT_TRUE(d.at_cap);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int trial = 0; trial < 500; ++trial) {
+    const int n = 2 + static_cast<int>(u(rng) * 30);
+    const int transient = static_cast<int>(u(rng) * n / 2);
+    std::vector<double> x;
+    for (int i = 0; i < n; ++i) x.push_back(1 + 0.1 * u(rng) + (i < transient ? 3 * u(rng) : 0));
+    int best_d = 0;
+    double best = std::numeric_limits<double>::infinity();
+    for (int k = 0; k <= n / 2; ++k) {
+      double mean = 0;
+      for (int i = k; i < n; ++i) mean += x[i];
+      mean /= n - k;
+      double sq = 0;
+      for (int i = k; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
+      const double se = sq / ((n - k) * static_cast<double>(n - k));
+      if (se < best * (1 - 1e-9)) {
+        best = se;
+        best_d = k;
+      }
+    }
+    EXPECT_EQ(MserTruncation(x).warmup, best_d) << "trial " << trial;
+  }
 }
 
 }  // namespace

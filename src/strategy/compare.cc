@@ -23,7 +23,8 @@ namespace weft::strategy {
 namespace {
 
 // The window evaluation of a streaming strategy's planned iterations (planning/window.h): the
-// first iteration is the warm-up (the pool fills) when there are several; each row takes the
+// warm-up is at least the first iteration when there are several (the pool fills), longer when
+// the MSER truncation of the iteration times says so (planning::kAutoWarmup); each row takes the
 // window's time of its iteration and the steady-state throughput and MFU.
 Status EvaluateStreaming(const planning::Planner& planner,
                          const std::vector<planning::IterationPlan>& plans,
@@ -32,7 +33,7 @@ Status EvaluateStreaming(const planning::Planner& planner,
                          CompareRun& run) {
   std::vector<const planning::IterationPlan*> ptrs;
   for (const auto& p : plans) ptrs.push_back(&p);
-  const int warmup = plans.size() > 1 ? 1 : 0;
+  const int warmup = planning::kAutoWarmup;
   sim::SimOptions sim_options;
   sim_options.record_transfers = true;
   WEFT_ASSIGN_OR_RETURN(
@@ -84,6 +85,8 @@ Status EvaluateStreaming(const planning::Planner& planner,
     kept.num_replicas = 1;
     kept.graph = w.graphs[keep].graph;
     kept.timeline = w.window.iterations[keep];
+    if (!w.window.buffers.empty()) kept.pool = w.window.buffers[0];
+    kept.pool_iterations = static_cast<int>(w.window.iterations.size());
     run.timelines.push_back(std::move(kept));
   }
   return OkStatus();

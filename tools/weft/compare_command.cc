@@ -157,7 +157,9 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code) {
                                    .graph = &kept.graph,
                                    .timeline = &kept.timeline,
                                    .replica = kept.replica,
-                                   .num_replicas = kept.num_replicas};
+                                   .num_replicas = kept.num_replicas,
+                                   .pool = kept.pool ? &*kept.pool : nullptr,
+                                   .pool_iterations = kept.pool_iterations};
         for (const auto& peak : run->peak_memory_timelines) {
           if (peak.strategy != kept.strategy) continue;
           t.peak_graph = &peak.graph;

@@ -297,7 +297,7 @@ void RegisterSimulateCommand(CLI::App& app, int& exit_code) {
       if (static_cast<int>(streamed.size()) < o->iterations) return OkStatus();
       std::vector<const planning::IterationPlan*> ptrs;
       for (const auto& plan : streamed) ptrs.push_back(&plan);
-      const int warmup = o->iterations > 1 ? 1 : 0;
+      const int warmup = planning::kAutoWarmup;
       WEFT_ASSIGN_OR_RETURN(planning::WindowEvaluation w,
                             planning::EvaluateWindow(planner.job(), planner.static_plan(), ptrs,
                                                      warmup, {.record_transfers = true}));

@@ -48,6 +48,8 @@ struct WindowEvaluation {
   std::vector<double> iteration_time_s;  // per iteration: end(k) − end(k − 1)
   std::vector<DecoupledGraph> graphs;    // per iteration (kept for traces)
   int warmup_iterations = 0;
+  bool warmup_by_mser = false;   // chosen by kAutoWarmup (sim::MserTruncation)
+  bool steady_not_shown = false;  // MSER's truncation at its cap: the window may be too short
   int gpus_used = 0, gpus_charged = 0;
   double mfu = 0;  // steady state, over gpus_charged (Job::charge_idle_gpus)
   // "window of 8 iterations (warm-up 1): steady 1.23 s/iteration, pool peak 3.1 of 40 GiB, ..."
@@ -56,7 +58,11 @@ struct WindowEvaluation {
 
 // Simulates the plans of consecutive iterations of a static plan with a pool as one window.
 // Every plan must have one replica (an unfolded placement: the whole iteration in one graph);
-// warmup_iterations < plans.size(). `options` as for EvaluateIteration (recording etc.).
+// warmup_iterations < plans.size(), or kAutoWarmup: at least the first iteration when there are
+// several (the pool fills), more when sim::MserTruncation of the per-iteration times says the
+// transient lasts longer (then the window is simulated again with that warm-up; the times do not
+// change, only the steady-state figures). `options` as for EvaluateIteration (recording etc.).
+inline constexpr int kAutoWarmup = -1;
 StatusOr<WindowEvaluation> EvaluateWindow(const Job& job,
                                           const StaticPlan& plan,
                                           std::span<const IterationPlan* const> iterations,

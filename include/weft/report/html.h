@@ -9,6 +9,7 @@
 #include "weft/graph/stage_graph.h"
 #include "weft/report/comparison.h"
 #include "weft/sim/timeline.h"
+#include "weft/sim/window.h"
 
 namespace weft::report {
 
@@ -29,7 +30,13 @@ struct StrategyTimeline {
   int peak_iteration = 0;
   int peak_replica = 0;
   int peak_num_replicas = 1;
+  // A streaming strategy's pool over its whole window (sim::SimulateWindow's buffer; window
+  // clock): drawn as an occupancy chart under the memory curve. Null = not streaming.
+  const sim::BufferTimeline* pool = nullptr;
+  int pool_iterations = 0;  // the window's iterations (for the caption)
 };
+
+inline constexpr int kPoolPoints = 1000;
 
 // memory_group: draw the group whose peak is the highest of its timeline.
 inline constexpr graph::GroupId kPeakMemoryGroup = -1;
@@ -49,7 +56,8 @@ struct HtmlOptions {
 // per strategy: its description, its error if it failed, else the timeline of the chosen
 // iteration and the memory curve of the group with the strategy's peak (named, with the other
 // groups' peaks; when the peak is in an iteration or replica that was not kept, the caption says
-// so). Every time in the report (axes, captions, tooltips) is in one unit, TimeUnitFor the
+// so), and for a streaming strategy its pool's occupancy over the window (at most kPoolPoints
+// steps: the maximum per equal slice of the window when there are more puts and gets). Every time in the report (axes, captions, tooltips) is in one unit, TimeUnitFor the
 // longest time in it. Fails with InvalidArgument if the comparison does not validate, a
 // StrategyTimeline names no strategy, has null pointers (or only one of the peak pair), or a
 // timeline does not match its graph.

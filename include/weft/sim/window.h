@@ -150,6 +150,17 @@ struct WindowResult {
 // a missing stage or buffer or with bytes outside (0, capacity], or a carry of the wrong size
 // or over a buffer's capacity; with FailedPrecondition "deadlock: iteration 2: group 1 waits at
 // ..." when orders contradict dependencies or a buffer can never serve a put or a get.
+// The warm-up of a window by the marginal standard error rule (MSER, White 1997: the initial
+// transient of a simulation output series): the truncation d in [0, n/2] minimizing
+// Σ_{i>=d} (x_i − mean_d)² / (n − d)², the squared standard error of the mean of what is kept
+// (the first d on ties). A series that still drifts over the whole window puts d at the cap
+// n/2: then no steady state is established within it.
+struct Truncation {
+  int warmup = 0;
+  bool at_cap = false;  // d = n/2 (and n >= 4): the window may be too short for a steady state
+};
+Truncation MserTruncation(std::span<const double> x);
+
 StatusOr<WindowResult> SimulateWindow(std::span<const WindowIteration> iterations,
                                       const spec::ClusterSpec& cluster,
                                       const WindowOptions& options = {},

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "weft/data/packing.h"
 #include "weft/report/comparison.h"
 #include "weft/sim/timeline.h"
+#include "weft/sim/window.h"
 #include "weft/spec/preset.h"
 #include "weft/planning/job_setup.h"
 #include "weft/planning/planner.h"
@@ -58,6 +60,9 @@ struct KeptTimeline {
   int num_replicas = 1;
   graph::StageGraph graph;
   sim::Timeline timeline;
+  // A streaming strategy's pool over its window, and the window's iterations (for the report).
+  std::optional<sim::BufferTimeline> pool = std::nullopt;
+  int pool_iterations = 0;
 };
 
 struct CompareRun {
