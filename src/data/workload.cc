@@ -121,7 +121,8 @@ int64_t MergedGridTokens(const ModuleSpec& vit, std::pair<int64_t, int64_t> grid
 // (a partial window at the bottom / right edge keeps what is left).
 double GridWindowSumSquared(const ModuleSpec& vit, int64_t rows, int64_t cols) {
   const int64_t m = std::max(1, vit.spatial_merge);
-  const int64_t unit = vit.attention_window_px / vit.patch_size / m;  // merged units per side
+  const int64_t unit = vit.patch_size > 0 ? vit.attention_window_px / vit.patch_size / m : 0;
+  if (unit <= 0) return static_cast<double>(rows * cols) * static_cast<double>(rows * cols);
   auto sum_sq_blocks = [&](int64_t merged) {
     const int64_t full = merged / unit, rest = merged % unit;
     return static_cast<double>(full) * static_cast<double>(unit * unit) +

@@ -638,8 +638,9 @@ Status ModuleSpec::ValidateTiling() const {
       }
     }
   }
-  if (anyres_max_tiles < 0) {
-    return FieldError("anyres_max_tiles", anyres_max_tiles, "must be >= 0 (0 = no cap)");
+  if (anyres_max_tiles < 0 || anyres_max_tiles > kMaxTilesPerImage) {
+    return FieldError("anyres_max_tiles", anyres_max_tiles,
+                      fmt::format("must be in [0, {}] (0 = no cap)", kMaxTilesPerImage));
   }
   if (tiles) {
     WEFT_RETURN_IF_ERROR(RequirePositive("min_tiles", min_tiles));
