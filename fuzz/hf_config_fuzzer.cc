@@ -1,7 +1,10 @@
 // libFuzzer target: the Hugging Face config.json reader (spec::ParseHfConfig) and, for a config
 // it accepts, the YAML it writes (the commented YAML must read back to the same model). The same
 // bytes also go in as a Qwen2.5-VL checkpoint's preprocessor_config.json.
+#include <utility>
+
 #include "fuzz_common.h"
+#include "weft/data/workload.h"
 #include "weft/spec/hf_config.h"
 
 namespace {
@@ -19,6 +22,21 @@ void CheckImport(const weft::StatusOr<weft::spec::HfImport>& imported) {
     return;
   }
   (void)imported->preset.model.ParameterCount();
+  // The workload rule the import sets (tiles, windows, pooling) on a few image shapes and clips:
+  // errors are fine, crashes and sanitizer reports are not.
+  for (const weft::spec::ModuleSpec& m : imported->preset.model.modules) {
+    for (const auto& [w, h] : {std::pair{1000, 700}, std::pair{1, 65535}, std::pair{65535, 1}}) {
+      const weft::spec::ImageMeta image{.width_px = w, .height_px = h};
+      if (m.kind == weft::spec::ModuleKind::kVit) {
+        (void)weft::data::VitCropsForImage(m, image);
+        (void)weft::data::VitPatchTokensForImage(m, image);
+        (void)weft::data::LlmTokensForImage(m, image);
+      }
+    }
+    if (m.kind == weft::spec::ModuleKind::kAudioEncoder) {
+      (void)weft::data::LlmTokensForAudio(m, {.duration_s = 45.0});
+    }
+  }
   const std::string yaml = weft::spec::HfImportToYaml(*imported);
   weft::StatusOr<weft::spec::ModelPreset> again = weft::spec::ParseModelYaml(yaml, "again.yaml");
   if (!again.ok() || !(again->model == imported->preset.model)) {

@@ -10,10 +10,6 @@ namespace weft::python {
 
 namespace {
 
-std::string_view ResizeRuleName(spec::ResizeRule rule) {
-  return rule == spec::ResizeRule::kNative ? "native" : "fixed";
-}
-
 // Every field of spec::ModuleSpec, in the struct's order, as (dict key, writer). `head_dim` is
 // written resolved (ModuleSpec::HeadDim(): hidden_size / num_attention_heads when the field is
 // 0); enums as their names. python/tests/test_bindings.py checks this list against the struct's
@@ -26,10 +22,12 @@ struct ModuleField {
   {#f, [](const spec::ModuleSpec& m) -> py::object { return py::cast(m.f); }}
 const ModuleField kModuleFields[] = {
     WEFT_FIELD(name),
-    {"kind", [](const spec::ModuleSpec& m) -> py::object {
+    {"kind",
+     [](const spec::ModuleSpec& m) -> py::object {
        return py::str(std::string(spec::ModuleKindName(m.kind)));
      }},
-    {"modality", [](const spec::ModuleSpec& m) -> py::object {
+    {"modality",
+     [](const spec::ModuleSpec& m) -> py::object {
        return py::str(std::string(spec::ModalityName(m.modality)));
      }},
     WEFT_FIELD(frozen),
@@ -39,7 +37,8 @@ const ModuleField kModuleFields[] = {
     WEFT_FIELD(num_attention_heads),
     WEFT_FIELD(num_kv_groups),
     WEFT_FIELD(gated_mlp),
-    {"activation", [](const spec::ModuleSpec& m) -> py::object {
+    {"activation",
+     [](const spec::ModuleSpec& m) -> py::object {
        return py::str(std::string(spec::ActivationName(m.activation)));
      }},
     WEFT_FIELD(causal_attention),
@@ -54,12 +53,25 @@ const ModuleField kModuleFields[] = {
     WEFT_FIELD(patch_size),
     WEFT_FIELD(spatial_merge),
     WEFT_FIELD(image_size_px),
-    {"resize_rule", [](const spec::ModuleSpec& m) -> py::object {
-       return py::str(std::string(ResizeRuleName(m.resize_rule)));
+    {"resize_rule",
+     [](const spec::ModuleSpec& m) -> py::object {
+       return py::str(std::string(spec::ResizeRuleName(m.resize_rule)));
      }},
     WEFT_FIELD(max_pixels),
     WEFT_FIELD(in_channels),
     WEFT_FIELD(temporal_patch),
+    {"grid_pinpoints",
+     [](const spec::ModuleSpec& m) -> py::object {
+       py::list out;
+       for (const auto& p : m.grid_pinpoints) out.append(py::make_tuple(p.height_px, p.width_px));
+       return out;
+     }},
+    WEFT_FIELD(anyres_max_tiles),
+    WEFT_FIELD(min_tiles),
+    WEFT_FIELD(max_tiles),
+    WEFT_FIELD(thumbnail),
+    WEFT_FIELD(attention_window_px),
+    WEFT_FIELD(full_attention_layers),
     WEFT_FIELD(vae_spatial_downsample),
     WEFT_FIELD(vae_temporal_downsample),
     WEFT_FIELD(text_condition_hidden),
@@ -68,6 +80,7 @@ const ModuleField kModuleFields[] = {
     WEFT_FIELD(frames_per_second),
     WEFT_FIELD(conv_downsample),
     WEFT_FIELD(max_source_positions),
+    WEFT_FIELD(output_pool),
     WEFT_FIELD(input_size),
     WEFT_FIELD(output_size),
 };

@@ -26,12 +26,14 @@ def test_load_model_takes_a_config_path_its_directory_and_a_dict():
         weft.load_model("qwen3-4b")["modules"][0]["parameter_count"]
 
 
-def test_import_hf_config_gives_notes_yaml_and_freeze():
+def test_import_hf_config_gives_workload_rule_yaml_and_freeze():
     with open(os.path.join(HF, "llava-onevision-qwen2-7b", "config.json")) as f:
         text = f.read()
     d = weft.import_hf_config(text, "llava/config.json", freeze=["vision"])
     assert d["modules"][0]["frozen"] and not d["modules"][2]["frozen"]
-    assert any("AnyRes" in n for n in d["hf_notes"])
+    vision = d["modules"][0]
+    assert vision["resize_rule"] == "anyres" and vision["anyres_max_tiles"] == 9
+    assert len(vision["grid_pinpoints"]) == 36 and vision["grid_pinpoints"][1] == (384, 768)
     assert "num_layers: 26  # vision_config.num_hidden_layers" in d["yaml"]
 
 

@@ -52,6 +52,8 @@ double OutputActivationBytes(const spec::ModuleSpec& module, const TokenShape& s
   const double width =
       module.kind == spec::ModuleKind::kMlpProjector ? module.output_size : module.hidden_size;
   double bytes = 2.0 * static_cast<double>(shape.tokens) * width / std::max(1, parallel.cp);
+  // An audio encoder that pools its output (Qwen2-Audio) hands on 1 / output_pool of its rows.
+  if (module.kind == spec::ModuleKind::kAudioEncoder) bytes /= std::max(1, module.output_pool);
   if (parallel.sequence_parallel && parallel.tp > 1) bytes /= parallel.tp;
   return bytes;
 }
@@ -97,11 +99,12 @@ std::string CacheKey(const spec::ModuleSpec& m, int layer, const TokenShape& s,
       m.kind, m.frozen, m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_attention_heads,
       m.num_kv_groups, m.gated_mlp, m.causal_attention, m.qkv_bias, m.rms_norm, m.vocab_size,
       m.tied_embeddings, m.patch_size, m.image_size_px, m.in_channels, m.temporal_patch,
-      m.text_condition_hidden, m.mel_bins, m.conv_downsample, m.max_source_positions,
-      m.input_size, m.output_size, position, backward, s.tokens, s.instances, s.context_tokens,
-      p.tp, s.sum_squared_tokens, p.cp, p.sequence_parallel, p.dp,
+      m.text_condition_hidden, m.mel_bins, m.conv_downsample, m.max_source_positions, m.input_size,
+      m.output_size, position, backward, s.tokens, s.instances, s.context_tokens, p.tp,
+      s.sum_squared_tokens, p.cp, p.sequence_parallel, p.dp,
       layer == 0 || layer == m.num_layers - 1 ? layer : -1, m.activation, m.spatial_merge,
-      m.head_dim, m.linear_bias, m.qk_norm, m.learned_position_embeddings, m.shared_adaln);
+      m.head_dim, m.linear_bias, m.qk_norm, m.learned_position_embeddings, m.shared_adaln,
+      m.attention_window_px, m.WindowedLayer(layer), s.window_sum_squared_tokens, m.output_pool);
 }
 
 double FactorOf(const PassFactors& f, Pass pass) {
@@ -298,10 +301,26 @@ StatusOr<ChunkCost> CostModel::Chunk(const spec::ModelSpec& model, int module, i
     --middle_count;
   }
   if (middle_count > 0) {
-    // Any layer that is neither the module's first nor its last (all identical).
-    const int middle = first_layer == 0 ? 1 : first_layer;
-    WEFT_ASSIGN_OR_RETURN(auto cost, CachedLayer(m, middle, shape, parallel, backward));
-    chunk.Accumulate(*cost, middle_count);
+    // Layers that are neither the module's first nor its last are identical, except that with
+    // window attention some attend within windows and the rest (full_attention_layers) to the
+    // whole unit: one representative layer of each kind, times its count.
+    int windowed = 0, windowed_layer = -1, full = 0, full_layer = -1;
+    for (int layer = first_layer; layer <= last_layer; ++layer) {
+      if (ends.count(layer) != 0) continue;
+      if (m.WindowedLayer(layer)) {
+        ++windowed;
+        if (windowed_layer < 0) windowed_layer = layer;
+      } else {
+        ++full;
+        if (full_layer < 0) full_layer = layer;
+      }
+    }
+    for (const std::pair<int, int>& group :
+         {std::pair{windowed, windowed_layer}, std::pair{full, full_layer}}) {
+      if (group.first == 0) continue;
+      WEFT_ASSIGN_OR_RETURN(auto cost, CachedLayer(m, group.second, shape, parallel, backward));
+      chunk.Accumulate(*cost, group.first);
+    }
   }
   chunk.output_activation_bytes = OutputActivationBytes(m, shape, parallel);
   if (correction_ != nullptr) internal::ApplyFactors(correction_->Factors(module, shape), chunk);

@@ -94,6 +94,51 @@ TEST(CostModelFlops, PackedSequencesUseSumOfSquaredSegments) {
                    24.0 * 4000 * 1024 * 1024 + 4.0 * (1000.0 * 1000 + 3000.0 * 3000) * 1024);
 }
 
+// A Qwen2.5-VL-style ViT: 8 layers, windows of 112 px (64 patches of 14 px) except layers 3 and 7.
+spec::ModuleSpec WindowedVit() {
+  spec::ModuleSpec m = Gpt(8, 1024, 8, 0, false);
+  m.name = "vision";
+  m.kind = spec::ModuleKind::kVit;
+  m.modality = spec::Modality::kImage;
+  m.patch_size = 14;
+  m.spatial_merge = 2;
+  m.resize_rule = spec::ResizeRule::kNative;
+  m.attention_window_px = 112;
+  m.full_attention_layers = {3, 7};
+  return m;
+}
+
+TEST(CostModelFlops, WindowedLayersAttendWithinTheirWindows) {
+  CostModel cost(ReferenceH100Dgx());
+  const spec::ModuleSpec m = WindowedVit();
+  ASSERT_TRUE(m.Validate().ok()) << m.Validate().ToString();
+  // One 1008 x 700 image: 3600 patches, Σw² = 223488 (data/workload_test.cc).
+  TokenShape shape = TokenShape::Uniform(3600);
+  shape.window_sum_squared_tokens = 223488;
+  auto windowed = cost.ModuleLayer(m, 1, shape, Par(1), BackwardMode::kFull);
+  auto full = cost.ModuleLayer(m, 3, shape, Par(1), BackwardMode::kFull);
+  ASSERT_TRUE(windowed.ok() && full.ok());
+  const double h = 1024, linear = 24.0 * 3600 * h * h;
+  EXPECT_DOUBLE_EQ(full->forward_flops, linear + 4.0 * 3600 * 3600 * h);
+  EXPECT_DOUBLE_EQ(windowed->forward_flops, linear + 4.0 * 223488 * h);
+  // Without the window sums (a shape built from token counts only): full windows of 64.
+  auto estimated = cost.ModuleLayer(m, 1, TokenShape::Uniform(3600), Par(1), BackwardMode::kFull);
+  ASSERT_TRUE(estimated.ok());
+  EXPECT_DOUBLE_EQ(estimated->forward_flops, linear + 4.0 * 3600 * 64 * h);
+  // A chunk sums windowed and full layers by kind.
+  const spec::ModelSpec model = OneModule(m);
+  auto chunk = cost.Chunk(model, 0, 0, 8, shape, Par(1), Recompute::kNone);
+  ASSERT_TRUE(chunk.ok()) << chunk.status().ToString();
+  CostTotals sum;
+  for (int layer = 0; layer < 8; ++layer)
+    sum.Accumulate(*cost.Layer(model, 0, layer, shape, Par(1)));
+  EXPECT_NEAR(chunk->forward_flops, sum.forward_flops, 1e-6 * sum.forward_flops);
+  EXPECT_NEAR(chunk->forward_s, sum.forward_s, 1e-12);
+  TokenShape bad = shape;
+  bad.window_sum_squared_tokens = 2 * shape.sum_squared_tokens;
+  EXPECT_FALSE(cost.ModuleLayer(m, 1, bad, Par(1), BackwardMode::kFull).ok());
+}
+
 TEST(CostModelFlops, GqaShrinksQkvProjection) {
   spec::ModuleSpec m = Gpt(4, 4096, 32, 1000, true);
   m.num_kv_groups = 8;

@@ -49,11 +49,24 @@ Status TokenShape::Validate() const {
         "shape.sum_squared_tokens = {}; must lie in [tokens, tokens²] = [{}, {}]",
         sum_squared_tokens, t, t * t));
   }
+  if (!(window_sum_squared_tokens >= 0) ||
+      window_sum_squared_tokens > sum_squared_tokens * (1 + 1e-9)) {
+    return InvalidArgumentError(fmt::format(
+        "shape.window_sum_squared_tokens = {}; must lie in [0, sum_squared_tokens] = [0, {}]",
+        window_sum_squared_tokens, sum_squared_tokens));
+  }
   if (tokens == 0 && sum_squared_tokens != 0) {
     return InvalidArgumentError(fmt::format(
         "shape.sum_squared_tokens = {}; must be 0 when tokens = 0", sum_squared_tokens));
   }
   return OkStatus();
+}
+
+double TokenShape::AttentionSumSquared(const spec::ModuleSpec& module, int layer) const {
+  if (!module.WindowedLayer(layer)) return sum_squared_tokens;
+  if (window_sum_squared_tokens > 0) return window_sum_squared_tokens;
+  return std::min(sum_squared_tokens,
+                  static_cast<double>(tokens) * static_cast<double>(module.WindowPatches()));
 }
 
 std::string_view BackwardModeName(BackwardMode mode) {
@@ -193,14 +206,15 @@ Status CheckLayer(const spec::ModuleSpec& m, int layer, const spec::ModuleParall
   return OkStatus();
 }
 
-RankDims Dims(const spec::ModuleSpec& m, const OpBuildContext& ctx) {
+RankDims Dims(const spec::ModuleSpec& m, int layer, const OpBuildContext& ctx) {
   RankDims d;
   d.tp = ctx.parallel.tp;
   d.cp = ctx.parallel.cp;
   d.sp = ctx.parallel.sequence_parallel && d.tp > 1;
   d.tokens = static_cast<double>(ctx.shape.tokens) / d.cp;
   d.norm_tokens = d.sp ? d.tokens / d.tp : d.tokens;
-  d.sum_sq = ctx.shape.sum_squared_tokens / d.cp;
+  // A windowed layer (Qwen2.5-VL's ViT) attends within its windows: Σw², not Σs².
+  d.sum_sq = ctx.shape.AttentionSumSquared(m, layer) / d.cp;
   d.hidden = m.hidden_size;
   d.tp_inter_node = d.tp > ctx.gpus_per_node;
   d.cp_inter_node = d.tp * d.cp > ctx.gpus_per_node;
@@ -564,7 +578,7 @@ StatusOr<std::vector<Op>> BuildLayerOps(const spec::ModuleSpec& module, int laye
   using namespace internal;
   WEFT_RETURN_IF_ERROR(ctx.shape.Validate());
   WEFT_RETURN_IF_ERROR(CheckLayer(module, layer, ctx.parallel));
-  const RankDims d = Dims(module, ctx);
+  const RankDims d = Dims(module, layer, ctx);
   Builder b(ctx, d);
   // Hardware factor of the flash-attention backward (see CostOptions); the builder records the
   // default and the cost model may override it per op.
@@ -589,7 +603,7 @@ StatusOr<ActivationFootprint> LayerActivationBytes(const spec::ModuleSpec& m, in
   WEFT_RETURN_IF_ERROR(CheckLayer(m, layer, ctx.parallel));
   ActivationFootprint out;
   if (ctx.backward == BackwardMode::kNone) return out;  // nothing is ever differentiated
-  const RankDims d = Dims(m, ctx);
+  const RankDims d = Dims(m, layer, ctx);
   const double h = d.hidden;
   const double mask = dropout_masks ? 1.0 : 0.0;
   const double layer_input = kBf16Bytes * d.norm_tokens * h;

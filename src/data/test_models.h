@@ -46,6 +46,40 @@ inline spec::ModuleSpec NativeVit(int64_t max_pixels = 0) {
   return vit;
 }
 
+// LLaVA-OneVision's SigLIP: 384 px crops of 14 px patches (27 x 27 = 729 tokens), AnyRes over
+// the published 36 pinpoints (384..2304 px per side), anyres_max_9.
+inline spec::ModuleSpec AnyResVit() {
+  spec::ModuleSpec vit;
+  vit.name = "vision";
+  vit.kind = spec::ModuleKind::kVit;
+  vit.modality = spec::Modality::kImage;
+  vit.patch_size = 14;
+  vit.image_size_px = 384;
+  vit.resize_rule = spec::ResizeRule::kAnyRes;
+  for (int rows = 1; rows <= 6; ++rows) {
+    for (int cols = 1; cols <= 6; ++cols) vit.grid_pinpoints.push_back({384 * rows, 384 * cols});
+  }
+  vit.anyres_max_tiles = 9;
+  return vit;
+}
+
+// InternVL 2.5's InternViT: 448 px tiles of 14 px patches, pixel shuffle 0.5 (2 x 2 merge:
+// 256 tokens a tile), 1..12 dynamic tiles + a thumbnail.
+inline spec::ModuleSpec DynamicTileVit() {
+  spec::ModuleSpec vit;
+  vit.name = "vision";
+  vit.kind = spec::ModuleKind::kVit;
+  vit.modality = spec::Modality::kImage;
+  vit.patch_size = 14;
+  vit.spatial_merge = 2;
+  vit.image_size_px = 448;
+  vit.resize_rule = spec::ResizeRule::kTiles;
+  vit.min_tiles = 1;
+  vit.max_tiles = 12;
+  vit.thumbnail = true;
+  return vit;
+}
+
 inline spec::ModuleSpec Whisper() {
   spec::ModuleSpec audio;
   audio.name = "audio";

@@ -78,7 +78,8 @@ StatusOr<std::pair<int64_t, int64_t>> ResizedImagePx(const ModuleSpec& vit, int 
                                 std::to_string(height_px) + "; must be >= 0");
   }
   bool unknown_size = width_px == 0 || height_px == 0;
-  if (vit.resize_rule == spec::ResizeRule::kFixed || unknown_size) {
+  if (vit.resize_rule != spec::ResizeRule::kNative || unknown_size) {
+    // kFixed, and one crop of a tile rule (a video frame; an image's tiles: ImageCrops).
     if (vit.image_size_px <= 0) {
       return InvalidArgumentError(
           vit.name + ".image_size_px = " + std::to_string(vit.image_size_px) +
@@ -115,6 +116,155 @@ int64_t MergedGridTokens(const ModuleSpec& vit, std::pair<int64_t, int64_t> grid
   return CeilDiv(grid.first, m) * CeilDiv(grid.second, m);
 }
 
+// Σ w² over the attention windows of one rows x cols patch grid (one temporal slice): windows
+// of attention_window_px square, counted in merged units as Qwen2.5-VL's window index does
+// (a partial window at the bottom / right edge keeps what is left).
+double GridWindowSumSquared(const ModuleSpec& vit, int64_t rows, int64_t cols) {
+  const int64_t m = std::max(1, vit.spatial_merge);
+  const int64_t unit = vit.patch_size > 0 ? vit.attention_window_px / vit.patch_size / m : 0;
+  if (unit <= 0) return static_cast<double>(rows * cols) * static_cast<double>(rows * cols);
+  auto sum_sq_blocks = [&](int64_t merged) {
+    const int64_t full = merged / unit, rest = merged % unit;
+    return static_cast<double>(full) * static_cast<double>(unit * unit) +
+           static_cast<double>(rest * rest);
+  };
+  const double m2 = static_cast<double>(m * m);
+  return m2 * m2 * sum_sq_blocks(CeilDiv(rows, m)) * sum_sq_blocks(CeilDiv(cols, m));
+}
+
+// Σ w² of a unit of `tokens` patches whose grid is unknown (ImageMeta::patch_tokens): full
+// windows of WindowPatches() each.
+double EstimatedWindowSumSquared(const ModuleSpec& vit, int64_t tokens) {
+  const double t = static_cast<double>(tokens);
+  return t * std::min(t, static_cast<double>(vit.WindowPatches()));
+}
+
+// What one image becomes under the ViT's resize rule: `crops` ViT passes of rows x cols patches
+// each, and the tokens handed to the LLM.
+struct ImageCrops {
+  int64_t crops = 1;
+  int64_t rows = 0, cols = 0;  // patch grid of one crop
+  int64_t llm_tokens = 0;
+};
+
+// LLaVA's select_best_resolution: the pinpoint that keeps the most of the image's resolution
+// when the image is scaled to fit it (aspect kept), then the one that wastes the fewest pixels;
+// the first listed wins a tie.
+const spec::GridPinpoint& BestPinpoint(const ModuleSpec& vit, int64_t width, int64_t height) {
+  const spec::GridPinpoint* best = &vit.grid_pinpoints.front();
+  int64_t best_effective = -1, best_waste = 0;
+  for (const spec::GridPinpoint& p : vit.grid_pinpoints) {
+    const double scale = std::min(static_cast<double>(p.width_px) / static_cast<double>(width),
+                                  static_cast<double>(p.height_px) / static_cast<double>(height));
+    const auto scaled_w = static_cast<int64_t>(static_cast<double>(width) * scale);
+    const auto scaled_h = static_cast<int64_t>(static_cast<double>(height) * scale);
+    const int64_t effective = std::min(scaled_w * scaled_h, width * height);
+    const int64_t waste = static_cast<int64_t>(p.width_px) * p.height_px - effective;
+    if (effective > best_effective || (effective == best_effective && waste < best_waste)) {
+      best = &p;
+      best_effective = effective;
+      best_waste = waste;
+    }
+  }
+  return *best;
+}
+
+// LLaVA-OneVision AnyRes (resize_rule anyres). The ViT encodes the best pinpoint's tiles plus
+// the base image (tiles + 1 crops). The LLM gets the base crop's features, then the tiles'
+// feature map (side x side per tile, side = image_size/patch/merge) with the padding rows or
+// columns of the letterboxed image removed, one newline token per row, and, when the map holds
+// more than anyres_max_tiles tiles' worth (ratio = sqrt(h·w / (N·side²)) > 1.1), the map
+// bilinearly downsampled to floor(h/ratio) x floor(w/ratio).
+ImageCrops AnyResCrops(const ModuleSpec& vit, int64_t width, int64_t height) {
+  const spec::GridPinpoint& best = BestPinpoint(vit, width, height);
+  const int64_t grid_rows = best.height_px / vit.image_size_px;
+  const int64_t grid_cols = best.width_px / vit.image_size_px;
+  const int64_t side = vit.image_size_px / vit.patch_size;
+  const int64_t merged = CeilDiv(side, std::max(1, vit.spatial_merge));
+  int64_t h = merged * grid_rows, w = merged * grid_cols;
+  // Unpad: the image was scaled to fit the pinpoint and centred; drop the padding.
+  if (width * h > w * height) {  // wider than the grid: padding above and below
+    const int64_t content_h = height * w / width;
+    h -= 2 * ((h - content_h) / 2);
+  } else {
+    const int64_t content_w = width * h / height;
+    w -= 2 * ((w - content_w) / 2);
+  }
+  int64_t features = h * w, newlines = h;
+  if (vit.anyres_max_tiles > 0) {
+    const double ratio = std::sqrt(static_cast<double>(h * w) /
+                                   static_cast<double>(vit.anyres_max_tiles * merged * merged));
+    if (ratio > 1.1) {
+      const auto down_h = static_cast<int64_t>(std::floor(static_cast<double>(h) / ratio));
+      const auto down_w = static_cast<int64_t>(std::floor(static_cast<double>(w) / ratio));
+      features = down_h * down_w;
+      newlines = down_h;
+    }
+  }
+  return ImageCrops{.crops = grid_rows * grid_cols + 1,
+                    .rows = side,
+                    .cols = side,
+                    .llm_tokens = merged * merged + features + newlines};
+}
+
+// InternVL's dynamic tiles (resize_rule tiles): among the grids of cols x rows tiles with
+// min_tiles <= cols·rows <= max_tiles (taken by increasing tile count, then columns), the one
+// whose aspect ratio cols/rows is closest to the image's; a later grid with an equally close
+// ratio wins when the image has more than half of that grid's pixels. A thumbnail (the whole
+// image as one more tile) is added when the grid has more than one tile.
+ImageCrops DynamicTileCrops(const ModuleSpec& vit, int64_t width, int64_t height) {
+  const double aspect = static_cast<double>(width) / static_cast<double>(height);
+  const double area = static_cast<double>(width) * static_cast<double>(height);
+  const double tile_area = static_cast<double>(vit.image_size_px) * vit.image_size_px;
+  int64_t best_tiles = 1;
+  double best_diff = std::numeric_limits<double>::infinity();
+  for (int n = vit.min_tiles; n <= vit.max_tiles; ++n) {
+    for (int cols = 1; cols <= n; ++cols) {
+      if (n % cols != 0) continue;
+      const int rows = n / cols;
+      const double diff = std::fabs(aspect - static_cast<double>(cols) / rows);
+      if (diff < best_diff) {
+        best_diff = diff;
+        best_tiles = n;
+      } else if (diff == best_diff && area > 0.5 * tile_area * n) {
+        best_tiles = n;
+      }
+    }
+  }
+  const int64_t side = vit.image_size_px / vit.patch_size;
+  const int64_t merged = CeilDiv(side, std::max(1, vit.spatial_merge));
+  const int64_t crops = best_tiles + (vit.thumbnail && best_tiles > 1 ? 1 : 0);
+  return ImageCrops{
+      .crops = crops, .rows = side, .cols = side, .llm_tokens = crops * merged * merged};
+}
+
+// One image through the ViT's resize rule. ImageMeta::patch_tokens > 0 is one crop of that many
+// patches (rows = 0: grid unknown).
+StatusOr<ImageCrops> CropsOfImage(const ModuleSpec& vit, const spec::ImageMeta& image) {
+  const int64_t m = std::max(1, vit.spatial_merge);
+  if (image.patch_tokens > 0) {
+    return ImageCrops{
+        .crops = 1, .rows = 0, .cols = 0, .llm_tokens = CeilDiv(image.patch_tokens, m * m)};
+  }
+  const bool tiled =
+      vit.resize_rule == spec::ResizeRule::kAnyRes || vit.resize_rule == spec::ResizeRule::kTiles;
+  if (tiled && image.width_px > 0 && image.height_px > 0 && vit.patch_size > 0 &&
+      vit.image_size_px >= vit.patch_size) {
+    if (vit.resize_rule == spec::ResizeRule::kAnyRes && !vit.grid_pinpoints.empty()) {
+      return AnyResCrops(vit, image.width_px, image.height_px);
+    }
+    if (vit.resize_rule == spec::ResizeRule::kTiles && vit.min_tiles >= 1 &&
+        vit.max_tiles >= vit.min_tiles) {
+      return DynamicTileCrops(vit, image.width_px, image.height_px);
+    }
+  }
+  WEFT_ASSIGN_OR_RETURN(auto grid, PatchGrid(vit, image.width_px, image.height_px));
+  return ImageCrops{.crops = 1,
+                    .rows = grid.first,
+                    .cols = grid.second,
+                    .llm_tokens = MergedGridTokens(vit, grid)};
+}
+
 // `label()` names the segment in the error (made only then: this runs per sample and item).
 template <typename Label>
 Status CheckSegment(int64_t tokens, const Label& label) {
@@ -133,10 +283,16 @@ Status ForEachEncoderUnit(const ModelSpec& model, const ModuleSpec& enc,
                           const spec::Sample& sample, const WorkloadOptions& options,
                           bool llm_view, const Emit& emit) {
   int32_t item = 0;
-  auto push = [&](int64_t tokens, const char* what) -> Status {
-    WEFT_RETURN_IF_ERROR(CheckSegment(
-        tokens, [&] { return std::string(what) + " of sample " + std::to_string(sample.id); }));
-    if (tokens > 0) emit(static_cast<int32_t>(tokens), item);
+  // Window attention is priced on the ViT's own instances only (the projector and LLM attend
+  // as usual); `window_sq` is Σ w² of the unit's windows.
+  const bool windows = !llm_view && enc.kind == ModuleKind::kVit && enc.attention_window_px > 0;
+  auto check = [&](int64_t tokens, const char* what) {
+    return CheckSegment(
+        tokens, [&] { return std::string(what) + " of sample " + std::to_string(sample.id); });
+  };
+  auto push = [&](int64_t tokens, const char* what, double window_sq = 0) -> Status {
+    WEFT_RETURN_IF_ERROR(check(tokens, what));
+    if (tokens > 0) emit(static_cast<int32_t>(tokens), item, window_sq);
     ++item;
     return OkStatus();
   };
@@ -144,13 +300,26 @@ Status ForEachEncoderUnit(const ModelSpec& model, const ModuleSpec& enc,
     case ModuleKind::kVit: {
       if (VitTakesImages(model, enc)) {
         for (const auto& image : sample.images) {
-          int64_t tokens = 0;
+          WEFT_ASSIGN_OR_RETURN(const ImageCrops crops, CropsOfImage(enc, image));
           if (llm_view) {
-            WEFT_ASSIGN_OR_RETURN(tokens, LlmTokensForImage(enc, image));
-          } else {
-            WEFT_ASSIGN_OR_RETURN(tokens, VitPatchTokensForImage(enc, image));
+            WEFT_RETURN_IF_ERROR(push(crops.llm_tokens, "an image"));
+            continue;
           }
-          WEFT_RETURN_IF_ERROR(push(tokens, "an image"));
+          // Each crop (tile, base image, thumbnail) is one ViT pass of the item.
+          const int64_t patches =
+              crops.rows > 0 ? crops.rows * crops.cols : static_cast<int64_t>(image.patch_tokens);
+          WEFT_RETURN_IF_ERROR(check(patches, "an image"));
+          double window_sq = 0;
+          if (windows) {
+            window_sq = crops.rows > 0 ? GridWindowSumSquared(enc, crops.rows, crops.cols)
+                                       : EstimatedWindowSumSquared(enc, patches);
+          }
+          if (patches > 0) {
+            for (int64_t c = 0; c < crops.crops; ++c) {
+              emit(static_cast<int32_t>(patches), item, window_sq);
+            }
+          }
+          ++item;
         }
       }
       if (VitTakesVideos(model, enc)) {
@@ -160,9 +329,14 @@ Status ForEachEncoderUnit(const ModelSpec& model, const ModuleSpec& enc,
           WEFT_ASSIGN_OR_RETURN(auto grid, PatchGrid(enc, video.width_px, video.height_px));
           const int64_t per_frame =
               llm_view ? MergedGridTokens(enc, grid) : grid.first * grid.second;
+          const double frame_window_sq =
+              windows ? GridWindowSumSquared(enc, grid.first, grid.second) : 0;
           if (enc.temporal_patch > 1) {
-            // Video-aware ViT (3-D patches, Qwen2-VL): the clip is one attention unit.
-            WEFT_RETURN_IF_ERROR(push(CeilDiv(frames, enc.temporal_patch) * per_frame, "a video"));
+            // Video-aware ViT (3-D patches, Qwen2-VL): the clip is one attention unit (its
+            // windows, if any, are per temporal slice).
+            const int64_t slices = CeilDiv(frames, enc.temporal_patch);
+            WEFT_RETURN_IF_ERROR(
+                push(slices * per_frame, "a video", static_cast<double>(slices) * frame_window_sq));
           } else {
             // Image encoder applied frame by frame (SigLIP in LLaVA-OneVision): one unit a frame.
             // One entry per frame: refuse a count that would not fit memory (a malformed
@@ -175,7 +349,7 @@ Status ForEachEncoderUnit(const ModelSpec& model, const ModuleSpec& enc,
                   sample.id, frames, enc.name, kMaxFramesPerVideo));
             }
             for (int64_t f = 0; f < frames; ++f) {
-              WEFT_RETURN_IF_ERROR(push(per_frame, "a video frame"));
+              WEFT_RETURN_IF_ERROR(push(per_frame, "a video frame", frame_window_sq));
             }
           }
         }
@@ -188,8 +362,8 @@ Status ForEachEncoderUnit(const ModelSpec& model, const ModuleSpec& enc,
           WEFT_ASSIGN_OR_RETURN(int64_t tokens, LlmTokensForAudio(enc, clip));
           WEFT_RETURN_IF_ERROR(push(tokens, "an audio clip"));
         } else {
-          WEFT_ASSIGN_OR_RETURN(auto windows, AudioEncoderWindowTokens(enc, clip, options));
-          for (int32_t w : windows) emit(w, item);
+          WEFT_ASSIGN_OR_RETURN(auto units, AudioEncoderWindowTokens(enc, clip, options));
+          for (int32_t w : units) emit(w, item, 0.0);
           ++item;
         }
       }
@@ -221,10 +395,11 @@ Status AppendEncoderInstances(const ModelSpec& model, const ModuleSpec& enc,
                               const spec::Sample& sample, const WorkloadOptions& options,
                               bool llm_view, std::vector<WorkloadInstance>& out) {
   return ForEachEncoderUnit(model, enc, sample, options, llm_view,
-                            [&](int32_t tokens, int32_t item) {
+                            [&](int32_t tokens, int32_t item, double window_sq) {
                               out.push_back(WorkloadInstance{.segment_tokens = {tokens},
                                                              .segment_samples = {},
-                                                             .item = item});
+                                                             .item = item,
+                                                             .window_sum_squared = window_sq});
                             });
 }
 
@@ -278,6 +453,12 @@ int64_t ModuleWorkload::TotalTokens() const {
   return total;
 }
 
+double ModuleWorkload::WindowSumSquaredTokens() const {
+  double total = 0;
+  for (const auto& instance : instances) total += instance.window_sum_squared;
+  return total;
+}
+
 double ModuleWorkload::SumSquaredTokens() const {
   double total = 0;
   for (const auto& instance : instances) {
@@ -288,15 +469,18 @@ double ModuleWorkload::SumSquaredTokens() const {
 
 StatusOr<int64_t> VitPatchTokensForImage(const spec::ModuleSpec& vit, const spec::ImageMeta& image) {
   if (image.patch_tokens > 0) return static_cast<int64_t>(image.patch_tokens);
-  WEFT_ASSIGN_OR_RETURN(auto grid, internal::PatchGrid(vit, image.width_px, image.height_px));
-  return grid.first * grid.second;
+  WEFT_ASSIGN_OR_RETURN(const internal::ImageCrops crops, internal::CropsOfImage(vit, image));
+  return crops.crops * crops.rows * crops.cols;
+}
+
+StatusOr<int64_t> VitCropsForImage(const spec::ModuleSpec& vit, const spec::ImageMeta& image) {
+  WEFT_ASSIGN_OR_RETURN(const internal::ImageCrops crops, internal::CropsOfImage(vit, image));
+  return crops.crops;
 }
 
 StatusOr<int64_t> LlmTokensForImage(const spec::ModuleSpec& vit, const spec::ImageMeta& image) {
-  const int64_t m = std::max(1, vit.spatial_merge);
-  if (image.patch_tokens > 0) return CeilDiv(image.patch_tokens, m * m);
-  WEFT_ASSIGN_OR_RETURN(auto grid, internal::PatchGrid(vit, image.width_px, image.height_px));
-  return internal::MergedGridTokens(vit, grid);
+  WEFT_ASSIGN_OR_RETURN(const internal::ImageCrops crops, internal::CropsOfImage(vit, image));
+  return crops.llm_tokens;
 }
 
 int64_t VitFramesForVideo(const spec::VideoMeta& video, const WorkloadOptions& options) {
@@ -394,8 +578,11 @@ StatusOr<std::vector<int32_t>> AudioEncoderWindowTokens(const spec::ModuleSpec& 
 StatusOr<int64_t> LlmTokensForAudio(const spec::ModuleSpec& audio, const spec::AudioMeta& clip) {
   WEFT_ASSIGN_OR_RETURN(auto windows, AudioEncoderWindowTokens(audio, clip,
                                                                WorkloadOptions{.pad_audio_to_window = false}));
+  // output_pool positions are averaged into one token per window (Qwen2-Audio's AvgPool1d(2)
+  // after the layers: floor(positions / 2)).
+  const int64_t pool = std::max(1, audio.output_pool);
   int64_t total = 0;
-  for (int32_t w : windows) total += w;
+  for (int32_t w : windows) total += w / pool;
   return total;
 }
 
@@ -420,7 +607,7 @@ StatusOr<int64_t> LlmTokenCounter::Tokens(const spec::Sample& sample,
   for (int e : encoders_) {
     WEFT_RETURN_IF_ERROR(internal::ForEachEncoderUnit(
         *model_, model_->modules[e], sample, options, /*llm_view=*/true,
-        [&](int32_t unit, int32_t) { tokens += unit; }));
+        [&](int32_t unit, int32_t, double) { tokens += unit; }));
   }
   return tokens;
 }

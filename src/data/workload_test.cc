@@ -64,6 +64,107 @@ TEST(VitTokens, FixedRuleWithoutImageSizeIsAnError) {
   EXPECT_THAT(tokens.status().message(), ::testing::HasSubstr("image_size_px = 0"));
 }
 
+// LLaVA-OneVision AnyRes (hand-computed; docs/spec.md "From Hugging Face"). 1000 x 700: every
+// pinpoint of at least 768 x 1152 keeps the whole image; 768 x 1152 wastes the least, so 2 x 3
+// tiles + the base crop = 7 ViT passes of 27 x 27 = 729 patches. LLM: the tiles' 54 x 81 feature
+// map, unpadded to 54 x 77 (1000 · 54 / 700 = 77.1 -> 77; padding (81 - 77) / 2 = 2 a side),
+// one newline per row, plus the base crop: 729 + 54 · 77 + 54 = 4941 (ratio sqrt(4158 / (9 ·
+// 729)) = 0.80 <= 1.1: no downsampling).
+TEST(VitTokens, AnyResPicksTheBestFitPinpointAndUnpads) {
+  const auto vit = testing::AnyResVit();
+  spec::ImageMeta image{.width_px = 1000, .height_px = 700};
+  EXPECT_EQ(*VitCropsForImage(vit, image), 7);
+  EXPECT_EQ(*VitPatchTokensForImage(vit, image), 7 * 729);
+  EXPECT_EQ(*LlmTokensForImage(vit, image), 4941);
+  // Portrait 700 x 1000: 3 x 2 tiles, padding rows removed: 729 + 77 · 54 + 77 = 4964.
+  EXPECT_EQ(*LlmTokensForImage(vit, {.width_px = 700, .height_px = 1000}), 4964);
+  // A 384 px square: the 1 x 1 pinpoint + base = 2 crops, 729 + 27 · 27 + 27 = 1485.
+  EXPECT_EQ(*VitCropsForImage(vit, {.width_px = 384, .height_px = 384}), 2);
+  EXPECT_EQ(*LlmTokensForImage(vit, {.width_px = 384, .height_px = 384}), 1485);
+}
+
+// anyres_max_9: 2000 x 1500 needs 1536 x 2304 (4 x 6 tiles, 25 ViT passes); the 108 x 162 map
+// unpads to 108 x 144 (2000 · 108 / 1500 = 144), 15552 features = 21.3 tiles' worth; ratio =
+// sqrt(15552 / 6561) = 1.5396 > 1.1, so it is downsampled to floor(108 / 1.5396) = 70 by
+// floor(144 / 1.5396) = 93: 729 + 70 · 93 + 70 = 7309. Without the cap: 729 + 15552 + 108.
+TEST(VitTokens, AnyResMaxDownsamplesFeaturesPastNTiles) {
+  auto vit = testing::AnyResVit();
+  spec::ImageMeta image{.width_px = 2000, .height_px = 1500};
+  EXPECT_EQ(*VitCropsForImage(vit, image), 25);
+  EXPECT_EQ(*VitPatchTokensForImage(vit, image), 25 * 729);
+  EXPECT_EQ(*LlmTokensForImage(vit, image), 7309);
+  vit.anyres_max_tiles = 0;
+  EXPECT_EQ(*LlmTokensForImage(vit, image), 729 + 108 * 144 + 108);
+}
+
+// InternVL dynamic tiles. 1000 x 700 (aspect 1.43): of the grids with 1..12 tiles, 3 x 2 (1.5)
+// is the closest, so 6 tiles + a thumbnail = 7 ViT passes of 32 x 32 = 1024 patches and 7 · 256
+// = 1792 LLM tokens. 1000 x 1000: 1 x 1, 2 x 2 and 3 x 3 tie on aspect; a larger grid wins while
+// the image has more than half its pixels (10^6 > 0.5 · 448² · 9 = 903168), so 3 x 3 + thumbnail
+// = 10 tiles. 448 x 448 ties the same way but stays 1 x 1 (200704 < 0.5 · 448² · 4): no thumbnail.
+TEST(VitTokens, DynamicTilesPickTheClosestAspectRatioPlusThumbnail) {
+  const auto vit = testing::DynamicTileVit();
+  spec::ImageMeta image{.width_px = 1000, .height_px = 700};
+  EXPECT_EQ(*VitCropsForImage(vit, image), 7);
+  EXPECT_EQ(*VitPatchTokensForImage(vit, image), 7 * 1024);
+  EXPECT_EQ(*LlmTokensForImage(vit, image), 1792);
+  EXPECT_EQ(*LlmTokensForImage(vit, {.width_px = 1000, .height_px = 1000}), 10 * 256);
+  EXPECT_EQ(*LlmTokensForImage(vit, {.width_px = 448, .height_px = 448}), 256);
+  auto no_thumbnail = vit;
+  no_thumbnail.thumbnail = false;
+  EXPECT_EQ(*LlmTokensForImage(no_thumbnail, image), 6 * 256);
+}
+
+// Qwen2.5-VL windows: 1000 x 700 -> 1008 x 700 -> 72 x 50 patches = 36 x 25 merged units; 112 px
+// windows are 4 x 4 merged units (64 patches): rows 6·4 + 1, columns 9·4, so Σw² = 2^4 · (6 · 16
+// + 1) · (9 · 16) = 223488 (full attention: 3600² = 12960000).
+TEST(DeriveModuleWorkload, WindowAttentionVitCarriesItsWindowsSumOfSquares) {
+  spec::ModelSpec model = testing::DipVlm();
+  model.modules[0] = testing::NativeVit();
+  model.modules[0].attention_window_px = 112;
+  spec::Batch batch;
+  batch.samples = {ImageSample(0, 10, 1, 1000, 700)};
+  const std::vector<int> all = {0};
+  auto vit = DeriveModuleWorkload(model, 0, batch, all);
+  ASSERT_TRUE(vit.ok()) << vit.status().ToString();
+  ASSERT_EQ(vit->NumInstances(), 1);
+  EXPECT_THAT(vit->instances[0].segment_tokens, ElementsAre(3600));
+  EXPECT_DOUBLE_EQ(vit->instances[0].window_sum_squared, 223488);
+  EXPECT_DOUBLE_EQ(vit->WindowSumSquaredTokens(), 223488);
+  EXPECT_DOUBLE_EQ(vit->SumSquaredTokens(), 3600.0 * 3600);
+  // The projector (and LLM) attend as usual: no windows there.
+  auto proj = DeriveModuleWorkload(model, 1, batch, all);
+  ASSERT_TRUE(proj.ok());
+  EXPECT_DOUBLE_EQ(proj->WindowSumSquaredTokens(), 0);
+  // A 2 s clip at 2 fps = 4 frames = 2 temporal slices of the same windows.
+  spec::Batch video;
+  video.samples.resize(1);
+  video.samples[0].videos = {{.duration_s = 2, .width_px = 1000, .height_px = 700}};
+  auto clip = DeriveModuleWorkload(model, 0, video, all);
+  ASSERT_TRUE(clip.ok());
+  EXPECT_DOUBLE_EQ(clip->WindowSumSquaredTokens(), 2 * 223488.0);
+}
+
+TEST(DeriveModuleWorkload, TiledImageIsOneVitInstancePerCropAndOneProjectorInstance) {
+  spec::ModelSpec model = testing::DipVlm();
+  model.modules[0] = testing::AnyResVit();
+  spec::Batch batch;
+  batch.samples = {ImageSample(0, 10, 1, 1000, 700)};
+  const std::vector<int> all = {0};
+  auto vit = DeriveModuleWorkload(model, 0, batch, all);
+  ASSERT_TRUE(vit.ok()) << vit.status().ToString();
+  ASSERT_EQ(vit->NumInstances(), 7);
+  for (const auto& instance : vit->instances) {
+    EXPECT_THAT(instance.segment_tokens, ElementsAre(729));
+    EXPECT_EQ(instance.item, 0);  // all crops belong to the one image
+  }
+  auto proj = DeriveModuleWorkload(model, 1, batch, all);
+  ASSERT_TRUE(proj.ok());
+  ASSERT_EQ(proj->NumInstances(), 1);
+  EXPECT_THAT(proj->instances[0].segment_tokens, ElementsAre(4941));
+  EXPECT_EQ(*SampleLlmTokens(model, batch.samples[0]), 10 + 4941);
+}
+
 TEST(VideoTokens, FramesComeFromDurationTimesFpsThenTemporalPatch) {
   const auto vit = testing::NativeVit();
   spec::VideoMeta video{.frames = 0, .fps = 2.0, .duration_s = 10.0, .width_px = 448, .height_px = 448};
@@ -97,6 +198,24 @@ TEST(AudioTokens, WhisperPadsEveryWindowTo30Seconds) {
               ElementsAre(1500, 750));
   EXPECT_EQ(*LlmTokensForAudio(audio, {.duration_s = 7.18}), 359);
   EXPECT_EQ(*LlmTokensForAudio(audio, {.duration_s = 0}), 0);
+}
+
+// Qwen2-Audio: 100 mel frames/s -> conv stride 2 -> 50 positions/s -> AvgPool1d(2) -> 25 LLM
+// tokens/s. A 30 s clip is one window of 1500 positions (the encoder's work) and 750 LLM tokens;
+// 10 s: 1000 frames -> 500 -> 250; 45 s: windows of 1500 and 750 positions -> 750 + 375.
+TEST(AudioTokens, OutputPoolingHalvesTheTokensHandedOn) {
+  auto audio = testing::Whisper();
+  audio.output_pool = 2;
+  EXPECT_THAT(*AudioEncoderWindowTokens(audio, {.duration_s = 30.0}), ElementsAre(1500));
+  EXPECT_EQ(*LlmTokensForAudio(audio, {.duration_s = 30.0}), 750);
+  EXPECT_EQ(*LlmTokensForAudio(audio, {.duration_s = 10.0}), 250);
+  EXPECT_EQ(*LlmTokensForAudio(audio, {.duration_s = 45.0}), 750 + 375);
+  spec::ModelSpec model = testing::VisionAudioLlm();
+  model.modules[3].output_pool = 2;
+  spec::Sample s;
+  s.text_tokens = 10;
+  s.audios = {{.duration_s = 30.0}};
+  EXPECT_EQ(*SampleLlmTokens(model, s), 10 + 750);
 }
 
 TEST(SampleLlmTokens, IsTextPlusMergedImageTokens) {

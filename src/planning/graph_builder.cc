@@ -32,6 +32,7 @@ cost::TokenShape ShapeOf(const data::ModuleWorkload& workload, int begin, int en
       shape.tokens += s;
       shape.sum_squared_tokens += static_cast<double>(s) * s;
     }
+    shape.window_sum_squared_tokens += workload.instances[i].window_sum_squared;
   }
   shape.context_tokens = context_tokens;
   return shape;

@@ -222,6 +222,13 @@ class Importer {
                                    int index,
                                    std::string_view preprocessor_text);
   StatusOr<ModuleSpec> ReadInternVit(const Obj& v, const Obj& top, bool native, int index);
+  // Qwen2.5-VL: window_size / fullatt_block_indexes -> attention_window_px / full_attention_layers.
+  Status ReadWindowAttention(const Obj& v, int index, ModuleSpec& m);
+  // LLaVA-OneVision AnyRes: image_grid_pinpoints / vision_aspect_ratio -> resize_rule anyres.
+  Status ReadAnyRes(const Obj& top, int index, ModuleSpec& vit);
+  // InternVL (remote code) dynamic tiles: dynamic_image_size, min/max_dynamic_patch,
+  // use_thumbnail -> resize_rule tiles.
+  Status ReadDynamicTiles(const Obj& top, int index, ModuleSpec& vit);
   StatusOr<ModuleSpec> FinishInternVit(const Obj& v, bool native, int index, ModuleSpec m);
   StatusOr<ModuleSpec> ReadWhisper(const Obj& a, int index);
   // A projector from `from`'s output to `to_width` with `layers` linears (2: through `mid`).
@@ -398,18 +405,6 @@ StatusOr<ModuleSpec> Importer::ReadQwenVit(const Obj& v,
     m.rms_norm = true;
     WEFT_ASSIGN_OR_RETURN(m.activation, Act(v, "hidden_act", Activation::kSilu, index,
                                             "hidden_act absent: silu (Qwen2.5-VL)"));
-    const Json* full = v.Find("fullatt_block_indexes");
-    if (full != nullptr) {
-      if (!full->is_array()) {
-        return Error(v.Path("fullatt_block_indexes"), full, "must be a list of layer indexes");
-      }
-      const int windowed = m.num_layers - static_cast<int>(full->size());
-      Note(fmt::format(
-          "{} = {}, window_size = {}: window attention in {} of {} ViT layers; weft costs full "
-          "attention in every layer (an upper bound on attention FLOPs)",
-          v.Path("fullatt_block_indexes"), Shown(full), Shown(v.Find("window_size")),
-          std::max(0, windowed), m.num_layers));
-    }
   } else {
     From(index, "kind", "Qwen2-VL ViT: LayerNorm, 2-matrix MLP, biases, native resolution");
     width_key = "embed_dim";
@@ -479,7 +474,40 @@ StatusOr<ModuleSpec> Importer::ReadQwenVit(const Obj& v,
     }
   }
   From(index, "resize_rule", "Qwen2-VL preprocessing: sides rounded to patch x merge");
+  if (qwen2_5) WEFT_RETURN_IF_ERROR(ReadWindowAttention(v, index, m));
   return m;
+}
+
+Status Importer::ReadWindowAttention(const Obj& v, int index, ModuleSpec& m) {
+  const Json* full = v.Find("fullatt_block_indexes");
+  const Json* window = v.Find("window_size");
+  if (full == nullptr && window == nullptr) return OkStatus();
+  WEFT_ASSIGN_OR_RETURN(m.attention_window_px, Int(v, "window_size"));
+  const int unit = m.patch_size * m.spatial_merge;
+  if (m.attention_window_px % unit != 0) {
+    return Error(v.Path("window_size"), window,
+                 fmt::format("must be a multiple of {} x {} ({} px)", v.Path("patch_size"),
+                             v.Path("spatial_merge_size"), unit));
+  }
+  From(index, "attention_window_px",
+       fmt::format("{} (windows of ({} / {})^2 = {} patches)", v.Path("window_size"),
+                   m.attention_window_px, m.patch_size, m.WindowPatches()));
+  if (full == nullptr || !full->is_array() || full->size() > static_cast<size_t>(m.num_layers)) {
+    return Error(v.Path("fullatt_block_indexes"), full,
+                 fmt::format("must be a list of at most {} layer indexes", m.num_layers));
+  }
+  for (size_t i = 0; i < full->size(); ++i) {
+    const Json& e = (*full)[i];
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= m.num_layers ||
+        (i > 0 && e.get<int64_t>() <= (*full)[i - 1].get<int64_t>())) {
+      return Error(v.Path("fullatt_block_indexes"), full,
+                   fmt::format("must be increasing layer indexes in [0, {})", m.num_layers));
+    }
+    m.full_attention_layers.push_back(static_cast<int>(e.get<int64_t>()));
+  }
+  From(index, "full_attention_layers",
+       v.Path("fullatt_block_indexes") + " (the other layers attend within windows)");
+  return OkStatus();
 }
 
 StatusOr<ModuleSpec> Importer::ReadInternVit(const Obj& v, const Obj& top, bool native, int index) {
@@ -569,6 +597,101 @@ StatusOr<ModuleSpec> Importer::FinishInternVit(const Obj& v, bool native, int in
   WEFT_ASSIGN_OR_RETURN(m.activation, Act(v, "hidden_act", Activation::kGelu, index,
                                           "hidden_act absent: gelu (InternViT)"));
   return m;
+}
+
+Status Importer::ReadAnyRes(const Obj& top, int index, ModuleSpec& vit) {
+  const Json* pinpoints = top.Find("image_grid_pinpoints");
+  if (pinpoints == nullptr) {
+    Note(fmt::format("image_grid_pinpoints absent: one {} px crop ({} tokens) per image",
+                     vit.image_size_px, vit.FixedImageTokens()));
+    return OkStatus();
+  }
+  const std::string rule = fmt::format(
+      "must be a list of at most {} [height, width] pairs, each a positive multiple "
+      "of vision_config.image_size ({}) making at most {} tiles",
+      4096, vit.image_size_px, kMaxTilesPerImage);
+  if (!pinpoints->is_array() || pinpoints->empty() || pinpoints->size() > 4096) {
+    return Error("image_grid_pinpoints", pinpoints, rule);
+  }
+  for (const Json& pair : *pinpoints) {
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() ||
+        !pair[1].is_number_integer()) {
+      return Error("image_grid_pinpoints", pinpoints, rule);
+    }
+    const int64_t h = pair[0].get<int64_t>(), w = pair[1].get<int64_t>();
+    if (h < 1 || w < 1 || h > kMaxWidth || w > kMaxWidth || h % vit.image_size_px != 0 ||
+        w % vit.image_size_px != 0 ||
+        (h / vit.image_size_px) * (w / vit.image_size_px) > kMaxTilesPerImage) {
+      return Error("image_grid_pinpoints", pinpoints, rule);
+    }
+    vit.grid_pinpoints.push_back({static_cast<int>(h), static_cast<int>(w)});
+  }
+  vit.resize_rule = ResizeRule::kAnyRes;
+  From(index, "resize_rule",
+       "LLaVA-OneVision AnyRes: best-fit pinpoint's tiles + the base image "
+       "(select_best_resolution)");
+  From(index, "grid_pinpoints", "image_grid_pinpoints ([height, width] px)");
+  WEFT_ASSIGN_OR_RETURN(std::optional<std::string> aspect, OptString(top, "vision_aspect_ratio"));
+  if (!aspect) {
+    vit.anyres_max_tiles = 9;
+    From(index, "anyres_max_tiles",
+         "vision_aspect_ratio absent: anyres_max_9 (LlavaOnevisionConfig)");
+    return OkStatus();
+  }
+  constexpr std::string_view kPrefix = "anyres_max_";
+  if (*aspect == "anyres") {
+    vit.anyres_max_tiles = 0;
+    From(index, "anyres_max_tiles", "vision_aspect_ratio anyres: no feature cap");
+    return OkStatus();
+  }
+  const std::string n = aspect->size() > kPrefix.size() && aspect->rfind(kPrefix, 0) == 0
+                            ? aspect->substr(kPrefix.size())
+                            : "";
+  if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(n) < 1 || std::stoi(n) > kMaxTilesPerImage) {
+    return Error(
+        "vision_aspect_ratio", top.Find("vision_aspect_ratio"),
+        fmt::format("must be anyres or anyres_max_N with N in [1, {}]", kMaxTilesPerImage));
+  }
+  vit.anyres_max_tiles = std::stoi(n);
+  From(index, "anyres_max_tiles",
+       "vision_aspect_ratio (features past N tiles' worth are downsampled, bilinear)");
+  return OkStatus();
+}
+
+Status Importer::ReadDynamicTiles(const Obj& top, int index, ModuleSpec& vit) {
+  WEFT_ASSIGN_OR_RETURN(std::optional<bool> dynamic, OptBool(top, "dynamic_image_size"));
+  if (!dynamic.value_or(false)) {
+    Note(fmt::format("dynamic_image_size = {}: one {} px tile ({} tokens) per image",
+                     dynamic ? "false" : "absent (false)", vit.image_size_px,
+                     vit.FixedImageTokens()));
+    return OkStatus();
+  }
+  vit.resize_rule = ResizeRule::kTiles;
+  From(index, "resize_rule",
+       "dynamic_image_size: InternVL dynamic tiles (grid closest to the aspect ratio)");
+  WEFT_ASSIGN_OR_RETURN(std::optional<int> min_tiles,
+                        OptInt(top, "min_dynamic_patch", kMaxTilesPerImage));
+  WEFT_ASSIGN_OR_RETURN(std::optional<int> max_tiles,
+                        OptInt(top, "max_dynamic_patch", kMaxTilesPerImage));
+  vit.min_tiles = min_tiles.value_or(1);
+  vit.max_tiles = max_tiles.value_or(6);
+  From(index, "min_tiles",
+       min_tiles ? top.Path("min_dynamic_patch")
+                 : "min_dynamic_patch absent: 1 (InternVLChatConfig)");
+  From(index, "max_tiles",
+       max_tiles ? top.Path("max_dynamic_patch")
+                 : "max_dynamic_patch absent: 6 (InternVLChatConfig)");
+  if (vit.max_tiles < vit.min_tiles) {
+    return Error(top.Path("max_dynamic_patch"), top.Find("max_dynamic_patch"),
+                 fmt::format("must be >= min_dynamic_patch ({})", vit.min_tiles));
+  }
+  WEFT_ASSIGN_OR_RETURN(std::optional<bool> thumbnail, OptBool(top, "use_thumbnail"));
+  vit.thumbnail = thumbnail.value_or(false);
+  From(index, "thumbnail",
+       thumbnail ? top.Path("use_thumbnail") + " (+1 tile when the grid has > 1)"
+                 : "use_thumbnail absent: none (InternVLChatConfig)");
+  return OkStatus();
 }
 
 StatusOr<ModuleSpec> Importer::ReadWhisper(const Obj& a, int index) {
@@ -731,13 +854,7 @@ StatusOr<HfImport> Importer::Run(const Json& root_json, std::string_view preproc
     const std::string llm_width = text.first.Path("hidden_size");
     ModuleSpec proj =
         Projector("projector", vit, llm.hidden_size, llm.hidden_size, 2, 1, llm_width, llm_width);
-    const Json* aspect = top.Find("vision_aspect_ratio");
-    const Json* pinpoints = top.Find("image_grid_pinpoints");
-    Note(fmt::format(
-        "vision_aspect_ratio = {}, image_grid_pinpoints = {} grids: AnyRes tiles of {} px plus "
-        "the base image; weft counts one {} px crop ({} tokens) per image",
-        Shown(aspect), pinpoints != nullptr && pinpoints->is_array() ? pinpoints->size() : 0,
-        vit.image_size_px, vit.image_size_px, vit.FixedImageTokens()));
+    WEFT_RETURN_IF_ERROR(ReadAnyRes(top, 0, vit));
     add(std::move(vit));
     add(std::move(proj));
     add(std::move(llm));
@@ -758,11 +875,7 @@ StatusOr<HfImport> Importer::Run(const Json& root_json, std::string_view preproc
     ModuleSpec proj =
         Projector("projector", vit, llm.hidden_size, llm.hidden_size, 2, 1, llm_width, llm_width);
     if (!native) {
-      Note(fmt::format(
-          "min_dynamic_patch = {}, max_dynamic_patch = {}, use_thumbnail = {}: up to that many "
-          "{} px tiles (+ a thumbnail) per image; weft counts one tile ({} tokens) per image",
-          Shown(top.Find("min_dynamic_patch")), Shown(top.Find("max_dynamic_patch")),
-          Shown(top.Find("use_thumbnail")), vit.image_size_px, vit.FixedImageTokens()));
+      WEFT_RETURN_IF_ERROR(ReadDynamicTiles(top, 0, vit));
     } else {
       Note(
           fmt::format("dynamic tiling (the processor's max_patches) is not modelled; weft counts "
@@ -781,9 +894,10 @@ StatusOr<HfImport> Importer::Run(const Json& root_json, std::string_view preproc
     WEFT_ASSIGN_OR_RETURN(ModuleSpec llm, ReadLlm(text.first, text.second, top, 2));
     ModuleSpec proj = Projector("audio_projector", enc, 0, llm.hidden_size, 1, 1, "",
                                 text.first.Path("hidden_size"));
-    Note(
-        "Qwen2-Audio average-pools the encoder output 2x before the LLM (25 tokens/s); weft "
-        "hands the encoder's 50 tokens/s on");
+    enc.output_pool = 2;
+    From(0, "output_pool",
+         "model_type qwen2_audio: AvgPool1d(2, stride 2) after the encoder layers (100 mel "
+         "frames/s -> 50 positions/s -> 25 LLM tokens/s)");
     add(std::move(enc));
     add(std::move(proj));
     add(std::move(llm));

@@ -171,7 +171,12 @@ TEST(HfConfig, Qwen25VlMapsVisionMergerAndWorkloadRule) {
   EXPECT_EQ(merger.output_size, 3584);
   ASSERT_EQ(model.edges.size(), 2u);
   EXPECT_EQ(model.edges[0], (ModuleEdge{"vision", "projector"}));
-  EXPECT_THAT(imported.notes.at(0), HasSubstr("window attention in 28 of 32 ViT layers"));
+  // Window attention: 112 px windows = (112 / 14)^2 = 64 patches; 4 full-attention layers.
+  EXPECT_EQ(vit.attention_window_px, 112);
+  EXPECT_EQ(vit.WindowPatches(), 64);
+  EXPECT_EQ(vit.full_attention_layers, (std::vector<int>{7, 15, 23, 31}));
+  EXPECT_TRUE(vit.WindowedLayer(0));
+  EXPECT_FALSE(vit.WindowedLayer(7));
 }
 
 TEST(HfConfig, Qwen2VlDerivesWidthsFromEmbedDimAndMlpRatio) {
@@ -188,10 +193,21 @@ TEST(HfConfig, Qwen2VlDerivesWidthsFromEmbedDimAndMlpRatio) {
 }
 
 TEST(HfConfig, WorkloadRulesPerFamily) {
-  // LLaVA-OV: one 384 px crop = 729 tokens; InternVL: one 448 px tile = 256 tokens.
-  EXPECT_EQ(Import("llava-onevision-qwen2-7b").preset.model.modules[0].FixedImageTokens(), 729);
+  // LLaVA-OV: AnyRes over 384 px crops (729 tokens each), 36 pinpoints, anyres_max_9.
+  const ModuleSpec llava = Import("llava-onevision-qwen2-7b").preset.model.modules[0];
+  EXPECT_EQ(llava.FixedImageTokens(), 729);
+  EXPECT_EQ(llava.resize_rule, ResizeRule::kAnyRes);
+  ASSERT_EQ(llava.grid_pinpoints.size(), 36u);
+  EXPECT_EQ(llava.grid_pinpoints[1], (GridPinpoint{384, 768}));
+  EXPECT_EQ(llava.anyres_max_tiles, 9);
+  // InternVL 2.5: dynamic 448 px tiles (256 tokens each), 1..12 tiles + a thumbnail.
   const HfImport internvl = Import("internvl2.5-78b");
-  EXPECT_EQ(internvl.preset.model.modules[0].FixedImageTokens(), 256);
+  const ModuleSpec& tiles = internvl.preset.model.modules[0];
+  EXPECT_EQ(tiles.FixedImageTokens(), 256);
+  EXPECT_EQ(tiles.resize_rule, ResizeRule::kTiles);
+  EXPECT_EQ(tiles.min_tiles, 1);
+  EXPECT_EQ(tiles.max_tiles, 12);
+  EXPECT_TRUE(tiles.thumbnail);
   EXPECT_EQ(internvl.preset.model.modules[1].input_size, 12800);
   // The transformers-native layout ([n, n] sizes, text_config).
   const HfImport native = Import("internvl3-1b-hf");
@@ -212,6 +228,40 @@ TEST(HfConfig, AudioEncoderOfQwen2Audio) {
   EXPECT_EQ(proj.num_layers, 1);
   EXPECT_EQ(proj.input_size, 1280);
   EXPECT_EQ(proj.output_size, 4096);
+  EXPECT_EQ(audio.output_pool, 2);  // AvgPool1d(2): 50 -> 25 tokens/s
+}
+
+std::string ErrorOf(const std::string& json);  // below
+
+TEST(HfConfig, PreprocessingFieldsAreCheckedNamingTheField) {
+  auto edited = [](const std::string& dir, const std::string& needle, const std::string& with) {
+    std::ifstream in(kHfDir + dir + "/config.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find(needle), std::string::npos) << needle;
+    if (text.find(needle) != std::string::npos)
+      text.replace(text.find(needle), needle.size(), with);
+    return text;
+  };
+  EXPECT_THAT(ErrorOf(edited("qwen2.5-vl-7b", "\"window_size\": 112", "\"window_size\": 100")),
+              HasSubstr("vision_config.window_size = 100; must be a multiple of "
+                        "vision_config.patch_size x vision_config.spatial_merge_size (28 px)"));
+  EXPECT_THAT(
+      ErrorOf(edited("qwen2.5-vl-7b", "23,\n      31", "23,\n      32")),
+      HasSubstr("vision_config.fullatt_block_indexes = [7,15,23,32]; must be increasing layer "
+                "indexes in [0, 32)"));
+  EXPECT_THAT(ErrorOf(edited("llava-onevision-qwen2-7b", "384,\n      768", "384,\n      700")),
+              HasSubstr("image_grid_pinpoints = "));
+  EXPECT_THAT(ErrorOf(edited("llava-onevision-qwen2-7b", "anyres_max_9", "anyres_max_x")),
+              HasSubstr("vision_aspect_ratio = \"anyres_max_x\"; must be anyres or anyres_max_N"));
+  EXPECT_THAT(
+      ErrorOf(edited("internvl2.5-78b", "\"max_dynamic_patch\": 12", "\"max_dynamic_patch\": 0")),
+      HasSubstr("max_dynamic_patch = 0; must be an integer in [1, 1024]"));
+  // dynamic_image_size false: one tile per image, said in a note.
+  const StatusOr<HfImport> fixed = ParseHfConfig(
+      edited("internvl2.5-78b", "\"dynamic_image_size\": true", "\"dynamic_image_size\": false"),
+      "x/config.json");
+  ASSERT_TRUE(fixed.ok()) << fixed.status().message();
+  EXPECT_EQ(fixed->preset.model.modules[0].resize_rule, ResizeRule::kFixed);
 }
 
 TEST(HfConfig, YamlCarriesProvenanceAndParsesBack) {
@@ -228,7 +278,10 @@ TEST(HfConfig, YamlCarriesProvenanceAndParsesBack) {
   EXPECT_THAT(yaml, HasSubstr("num_layers: 32  # vision_config.depth"));
   EXPECT_THAT(yaml, HasSubstr("input_size: 5120  # vision width x spatial_merge^2 (1280 x 4)"));
   EXPECT_THAT(yaml, HasSubstr("qkv_bias: true  # model_type qwen2: q/k/v projections have biases"));
-  EXPECT_THAT(yaml, HasSubstr("# note: vision_config.fullatt_block_indexes"));
+  EXPECT_THAT(yaml, HasSubstr("attention_window_px: 112  # vision_config.window_size (windows of "
+                              "(112 / 14)^2 = 64 patches)"));
+  EXPECT_THAT(yaml, HasSubstr("full_attention_layers: [7, 15, 23, 31]  # "
+                              "vision_config.fullatt_block_indexes"));
   EXPECT_THAT(yaml, HasSubstr("num_kv_groups: 16  # = num_attention_heads (MHA)"));
   EXPECT_THAT(yaml, HasSubstr("gated_mlp: true  # the family's architecture (see kind)"));
 }

@@ -120,6 +120,29 @@ StatusOr<Activation> ParseActivation(std::string_view name) {
       fmt::format("activation = {}; must be one of {}", name, JoinNames(kActivationNames)));
 }
 
+std::string_view ResizeRuleName(ResizeRule rule) {
+  switch (rule) {
+    case ResizeRule::kFixed:
+      return "fixed";
+    case ResizeRule::kNative:
+      return "native";
+    case ResizeRule::kAnyRes:
+      return "anyres";
+    case ResizeRule::kTiles:
+      return "tiles";
+  }
+  return "unknown";
+}
+
+StatusOr<ResizeRule> ParseResizeRule(std::string_view name) {
+  for (ResizeRule rule :
+       {ResizeRule::kFixed, ResizeRule::kNative, ResizeRule::kAnyRes, ResizeRule::kTiles}) {
+    if (ResizeRuleName(rule) == name) return rule;
+  }
+  return InvalidArgumentError(
+      fmt::format("resize_rule = {}; must be one of fixed, native, anyres, tiles", name));
+}
+
 std::string_view ModalityName(Modality m) {
   for (const auto& entry : kModalityNames) {
     if (entry.modality == m) return entry.name;
@@ -228,6 +251,17 @@ int ModuleSpec::AudioTokens(double seconds) const {
   return std::clamp(tokens, 0, max_source_positions);
 }
 
+bool ModuleSpec::WindowedLayer(int layer) const {
+  return attention_window_px > 0 &&
+         !std::binary_search(full_attention_layers.begin(), full_attention_layers.end(), layer);
+}
+
+int64_t ModuleSpec::WindowPatches() const {
+  if (attention_window_px <= 0 || patch_size <= 0) return 0;
+  const int64_t side = attention_window_px / patch_size;
+  return side * side;
+}
+
 Status ModuleSpec::Validate() const {
   if (name.empty()) return FieldError("name", "\"\"", "must be non-empty");
   for (char c : name) {
@@ -287,7 +321,7 @@ Status ModuleSpec::Validate() const {
       WEFT_RETURN_IF_ERROR(RequirePositive("spatial_merge", spatial_merge));
       WEFT_RETURN_IF_ERROR(RequirePositive("in_channels", in_channels));
       WEFT_RETURN_IF_ERROR(RequirePositive("temporal_patch", temporal_patch));
-      if (resize_rule == ResizeRule::kFixed) {
+      if (resize_rule != ResizeRule::kNative) {
         WEFT_RETURN_IF_ERROR(RequirePositive("image_size_px", image_size_px));
         const int patches_per_side = image_size_px / patch_size;
         if (patches_per_side == 0 || patches_per_side % spatial_merge != 0) {
@@ -299,6 +333,8 @@ Status ModuleSpec::Validate() const {
       } else if (max_pixels < 0) {
         return FieldError("max_pixels", max_pixels, "must be >= 0 (0 = no cap)");
       }
+      WEFT_RETURN_IF_ERROR(ValidateTiling());
+      WEFT_RETURN_IF_ERROR(ValidateWindows());
       break;
     case ModuleKind::kDit:
       if (modality != Modality::kVideo && modality != Modality::kImage) {
@@ -322,6 +358,7 @@ Status ModuleSpec::Validate() const {
       WEFT_RETURN_IF_ERROR(RequirePositive("frames_per_second", frames_per_second));
       WEFT_RETURN_IF_ERROR(RequirePositive("conv_downsample", conv_downsample));
       WEFT_RETURN_IF_ERROR(RequirePositive("max_source_positions", max_source_positions));
+      WEFT_RETURN_IF_ERROR(RequirePositive("output_pool", output_pool));
       break;
     case ModuleKind::kMlpProjector:
       break;
@@ -567,6 +604,84 @@ Status ModelSpec::CheckDataFlow() const {
             "a projector must have a vit or audio_encoder module upstream (it has "
             "no input otherwise); add the missing edge or remove the module");
       }
+    }
+  }
+  return OkStatus();
+}
+
+Status ModuleSpec::ValidateTiling() const {
+  const bool anyres = resize_rule == ResizeRule::kAnyRes;
+  const bool tiles = resize_rule == ResizeRule::kTiles;
+  if (!anyres && !grid_pinpoints.empty()) {
+    return FieldError("grid_pinpoints", fmt::format("[{} entries]", grid_pinpoints.size()),
+                      "only apply with resize_rule anyres");
+  }
+  if (anyres) {
+    if (grid_pinpoints.empty()) {
+      return FieldError("grid_pinpoints", "[]", "must list at least one resolution for anyres");
+    }
+    for (size_t i = 0; i < grid_pinpoints.size(); ++i) {
+      const GridPinpoint& p = grid_pinpoints[i];
+      if (p.height_px <= 0 || p.width_px <= 0 || p.height_px % image_size_px != 0 ||
+          p.width_px % image_size_px != 0) {
+        return FieldError(
+            fmt::format("grid_pinpoints[{}]", i), fmt::format("[{}, {}]", p.height_px, p.width_px),
+            fmt::format("must be positive multiples of image_size_px ({})", image_size_px));
+      }
+      const int64_t tiles =
+          static_cast<int64_t>(p.height_px / image_size_px) * (p.width_px / image_size_px);
+      if (tiles > kMaxTilesPerImage) {
+        return FieldError(fmt::format("grid_pinpoints[{}]", i),
+                          fmt::format("[{}, {}]", p.height_px, p.width_px),
+                          fmt::format("must make at most {} tiles of image_size_px ({})",
+                                      kMaxTilesPerImage, image_size_px));
+      }
+    }
+  }
+  if (anyres_max_tiles < 0 || anyres_max_tiles > kMaxTilesPerImage) {
+    return FieldError("anyres_max_tiles", anyres_max_tiles,
+                      fmt::format("must be in [0, {}] (0 = no cap)", kMaxTilesPerImage));
+  }
+  if (tiles) {
+    WEFT_RETURN_IF_ERROR(RequirePositive("min_tiles", min_tiles));
+    if (max_tiles < min_tiles) {
+      return FieldError("max_tiles", max_tiles,
+                        fmt::format("must be >= min_tiles ({})", min_tiles));
+    }
+    if (max_tiles > kMaxTilesPerImage) {
+      return FieldError("max_tiles", max_tiles,
+                        fmt::format("must be at most {}", kMaxTilesPerImage));
+    }
+  }
+  return OkStatus();
+}
+
+Status ModuleSpec::ValidateWindows() const {
+  if (attention_window_px < 0) {
+    return FieldError("attention_window_px", attention_window_px, "must be >= 0 (0 = none)");
+  }
+  if (attention_window_px == 0) {
+    if (!full_attention_layers.empty()) {
+      return FieldError("full_attention_layers",
+                        fmt::format("[{} entries]", full_attention_layers.size()),
+                        "only apply with attention_window_px > 0");
+    }
+    return OkStatus();
+  }
+  const int unit = patch_size * spatial_merge;
+  if (attention_window_px % unit != 0) {
+    return FieldError("attention_window_px", attention_window_px,
+                      fmt::format("must be a multiple of patch_size x spatial_merge ({})", unit));
+  }
+  for (size_t i = 0; i < full_attention_layers.size(); ++i) {
+    const int layer = full_attention_layers[i];
+    if (layer < 0 || layer >= num_layers) {
+      return FieldError(fmt::format("full_attention_layers[{}]", i), layer,
+                        fmt::format("must be a layer index in [0, {})", num_layers));
+    }
+    if (i > 0 && layer <= full_attention_layers[i - 1]) {
+      return FieldError(fmt::format("full_attention_layers[{}]", i), layer,
+                        "must be increasing (no repeats)");
     }
   }
   return OkStatus();

@@ -422,6 +422,11 @@ const std::vector<Field<ModuleSpec>>& ModuleFields() {
       {"max_pixels", &M::max_pixels, Unit::kNone, Range{0, 1 << 28}},
       {"in_channels", &M::in_channels},
       {"temporal_patch", &M::temporal_patch},
+      {"anyres_max_tiles", &M::anyres_max_tiles},
+      {"min_tiles", &M::min_tiles},
+      {"max_tiles", &M::max_tiles},
+      {"thumbnail", &M::thumbnail},
+      {"attention_window_px", &M::attention_window_px},
       {"vae_spatial_downsample", &M::vae_spatial_downsample},
       {"vae_temporal_downsample", &M::vae_temporal_downsample},
       {"text_condition_hidden", &M::text_condition_hidden},
@@ -430,6 +435,7 @@ const std::vector<Field<ModuleSpec>>& ModuleFields() {
       {"frames_per_second", &M::frames_per_second},
       {"conv_downsample", &M::conv_downsample},
       {"max_source_positions", &M::max_source_positions},
+      {"output_pool", &M::output_pool},
       {"input_size", &M::input_size},
       {"output_size", &M::output_size},
   };
@@ -437,12 +443,63 @@ const std::vector<Field<ModuleSpec>>& ModuleFields() {
 }
 
 // Keys of a module entry that are not plain fields.
-const std::vector<std::string_view> kModuleSpecialKeys = {"use",        "module",
-                                                          "kind",       "modality",
-                                                          "activation", "resize_rule"};
+const std::vector<std::string_view> kModuleSpecialKeys = {
+    "use",        "module",      "kind",           "modality",
+    "activation", "resize_rule", "grid_pinpoints", "full_attention_layers"};
 
-std::string_view ResizeRuleName(ResizeRule rule) {
-  return rule == ResizeRule::kNative ? "native" : "fixed";
+// A YAML sequence of at most `max` entries at `path`.
+Status RequireSequence(const Context& ctx,
+                       const YAML::Node& node,
+                       const std::string& path,
+                       size_t max) {
+  if (!node.IsSequence()) return Error(ctx, path, NodeText(node), "must be a list");
+  if (node.size() > max) {
+    return Error(ctx, path, fmt::format("[{} entries]", node.size()),
+                 fmt::format("must have at most {} entries", max));
+  }
+  return OkStatus();
+}
+
+// An integer in [0, 2^20] (the schema's range for sizes and indexes).
+StatusOr<int> ReadSize(const Context& ctx, const YAML::Node& node, const std::string& path) {
+  WEFT_ASSIGN_OR_RETURN(int value, ReadInt(ctx, node, path));
+  if (value < 0 || value > (1 << 20)) {
+    return Error(ctx, path, NodeText(node), fmt::format("must be in [0, {}]", 1 << 20));
+  }
+  return value;
+}
+
+// grid_pinpoints: [[height_px, width_px], ...]; full_attention_layers: [layer, ...].
+Status ReadModuleLists(const Context& ctx,
+                       const YAML::Node& node,
+                       const std::string& prefix,
+                       ModuleSpec& module) {
+  constexpr size_t kMaxListEntries = 4096;
+  if (const YAML::Node n = node["grid_pinpoints"]) {
+    const std::string path = prefix + ".grid_pinpoints";
+    WEFT_RETURN_IF_ERROR(RequireSequence(ctx, n, path, kMaxListEntries));
+    module.grid_pinpoints.clear();
+    for (size_t i = 0; i < n.size(); ++i) {
+      const std::string item = fmt::format("{}[{}]", path, i);
+      if (!n[i].IsSequence() || n[i].size() != 2) {
+        return Error(ctx, item, NodeText(n[i]), "must be a [height_px, width_px] pair");
+      }
+      GridPinpoint p;
+      WEFT_ASSIGN_OR_RETURN(p.height_px, ReadSize(ctx, n[i][0], item + "[0]"));
+      WEFT_ASSIGN_OR_RETURN(p.width_px, ReadSize(ctx, n[i][1], item + "[1]"));
+      module.grid_pinpoints.push_back(p);
+    }
+  }
+  if (const YAML::Node n = node["full_attention_layers"]) {
+    const std::string path = prefix + ".full_attention_layers";
+    WEFT_RETURN_IF_ERROR(RequireSequence(ctx, n, path, kMaxListEntries));
+    module.full_attention_layers.clear();
+    for (size_t i = 0; i < n.size(); ++i) {
+      WEFT_ASSIGN_OR_RETURN(int layer, ReadSize(ctx, n[i], fmt::format("{}[{}]", path, i)));
+      module.full_attention_layers.push_back(layer);
+    }
+  }
+  return OkStatus();
 }
 
 // The defaults a module of `kind` starts from when it is written out in full (no `use:`).
@@ -542,14 +599,11 @@ StatusOr<ModuleSpec> ReadModule(const Context& ctx, const YAML::Node& node,
   }
   if (const YAML::Node n = node["resize_rule"]) {
     WEFT_ASSIGN_OR_RETURN(std::string text, ReadString(ctx, n, prefix + ".resize_rule"));
-    if (text == "fixed") {
-      module.resize_rule = ResizeRule::kFixed;
-    } else if (text == "native") {
-      module.resize_rule = ResizeRule::kNative;
-    } else {
-      return Error(ctx, prefix + ".resize_rule", text, "must be one of fixed, native");
-    }
+    StatusOr<ResizeRule> parsed = ParseResizeRule(text);
+    if (!parsed.ok()) return Error(ctx, prefix + ".resize_rule", text, RuleOf(parsed.status()));
+    module.resize_rule = *parsed;
   }
+  WEFT_RETURN_IF_ERROR(ReadModuleLists(ctx, node, prefix, module));
   WEFT_RETURN_IF_ERROR(ReadFields(ctx, node, prefix, ModuleFields(), kModuleSpecialKeys, module));
   // Shorthands: MHA when num_kv_groups is omitted; a projector's hidden_size is its output.
   if (module.IsTransformer() && module.num_kv_groups == 0) {
@@ -578,6 +632,18 @@ void EmitModule(YAML::Emitter& out, const ModuleSpec& m) {
   for (const Field<ModuleSpec>& field : ModuleFields()) {
     if (field.key == "name" || FieldEquals(field, m, defaults)) continue;
     EmitField(out, field, m);
+  }
+  if (!m.grid_pinpoints.empty()) {
+    out << YAML::Key << "grid_pinpoints" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const GridPinpoint& p : m.grid_pinpoints) {
+      out << YAML::Flow << YAML::BeginSeq << p.height_px << p.width_px << YAML::EndSeq;
+    }
+    out << YAML::EndSeq;
+  }
+  if (!m.full_attention_layers.empty()) {
+    out << YAML::Key << "full_attention_layers" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (int layer : m.full_attention_layers) out << layer;
+    out << YAML::EndSeq;
   }
   out << YAML::EndMap;
 }

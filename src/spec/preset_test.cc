@@ -544,6 +544,70 @@ TEST(LoadModel, EmittedYamlOfAnEditedModelParsesBackEqual) {
   EXPECT_TRUE(*again == *p);
 }
 
+TEST(ParseModelYaml, TileRulesWindowsAndAudioPoolingAreReadWrittenAndChecked) {
+  const std::string yaml = R"(description: "preprocessing rules"
+modules:
+  - {name: anyres, kind: vit, num_layers: 2, hidden_size: 64, ffn_hidden_size: 128,
+     num_attention_heads: 4, patch_size: 14, image_size_px: 384, resize_rule: anyres,
+     grid_pinpoints: [[384, 384], [384, 768], [768, 768]], anyres_max_tiles: 9}
+  - {name: tiles, kind: vit, num_layers: 2, hidden_size: 64, ffn_hidden_size: 128,
+     num_attention_heads: 4, patch_size: 14, spatial_merge: 2, image_size_px: 448,
+     resize_rule: tiles, min_tiles: 1, max_tiles: 12, thumbnail: true}
+  - {name: windows, kind: vit, num_layers: 8, hidden_size: 64, ffn_hidden_size: 128,
+     num_attention_heads: 4, patch_size: 14, spatial_merge: 2, resize_rule: native,
+     attention_window_px: 112, full_attention_layers: [3, 7]}
+  - {name: audio, kind: audio_encoder, num_layers: 2, hidden_size: 64, ffn_hidden_size: 128,
+     num_attention_heads: 4, output_pool: 2}
+)";
+  StatusOr<ModelPreset> p = ParseModelYaml(yaml, "rules.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const auto& m = p->model.modules;
+  EXPECT_EQ(m[0].resize_rule, ResizeRule::kAnyRes);
+  EXPECT_EQ(m[0].grid_pinpoints, (std::vector<GridPinpoint>{{384, 384}, {384, 768}, {768, 768}}));
+  EXPECT_EQ(m[0].anyres_max_tiles, 9);
+  EXPECT_EQ(m[1].resize_rule, ResizeRule::kTiles);
+  EXPECT_EQ(m[1].max_tiles, 12);
+  EXPECT_TRUE(m[1].thumbnail);
+  EXPECT_EQ(m[2].attention_window_px, 112);
+  EXPECT_EQ(m[2].full_attention_layers, (std::vector<int>{3, 7}));
+  EXPECT_EQ(m[3].output_pool, 2);
+  const std::string written = ModelToYaml(*p);
+  EXPECT_THAT(written, HasSubstr("grid_pinpoints: [[384, 384], [384, 768], [768, 768]]"));
+  EXPECT_THAT(written, HasSubstr("full_attention_layers: [3, 7]"));
+  StatusOr<ModelPreset> back = ParseModelYaml(written, "back.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == *p);
+
+  auto error_of = [&](const std::string& from, const std::string& to) {
+    std::string text = yaml;
+    EXPECT_NE(text.find(from), std::string::npos) << from;
+    text.replace(text.find(from), from.size(), to);
+    StatusOr<ModelPreset> r = ParseModelYaml(text, "rules.yaml");
+    EXPECT_FALSE(r.ok()) << to;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_THAT(
+      error_of("resize_rule: anyres", "resize_rule: tile"),
+      HasSubstr("modules[0].resize_rule = tile; must be one of fixed, native, anyres, tiles"));
+  EXPECT_THAT(error_of("[384, 768], [768", "[384, 700], [768"),
+              HasSubstr("modules[0].grid_pinpoints[1] = [384, 700]; must be positive multiples of "
+                        "image_size_px (384)"));
+  EXPECT_THAT(
+      error_of("[[384, 384]", "[[384]"),
+      HasSubstr("modules[0].grid_pinpoints[0] = [384]; must be a [height_px, width_px] pair"));
+  EXPECT_THAT(error_of("min_tiles: 1, max_tiles: 12", "min_tiles: 4, max_tiles: 2"),
+              HasSubstr("modules[1].max_tiles = 2; must be >= min_tiles (4)"));
+  EXPECT_THAT(error_of("attention_window_px: 112", "attention_window_px: 100"),
+              HasSubstr("modules[2].attention_window_px = 100; must be a multiple of patch_size x "
+                        "spatial_merge (28)"));
+  EXPECT_THAT(
+      error_of("[3, 7]", "[3, 8]"),
+      HasSubstr("modules[2].full_attention_layers[1] = 8; must be a layer index in [0, 8)"));
+  EXPECT_THAT(error_of("[3, 7]", "[7, 3]"),
+              HasSubstr("modules[2].full_attention_layers[1] = 3; must be increasing"));
+  EXPECT_THAT(error_of("output_pool: 2", "output_pool: 0"),
+              HasSubstr("modules[3].output_pool = 0; must be > 0"));
+}
 
 // ---- strictness (issue 15) ----------------------------------------------------------------
 

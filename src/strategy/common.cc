@@ -36,7 +36,7 @@ namespace {
 StatusOr<std::vector<cost::TokenShape>> RepresentativeShapes(const Job& job) {
   const int n = static_cast<int>(job.model.modules.size());
   std::vector<cost::TokenShape> shapes(n);
-  std::vector<double> tokens(n, 0), sumsq(n, 0), inst(n, 0), ctx(n, 0);
+  std::vector<double> tokens(n, 0), sumsq(n, 0), winsq(n, 0), inst(n, 0), ctx(n, 0);
   int count = 0;
   const int dp = job.DataParallelSize();
   const std::vector<int> order = job.model.TopologicalOrder();
@@ -51,6 +51,7 @@ StatusOr<std::vector<cost::TokenShape>> RepresentativeShapes(const Job& job) {
                               data::DeriveModuleWorkload(job.model, i, batch, mb, job.workload));
         tokens[i] += w.TotalTokens();
         sumsq[i] += w.SumSquaredTokens();
+        winsq[i] += w.WindowSumSquaredTokens();
         inst[i] += w.NumInstances();
         mt[i] = w.TotalTokens();
         if (job.model.modules[i].text_condition_hidden > 0) {
@@ -68,6 +69,8 @@ StatusOr<std::vector<cost::TokenShape>> RepresentativeShapes(const Job& job) {
     shapes[i].instances = std::max(1, static_cast<int>(std::lround(inst[i] / count)));
     const double t = static_cast<double>(shapes[i].tokens);
     shapes[i].sum_squared_tokens = std::clamp(sumsq[i] / count, t, t * t);
+    shapes[i].window_sum_squared_tokens =
+        std::clamp(winsq[i] / count, 0.0, shapes[i].sum_squared_tokens);
     shapes[i].context_tokens = static_cast<int64_t>(ctx[i] / count);
   }
   return shapes;

@@ -25,15 +25,23 @@ struct TokenShape {
   double sum_squared_tokens = 0;    // Σ s_i² over attention segments (tokens²)
   int instances = 1;                // images / clips / packed sequences (adaLN conditioning, DiT)
   int64_t context_tokens = 0;       // DiT cross-attention: text-condition tokens over all instances
+  // Window attention (ModuleSpec::attention_window_px): Σ w² over the attention windows, what a
+  // windowed layer's attention scales with. 0 = not known: such layers take
+  // min(Σs², tokens · WindowPatches()) (exact when every window is full).
+  double window_sum_squared_tokens = 0;
 
   // One segment of `tokens` tokens per instance, `instances` instances.
   static TokenShape Uniform(int64_t tokens_per_instance, int instances = 1);
   // Segments of the given lengths (a packed sequence or a list of images).
   static TokenShape FromSegments(std::span<const int64_t> segment_tokens);
-  // tokens >= 0, instances >= 1, tokens <= Σs² <= tokens² (when tokens > 0), context >= 0.
+  // tokens >= 0, instances >= 1, tokens <= Σs² <= tokens² (when tokens > 0), context >= 0,
+  // 0 <= window Σw² <= Σs².
   Status Validate() const;
   // Token-weighted mean attention length Σs²/Σs (tokens); 0 when empty.
   double MeanSegmentTokens() const { return tokens > 0 ? sum_squared_tokens / tokens : 0.0; }
+  // What layer `layer` of `module` attends over: Σw² for a windowed layer
+  // (ModuleSpec::WindowedLayer), else Σs².
+  double AttentionSumSquared(const spec::ModuleSpec& module, int layer) const;
 };
 
 // Which passes exist for a module (Cornstarch's frozen-status rule):

@@ -6,6 +6,8 @@
 // Rules (docs/data.md has the full text):
 //  - ViT (kVit): an image is resized by the module's ResizeRule and cut into patch_size² patches;
 //    patch tokens = (H/patch)·(W/patch). The LLM sees patch tokens / spatial_merge² of them.
+//    Tile rules (anyres, tiles) make several crops of image_size_px per image, each one attention
+//    unit of the ViT; the projector and LLM see the image's LLM tokens as one unit.
 //  - Video through a ViT: frames are sampled at VideoMeta::fps (or WorkloadOptions), each frame is
 //    resized like an image, temporal_patch frames form one temporal patch.
 //  - DiT (kDit): latent tokens = ⌈F/vae_t / temporal_patch⌉ · ⌈H/vae_s/patch⌉ · ⌈W/vae_s/patch⌉.
@@ -37,6 +39,9 @@ struct WorkloadInstance {
   // one audio clip share the clip's), so stage graphs can route each instance's tokens exactly.
   std::vector<int32_t> segment_samples;
   int32_t item = -1;
+  // A ViT with window attention (ModuleSpec::attention_window_px): Σ w² over the attention
+  // windows of this instance, what its windowed layers' attention scales with (0 otherwise).
+  double window_sum_squared = 0;
 };
 
 // The workload of one module for one microbatch. Value type.
@@ -46,6 +51,7 @@ struct ModuleWorkload {
 
   int64_t TotalTokens() const;        // Σ over instances and segments of s_i
   double SumSquaredTokens() const;    // Σ s_i² (attention work, tokens²)
+  double WindowSumSquaredTokens() const;  // Σ over instances of window_sum_squared
   int NumInstances() const { return static_cast<int>(instances.size()); }
 };
 
@@ -67,11 +73,17 @@ struct WorkloadOptions {
 
 // ---- per-item helpers (one image / video / audio clip through one module) ----
 
-// ViT patch tokens of one image (before spatial merge). ImageMeta::patch_tokens > 0 is used as
-// given. An image without a size (0×0) is taken at the module's image_size_px square.
+// ViT patch tokens of one image (before spatial merge), over all its crops under a tile rule.
+// ImageMeta::patch_tokens > 0 is used as given (one crop). An image without a size (0×0) is
+// taken at the module's image_size_px square (one crop).
 StatusOr<int64_t> VitPatchTokensForImage(const spec::ModuleSpec& vit, const spec::ImageMeta& image);
+// ViT passes one image makes (its attention units): 1, or under resize_rule anyres the
+// best-fit grid's tiles + the base image, under tiles the grid's tiles + a thumbnail.
+StatusOr<int64_t> VitCropsForImage(const spec::ModuleSpec& vit, const spec::ImageMeta& image);
 // Tokens one image contributes to the LLM: patch grid merged spatial_merge × spatial_merge.
-// DIP's setting (728 px, patch 14, merge 4) gives 52×52 patches -> 13×13 = 169 tokens.
+// DIP's setting (728 px, patch 14, merge 4) gives 52×52 patches -> 13×13 = 169 tokens. Tile
+// rules: anyres base crop + unpadded (and, past anyres_max_tiles, downsampled) tile features +
+// one newline per feature row; tiles (grid tiles + thumbnail) × merged tokens per tile.
 StatusOr<int64_t> LlmTokensForImage(const spec::ModuleSpec& vit, const spec::ImageMeta& image);
 
 // Frames a ViT samples from one clip (VideoMeta::frames, else duration · fps).
@@ -93,7 +105,8 @@ int64_t AudioMelFrames(const spec::ModuleSpec& audio, const spec::AudioMeta& cli
 StatusOr<std::vector<int32_t>> AudioEncoderWindowTokens(const spec::ModuleSpec& audio,
                                                         const spec::AudioMeta& clip,
                                                         const WorkloadOptions& options = {});
-// Tokens of one clip that reach the LLM: the real (unpadded) frames / conv_downsample.
+// Tokens of one clip that reach the LLM: per window, the real (unpadded) frames /
+// conv_downsample, then / output_pool (floored; Qwen2-Audio: 30 s -> 1500 -> 750).
 StatusOr<int64_t> LlmTokensForAudio(const spec::ModuleSpec& audio, const spec::AudioMeta& clip);
 
 // ---- per-sample and per-microbatch ----

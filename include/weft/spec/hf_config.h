@@ -12,12 +12,15 @@
 //   internvl_chat (remote code), internvl      InternViT (448 px tiles, pixel shuffle) + MLP + LLM
 //   qwen2_audio                                Whisper-style encoder + linear projector + LLM
 //   siglip, siglip_vision_model, intern_vit_6b a vision tower alone
-// Preprocessing becomes the ViT's workload rule: Qwen2-VL resizes natively (sides rounded to
+// Preprocessing becomes the model's workload rule: Qwen2-VL resizes natively (sides rounded to
 // 28 px, area capped at max_pixels: preprocessor_config.json beside the config, else
-// HfImportOptions::max_pixels, else Qwen2VLImageProcessor's default 12845056); LLaVA-OV one
-// 384 px crop (729 tokens); InternVL one 448 px tile (256 tokens after pixel shuffle). Dynamic
-// tiling (anyres, max_dynamic_patch), window attention and audio pooling are reported in `notes`
-// (weft does not model them) rather than approximated silently.
+// HfImportOptions::max_pixels, else Qwen2VLImageProcessor's default 12845056) and Qwen2.5-VL's
+// window attention (window_size, fullatt_block_indexes) prices the windowed ViT layers; LLaVA-OV
+// AnyRes (image_grid_pinpoints, vision_aspect_ratio anyres_max_N: resize_rule anyres);
+// InternVL dynamic tiles (dynamic_image_size, min/max_dynamic_patch, use_thumbnail: resize_rule
+// tiles, 256 tokens a 448 px tile); Qwen2-Audio's 2x pooling (output_pool 2, 25 tokens/s).
+// What weft does not model (the transformers-native InternVL processor's tiling, which lives in
+// its preprocessor config) is reported in `notes` rather than approximated silently.
 //
 // Nothing size-like is defaulted: an unknown model_type, a missing size field or contradictory
 // ones (heads not dividing the width, a merger output that is not the LLM width) is

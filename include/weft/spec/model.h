@@ -33,8 +33,25 @@ StatusOr<Modality> ParseModality(std::string_view name);
 
 // How images are resized before patching (ViT). kFixed: resized to image_size_px square (CLIP,
 // EVA, SigLIP, DIP's 728 px). kNative: kept at native size, each side rounded to a multiple of
-// patch_size * spatial_merge and the area capped at max_pixels (Qwen2-VL style).
-enum class ResizeRule { kFixed, kNative };
+// patch_size * spatial_merge and the area capped at max_pixels (Qwen2-VL style). The tile rules
+// cut an image into image_size_px tiles, each its own ViT pass (docs/data.md, docs/spec.md):
+// kAnyRes: LLaVA-OneVision's AnyRes, the grid chosen from grid_pinpoints by best fit, plus the
+// base image, LLM features capped at anyres_max_tiles tiles' worth; kTiles: InternVL's dynamic
+// tiles, the grid of min_tiles..max_tiles closest to the image's aspect ratio, plus a thumbnail.
+// Video frames under a tile rule are one image_size_px crop each.
+enum class ResizeRule { kFixed, kNative, kAnyRes, kTiles };
+std::string_view ResizeRuleName(ResizeRule rule);  // "fixed", "native", "anyres", "tiles"
+StatusOr<ResizeRule> ParseResizeRule(std::string_view name);
+
+// Most tiles one image may be cut into under a tile rule (grid_pinpoints, max_tiles).
+inline constexpr int kMaxTilesPerImage = 1024;
+
+// One AnyRes candidate resolution (LLaVA's image_grid_pinpoints entry), pixels.
+struct GridPinpoint {
+  int height_px = 0;
+  int width_px = 0;
+  bool operator==(const GridPinpoint&) const = default;
+};
 
 struct ModuleSpec {
   std::string name;  // unique within the model, e.g. "vision", "llm", "projector"
@@ -73,6 +90,17 @@ struct ModuleSpec {
   int64_t max_pixels = 0;  // kNative area cap (0 = none)
   int in_channels = 3;     // image channels (vit) or latent channels (dit)
   int temporal_patch = 1;  // frames per patch in time (video vit / dit)
+  // Tile rules (kAnyRes / kTiles); tiles are image_size_px squares.
+  std::vector<GridPinpoint> grid_pinpoints;  // kAnyRes candidates (multiples of image_size_px)
+  int anyres_max_tiles = 0;  // kAnyRes: LLM features kept <= this many tiles' worth (0 = all)
+  int min_tiles = 1;         // kTiles: tile-grid sizes considered, min_tiles..max_tiles
+  int max_tiles = 1;
+  bool thumbnail = false;  // kTiles: + one whole-image tile when the grid has > 1 tile
+  // Window attention (Qwen2.5-VL ViT): layers not listed in full_attention_layers attend within
+  // attention_window_px x attention_window_px windows of the resized image (0 = every layer
+  // attends to the whole image). Must be a multiple of patch_size * spatial_merge.
+  int attention_window_px = 0;
+  std::vector<int> full_attention_layers;  // 0-based layer indexes, increasing
 
   // Video decoder (kDit): VAE compression from pixels/frames to latents.
   int vae_spatial_downsample = 8;
@@ -87,6 +115,8 @@ struct ModuleSpec {
   int frames_per_second = 100;      // mel frames per second of audio
   int conv_downsample = 2;          // frames per encoder token
   int max_source_positions = 1500;  // Whisper: 30 s window
+  int output_pool = 1;              // encoder positions averaged into one output token after
+                                    // the layers (Qwen2-Audio: 2, 50 -> 25 tokens/s)
 
   // Projector (kMlpProjector): input_size -> ffn_hidden_size -> output_size with num_layers
   // linear layers (1 or 2; 1 = a single input_size x output_size linear). hidden_size is the
@@ -110,9 +140,16 @@ struct ModuleSpec {
   int FixedImageTokens() const;
   // Encoder tokens for `seconds` of audio (kAudioEncoder), capped at max_source_positions.
   int AudioTokens(double seconds) const;
+  // Window attention: true when layer `layer` attends within windows (attention_window_px > 0
+  // and the layer is not in full_attention_layers).
+  bool WindowedLayer(int layer) const;
+  // Patches in one full attention window ((attention_window_px / patch_size)^2; 0 = none).
+  int64_t WindowPatches() const;
   bool operator==(const ModuleSpec&) const = default;
   // "modules[i]" is prepended by ModelSpec::Validate; field paths here start at the field name.
   Status Validate() const;
+  Status ValidateTiling() const;   // part of Validate (vit): the tile-rule fields
+  Status ValidateWindows() const;  // part of Validate (vit): the window-attention fields
 };
 
 struct ModuleEdge {
