@@ -39,7 +39,9 @@ std::string ReplicaImbalanceNotes(const spec::ModelSpec& model, const Placement&
   for (const Chunk& c : placement.chunks) replica_of[{c.module, c.group, c.chunk}] = c.replica;
   const int num_modules = static_cast<int>(model.modules.size());
   std::vector<std::vector<double>> seconds(num_modules);
-  for (int m = 0; m < num_modules; ++m) seconds[m].assign(std::max(1, placement.NumReplicas(m)), 0);
+  for (int m = 0; m < num_modules; ++m) {
+    seconds[m].assign(std::max(1, placement.NumReplicas(m)), 0.0);
+  }
   for (const graph::Stage& st : graph.stages()) {
     auto it = replica_of.find({st.module, st.group, st.chunk});
     if (st.module < 0 || st.module >= num_modules || it == replica_of.end()) continue;
@@ -54,10 +56,11 @@ std::string ReplicaImbalanceNotes(const spec::ModelSpec& model, const Placement&
     const double mean = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(s.size());
     const auto [lo, hi] = std::minmax_element(s.begin(), s.end());
     if (mean <= 0 || *hi / mean <= kNotedImbalance) continue;
-    notes += fmt::format("{}{} replicas unbalanced: max/mean compute {:.2f} ({} replicas, {:.1f} ms "
-                         "max, {:.1f} ms min)",
-                         notes.empty() ? "" : "; ", model.modules[m].name, *hi / mean, s.size(),
-                         *hi * 1e3, *lo * 1e3);
+    notes += fmt::format(
+        "{}{} replicas unbalanced: max/mean compute {:.2f} ({} replicas, {:.1f} ms max, {:.1f} ms "
+        "min)",
+        notes.empty() ? "" : "; ", model.modules[m].name, *hi / mean, s.size(), *hi * 1e3,
+        *lo * 1e3);
   }
   return notes;
 }

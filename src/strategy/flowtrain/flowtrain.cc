@@ -244,7 +244,7 @@ class FlowTrainStrategy : public planning::Strategy {
   // replicas too): each microbatch's encoder work goes
   // to one replica of each producer, longest first to the least loaded (LPT on the encoder
   // units of its samples), instead of the default rule that splits every microbatch's images
-  // over all replicas (a microbatch with fewer images than replicas leaves the rest idle).
+  // over all its serving replicas (balanced by cost, graph_builder.cc PlanDispatch).
   static Status BalanceProducers(const Job& job,
                                  const planning::StaticPlan& plan,
                                  const Roles& roles,

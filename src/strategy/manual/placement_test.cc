@@ -157,6 +157,21 @@ TEST(ManualPlacement, EncoderReplicasShareAVideoBatchByCost) {
     auto world = (*planner)->CompileWorld(*planned, 0);
     EXPECT_TRUE(world.ok()) << world.status().ToString();
   }
+  // One sequence (one clip) cannot be shared: the notes say how unbalanced the replicas are.
+  auto one = strategy::MakePlanner(
+      JobOptions{.model = std::string(WEFT_SOURCE_DIR) + "/tests/data/hf/qwen2-vl-7b",
+                 .cluster = "h800", .gpus = 16, .data = "video", .sequences_per_batch = 1,
+                 .placement = file},
+      "manual");
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  auto batch = (*one)->Batches(0, 1);
+  ASSERT_TRUE(batch.ok());
+  auto planned = (*one)->Plan(batch->front());
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  EXPECT_NE(planned->plan.notes.find("vision replicas unbalanced: max/mean compute 4.00 (4 "
+                                     "replicas, "),
+            std::string::npos)
+      << planned->plan.notes;
 }
 
 TEST(ManualPlacement, IdleGpusAreChargedUnlessTheUserSaysOtherwise) {
