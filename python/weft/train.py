@@ -40,6 +40,13 @@ from weft.runtime.measured import write_measured
 from weft.runtime.pool import pool_config, check_entries_fit, pool_summary, pool_trace_events
 from weft.runtime.trace import write_trace
 
+# The largest model the runtime trains (parameters over every module). It trains in fp32 on CPU
+# processes: each worker holds its chunks' weights and gradients (8 bytes per parameter) and the
+# --check reference holds the whole model again, so 100M parameters is ~0.8 GB per process
+# before activations. The tiny presets have < 1M; a full-size model (vlm-s: 12.4B) would fail to
+# allocate in the workers (docs/runtime.md "Model size").
+MAX_TRAIN_PARAMETERS = 100_000_000
+
 # Strategies whose plans stream through the pool by default (their static plan has a PoolSpec).
 POOL_STRATEGIES = ("flowtrain", "flowtrain-no-allocator", "flowtrain-no-scheduler")
 
@@ -124,6 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     if a.lookahead < 1 or a.work_budget < 0:
         print(f"error: --lookahead = {a.lookahead}, --work-budget = {a.work_budget}; must be "
               ">= 1 and >= 0", file=sys.stderr)
+        return 2
+    try:
+        parameters = int(weft.load_model(a.model)["parameter_count"])
+    except (ValueError, RuntimeError) as e:
+        print(f"error: --model {a.model}: {e}", file=sys.stderr)
+        return 2
+    if parameters > MAX_TRAIN_PARAMETERS:
+        print(f"error: --model {a.model} has {parameters / 1e6:,.1f}M parameters; python -m "
+              f"weft.train runs models of at most {MAX_TRAIN_PARAMETERS // 1_000_000}M (fp32 "
+              "weights and gradients in every CPU worker and the reference; the tiny presets "
+              "have < 1M); plan it with weft compare / weft.plan instead", file=sys.stderr)
         return 2
     if a.placement:  # PlannerService takes no placement: plan offline
         if a.online:

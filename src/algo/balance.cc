@@ -70,6 +70,48 @@ StatusOr<BalanceResult> LongestProcessingTimeFirst(std::span<const double> sizes
   return Finish(sizes, bins, std::move(bin_of_item));
 }
 
+StatusOr<BalanceResult> LongestProcessingTimeFirstEligible(
+    std::span<const double> sizes, int bins, std::span<const std::vector<int>> eligible,
+    std::span<const double> initial_loads) {
+  WEFT_RETURN_IF_ERROR(CheckInput(sizes, bins));
+  if (eligible.size() != sizes.size()) {
+    return InvalidArgumentError(fmt::format("eligible has {} lists; must have one per item ({})",
+                                            eligible.size(), sizes.size()));
+  }
+  for (size_t i = 0; i < eligible.size(); ++i) {
+    for (int b : eligible[i]) {
+      if (b < 0 || b >= bins) {
+        return InvalidArgumentError(
+            fmt::format("eligible[{}] names bin {}; must be in [0, {})", i, b, bins));
+      }
+    }
+  }
+  if (!initial_loads.empty()) {
+    if (static_cast<int>(initial_loads.size()) != bins) {
+      return InvalidArgumentError(fmt::format("initial_loads has {} values; must have one per bin "
+                                              "({})", initial_loads.size(), bins));
+    }
+    WEFT_RETURN_IF_ERROR(CheckInput(initial_loads, bins));
+  }
+  std::vector<double> load(bins, 0.0);
+  if (!initial_loads.empty()) load.assign(initial_loads.begin(), initial_loads.end());
+  std::vector<int> bin_of_item(sizes.size(), 0);
+  for (int i : DecreasingOrder(sizes)) {
+    int best = -1;
+    auto consider = [&](int b) {
+      if (best < 0 || load[b] < load[best] || (load[b] == load[best] && b < best)) best = b;
+    };
+    if (eligible[i].empty()) {
+      for (int b = 0; b < bins; ++b) consider(b);
+    } else {
+      for (int b : eligible[i]) consider(b);
+    }
+    bin_of_item[i] = best;
+    load[best] += sizes[i];
+  }
+  return Finish(sizes, bins, std::move(bin_of_item));
+}
+
 StatusOr<BalanceResult> KarmarkarKarp(std::span<const double> sizes, int bins) {
   WEFT_RETURN_IF_ERROR(CheckInput(sizes, bins));
   const int n = static_cast<int>(sizes.size());

@@ -4,10 +4,13 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
 
+#include "weft/algo/balance.h"
+#include "weft/algo/partition.h"
 #include "weft/cost/ops.h"
 #include "weft/data/workload.h"
 
@@ -407,11 +410,19 @@ class DraftBuilder {
   StatusOr<GraphDraft> Build(const Microbatches& microbatches) {
     num_microbatches_ = static_cast<int>(microbatches.size());
     WEFT_RETURN_IF_ERROR(Init());
+    // Every microbatch's workloads first: the dispatch of a module's work over its replicas
+    // balances the whole iteration (PlanDispatch).
+    std::vector<MicrobatchState> states;
+    states.reserve(microbatches.size());
     for (int mb = 0; mb < static_cast<int>(microbatches.size()); ++mb) {
       MicrobatchState state(num_modules_);
       state.microbatch = mb;
       state.all_samples = MicrobatchSamples(microbatches[mb]);
       WEFT_RETURN_IF_ERROR(DeriveWorkloads(microbatches[mb], state));
+      states.push_back(std::move(state));
+    }
+    WEFT_RETURN_IF_ERROR(PlanDispatch(states));
+    for (MicrobatchState& state : states) {
       for (int i : order_) {
         if (chunks_of_[i].empty()) continue;
         WEFT_RETURN_IF_ERROR(AddModuleFlows(i, state));
@@ -419,6 +430,7 @@ class DraftBuilder {
       LinkModuleEdges(state);
       // Loss: each sink module's last forward feeds its last backward (already linked by the
       // F(k) -> B(k) edge; nothing more to add).
+      state = MicrobatchState(0);  // done: free its workloads
     }
     // Finalized once (unpriced): every variant copies its adjacency and topological order
     // (StageGraph::WithStages). A draft that fails here stays unfinalized, so that each
@@ -428,6 +440,11 @@ class DraftBuilder {
   }
 
  private:
+  // Instances [begin, end) of a module's workload in one microbatch, on one of its replicas.
+  struct Slice {
+    int replica, begin, end;
+  };
+
   // What one microbatch's modules hold while its graph part is built.
   struct MicrobatchState {
     explicit MicrobatchState(int num_modules)
@@ -595,20 +612,26 @@ class DraftBuilder {
     }
     const int b = SubMicrobatchSize(i);
     // Unfolded placements: the module's replicas that take this microbatch, each a contiguous
-    // slice of its instances (TargetReplicas), each slice cut into sub-microbatches.
-    const std::vector<int> targets = TargetReplicas(i, state);
-    struct Slice {
-      int replica, begin, end;
-    };
+    // slice of its instances (PlanDispatch: balanced by cost; an assignment's producer table:
+    // even by count, in its order), each slice cut into sub-microbatches.
+    std::vector<Slice> pieces;
+    if (!dispatch_[i].empty()) {
+      pieces = dispatch_[i][state.microbatch];
+    } else {
+      const std::vector<int> targets = TargetReplicas(i, state);
+      const int parts = std::min<int>(static_cast<int>(targets.size()), n);
+      for (int t = 0; t < parts; ++t) {
+        auto [tb, te] = EvenSlice(n, parts, t);
+        pieces.push_back({targets[t], tb, te});
+      }
+    }
     std::vector<Slice> slices;
-    const int parts = std::min<int>(static_cast<int>(targets.size()), n);
-    for (int t = 0; t < parts; ++t) {
-      auto [tb, te] = EvenSlice(n, parts, t);
-      const int len = te - tb;
+    for (const Slice& piece : pieces) {
+      const int len = piece.end - piece.begin;
       const int subs = b > 0 ? (len + b - 1) / b : 1;
       for (int k = 0; k < subs; ++k) {
         auto [kb, ke] = EvenSlice(len, subs, k);
-        slices.push_back({targets[t], tb + kb, tb + ke});
+        slices.push_back({piece.replica, piece.begin + kb, piece.begin + ke});
       }
     }
     const int subs = static_cast<int>(slices.size());
@@ -619,6 +642,95 @@ class DraftBuilder {
           SubContextTokens(i, subs, slice.begin, slice.end, state), state));
     }
     return OkStatus();
+  }
+
+  // Before any flow: the dispatch of each module's work over its replicas (unfolded placements,
+  // modules with several replicas and no producer table in the assignment). Each microbatch's
+  // instances are cut into as many contiguous pieces as it has serving replicas
+  // (TargetReplicas), balanced by their cost (algo::MinMaxContiguousPartition on each instance's
+  // forward + backward seconds); then, microbatch by microbatch, its pieces go largest first to
+  // the least-loaded replica that serves it, loads carried over the iteration
+  // (algo::LongestProcessingTimeFirstEligible with initial loads: list scheduling).
+  // A microbatch holding one long video thus goes to an idle replica, not always to the first.
+  // A module fed by a dispatched one with as many replicas and, in every microbatch, as many
+  // instances (a projector on its encoder's replicas) takes the same dispatch, so each replica's
+  // outputs stay on its own groups.
+  Status PlanDispatch(const std::vector<MicrobatchState>& states) {
+    dispatch_.assign(num_modules_, {});
+    if (!placement_.unfolded) return OkStatus();
+    for (int i : order_) {
+      const int replicas = static_cast<int>(replica_chunks_[i].size());
+      if (chunks_of_[i].empty() || replicas <= 1) continue;
+      if (i < static_cast<int>(options_.producer_replicas.size()) &&
+          !options_.producer_replicas[i].empty()) {
+        continue;  // the assignment says who serves each microbatch
+      }
+      bool followed = false;
+      for (int p : model_.Predecessors(i)) {
+        if (dispatch_[p].empty() || static_cast<int>(replica_chunks_[p].size()) != replicas) {
+          continue;
+        }
+        const bool same = std::all_of(states.begin(), states.end(), [&](const auto& state) {
+          return state.works[p].NumInstances() == state.works[i].NumInstances();
+        });
+        if (same) {
+          dispatch_[i] = dispatch_[p];
+          followed = true;
+          break;
+        }
+      }
+      if (followed) continue;
+      // Microbatch by microbatch (the order the pipeline consumes them), as list scheduling:
+      // the replicas carry their loads, and each microbatch's pieces go largest first to the
+      // least-loaded replica that serves it.
+      std::vector<double> load(replicas, 0.0);
+      dispatch_[i].assign(num_microbatches_, {});
+      for (const MicrobatchState& state : states) {
+        const data::ModuleWorkload& w = state.works[i];
+        const int n = w.NumInstances();
+        if (n == 0 || w.TotalTokens() == 0) continue;
+        const std::vector<int> targets = TargetReplicas(i, state);
+        std::vector<double> cost(n);
+        for (int k = 0; k < n; ++k) {
+          WEFT_ASSIGN_OR_RETURN(cost[k], InstanceSeconds(i, w, k));
+        }
+        const int parts = std::min<int>(static_cast<int>(targets.size()), n);
+        std::vector<int> begins = {0};
+        if (parts > 1) {
+          WEFT_ASSIGN_OR_RETURN(algo::ContiguousPartition cut,
+                                algo::MinMaxContiguousPartition(cost, parts));
+          begins = cut.boundaries;
+        }
+        std::vector<Slice> pieces;
+        std::vector<double> seconds;
+        for (int p = 0; p < parts; ++p) {
+          const int begin = begins[p];
+          const int end = p + 1 < parts ? begins[p + 1] : n;
+          pieces.push_back({targets.front(), begin, end});
+          seconds.push_back(std::accumulate(cost.begin() + begin, cost.begin() + end, 0.0));
+        }
+        const std::vector<std::vector<int>> eligible(pieces.size(), targets);
+        WEFT_ASSIGN_OR_RETURN(
+            algo::BalanceResult lpt,
+            algo::LongestProcessingTimeFirstEligible(seconds, replicas, eligible, load));
+        for (size_t k = 0; k < pieces.size(); ++k) {
+          pieces[k].replica = lpt.bin_of_item[k];
+          load[pieces[k].replica] += seconds[k];
+        }
+        dispatch_[i][state.microbatch] = std::move(pieces);
+      }
+    }
+    return OkStatus();
+  }
+
+  // Forward + backward seconds of instance k of module i's workload through the whole module
+  // (the dispatch's weight; the same cost model the stages are priced with).
+  StatusOr<double> InstanceSeconds(int i, const data::ModuleWorkload& w, int k) const {
+    WEFT_ASSIGN_OR_RETURN(cost::ChunkCost c,
+                          cost_model_.Chunk(model_, i, 0, model_.modules[i].num_layers,
+                                            ShapeOf(w, k, k + 1, 0), placement_.parallel[i]));
+    const bool backward = mode_[i] != cost::BackwardMode::kNone;
+    return c.forward_s + (backward ? c.CostTotals::BackwardS(cost::Recompute::kNone) : 0.0);
   }
 
   // The replicas of module i that take microbatch `state.microbatch` (unfolded placements; else
@@ -862,6 +974,9 @@ class DraftBuilder {
   std::vector<std::vector<int>> chunks_of_;  // per module: its chunks (Placement::ChunksOf)
   std::vector<std::vector<std::vector<int>>> replica_chunks_;  // [module][replica] -> chunks
   int anchor_ = 0;  // unfolded: the module whose replica owns each microbatch (the LLM)
+  // [module][microbatch] -> its instances' slices on its replicas (PlanDispatch); empty for a
+  // module: the even rule in AddModuleFlows.
+  std::vector<std::vector<std::vector<Slice>>> dispatch_;
   std::vector<int> order_;                   // the model's topological order
   GraphDraft draft_;
 };

@@ -189,9 +189,21 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
   if (options.pipeline_size > 0) lp.pp = options.pipeline_size;
   const int replica = lp.tp * lp.pp * lp.cp;
   if (gpus < replica) {
-    return FailedPreconditionError("--gpus = " + std::to_string(gpus) + "; module '" +
-                                   job.model.modules[llm].name +
-                                   "' needs tp·pp·cp = " + std::to_string(replica) + " GPUs");
+    // Name where both numbers come from (issue 34 item 18): the GPUs from --gpus, the model's
+    // setup or the cluster preset; the sizes from --tp / --pp / --cp or the model's setup.
+    const std::string gpus_from =
+        options.gpus > 0    ? fmt::format("--gpus = {}", gpus)
+        : training.gpus > 0 ? fmt::format("the setup's gpus = {} (model '{}')", gpus, options.model)
+                            : fmt::format("cluster '{}' has {} GPUs", cluster_name, gpus);
+    auto from = [&](bool flag, const char* name) {
+      return flag ? std::string(name) : std::string("setup.parallel");
+    };
+    return FailedPreconditionError(fmt::format(
+        "{}; module '{}' needs tp·pp·cp = {}·{}·{} = {} GPUs (tp from {}, pp from {}, cp from "
+        "{}; lower them with --tp / --pp / --cp, or raise --gpus)",
+        gpus_from, job.model.modules[llm].name, lp.tp, lp.pp, lp.cp, replica,
+        from(!options.tensor_size.empty(), "--tp"), from(options.pipeline_size > 0, "--pp"),
+        from(!options.context_size.empty(), "--cp")));
   }
   if (options.data_parallel_size > 0 && options.data_parallel_size * replica > gpus) {
     return FailedPreconditionError(fmt::format(

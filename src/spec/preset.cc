@@ -690,13 +690,41 @@ Status CheckGpuProduct(const Context& ctx, const std::string& path, const Module
   return OkStatus();
 }
 
+// Where each expanded entry of setup.parallel was written (ReadParallel expands `all:` and the
+// `modules:` list into one entry per module): its list index (-1 = from `all:` alone) and the
+// keys written there and under `all:`, so messages name what the user wrote.
+struct ParallelSources {
+  std::vector<int> list_index;                      // per expanded entry
+  std::vector<std::vector<std::string>> list_keys;  // per list item: its keys
+  std::vector<std::string> all_keys;                // the keys under `all:`
+
+  std::string Path(size_t entry, std::string_view field) const {
+    auto has = [&](const std::vector<std::string>& keys) {
+      return std::find(keys.begin(), keys.end(), field) != keys.end();
+    };
+    const int item = entry < list_index.size() ? list_index[entry] : -1;
+    std::string base = item >= 0 ? fmt::format("parallel.modules[{}]", item) : "parallel.all";
+    if (field.empty()) return base;
+    // A field the list item does not set but `all:` does was written under `all:`.
+    if (item >= 0 && !has(list_keys[item]) && has(all_keys)) base = "parallel.all";
+    return fmt::format("{}.{}", base, field);
+  }
+};
+
 StatusOr<ParallelConfig> ReadParallel(const Context& ctx, const YAML::Node& node,
-                                      const ModelSpec& model) {
+                                      const ModelSpec& model, ParallelSources& sources) {
   const std::string prefix = "setup.parallel";
   WEFT_RETURN_IF_ERROR(RequireMap(ctx, node, prefix));
   ParallelConfig parallel;
   ModuleParallel all;
   bool expand = false;
+  auto keys_of = [](const YAML::Node& map) {
+    std::vector<std::string> keys;
+    if (map.IsMap()) {
+      for (const auto& kv : map) keys.push_back(kv.first.Scalar());
+    }
+    return keys;
+  };
   for (const auto& kv : node) {
     const std::string key = kv.first.Scalar();
     const std::string path = Join(prefix, key);
@@ -711,6 +739,7 @@ StatusOr<ParallelConfig> ReadParallel(const Context& ctx, const YAML::Node& node
       }
       WEFT_RETURN_IF_ERROR(ReadFields(ctx, kv.second, path, ModuleParallelFields(), {}, all));
       WEFT_RETURN_IF_ERROR(CheckGpuProduct(ctx, path, all));
+      sources.all_keys = keys_of(kv.second);
       expand = true;
     } else if (key != "modules") {
       return UnknownKey(ctx, path, kv.second, key,
@@ -736,6 +765,7 @@ StatusOr<ParallelConfig> ReadParallel(const Context& ctx, const YAML::Node& node
                                  DidYouMean(entry.module, names)));
       }
       entries.push_back(entry);
+      sources.list_keys.push_back(keys_of(list[i]));
     }
     expand = true;
   }
@@ -747,6 +777,8 @@ StatusOr<ParallelConfig> ReadParallel(const Context& ctx, const YAML::Node& node
       ModuleParallel entry = it != entries.end() ? *it : all;
       entry.module = m.name;
       parallel.modules.push_back(entry);
+      sources.list_index.push_back(it != entries.end() ? static_cast<int>(it - entries.begin())
+                                                       : -1);
     }
     // Duplicates would be silently merged above: reject them.
     for (size_t i = 0; i < entries.size(); ++i) {
@@ -762,11 +794,11 @@ StatusOr<ParallelConfig> ReadParallel(const Context& ctx, const YAML::Node& node
 }
 
 StatusOr<TrainingSetup> ReadSetup(const Context& ctx, const YAML::Node& node,
-                                  const ModelSpec& model) {
+                                  const ModelSpec& model, ParallelSources& sources) {
   TrainingSetup setup;
   WEFT_RETURN_IF_ERROR(ReadFields(ctx, node, "setup", SetupFields(), {"parallel"}, setup));
   if (const YAML::Node parallel = node["parallel"]) {
-    WEFT_ASSIGN_OR_RETURN(setup.parallel, ReadParallel(ctx, parallel, model));
+    WEFT_ASSIGN_OR_RETURN(setup.parallel, ReadParallel(ctx, parallel, model, sources));
   }
   return setup;
 }
@@ -845,8 +877,11 @@ StatusOr<ModelPreset> ParseModelDocument(std::string_view text, const Context& c
     Status valid = model.Validate();
     if (!valid.ok()) return valid.WithPrefix(ctx.source);
     if (const YAML::Node setup = root["setup"]) {
-      WEFT_ASSIGN_OR_RETURN(TrainingSetup parsed, ReadSetup(ctx, setup, model));
-      Status setup_valid = parsed.Validate(model);
+      ParallelSources sources;
+      WEFT_ASSIGN_OR_RETURN(TrainingSetup parsed, ReadSetup(ctx, setup, model, sources));
+      Status setup_valid = parsed.Validate(model, [&sources](size_t entry, std::string_view field) {
+        return sources.Path(entry, field);
+      });
       if (!setup_valid.ok()) {
         return Status(setup_valid.code(),
                       fmt::format("{}: setup.{}", ctx.source, setup_valid.message()));
@@ -1117,7 +1152,7 @@ std::string_view PresetKindName(PresetKind kind) {
   return kind == PresetKind::kModel ? "model" : "cluster";
 }
 
-Status TrainingSetup::Validate(const ModelSpec& model) const {
+Status TrainingSetup::Validate(const ModelSpec& model, const ParallelEntryPaths& paths) const {
   if (gpus <= 0) return InvalidArgumentError(fmt::format("gpus = {}; must be > 0", gpus));
   if (context_tokens < 0) {
     return InvalidArgumentError(
@@ -1145,7 +1180,11 @@ Status TrainingSetup::Validate(const ModelSpec& model) const {
                                             cluster, cluster_spec.status().message()));
   }
   WEFT_ASSIGN_OR_RETURN(ClusterSpec sized, cluster_spec->WithTotalGpus(gpus));
-  return parallel.Validate(model, sized);
+  WEFT_RETURN_IF_ERROR(parallel.Validate(model, paths));
+  // The GPUs are the setup's `gpus` (on its cluster), not the cluster preset's size: say so.
+  return parallel.CheckGpusFit(sized.TotalGpus(),  // == gpus: a partial last node is kept
+                               fmt::format("the setup's gpus = {} (cluster '{}')", gpus, cluster),
+                               paths);
 }
 
 std::vector<std::string> PresetNames(PresetKind kind) {

@@ -362,14 +362,39 @@ setup:
 )";
   StatusOr<ModelPreset> p = ParseModelYaml(text, "s.yaml");
   ASSERT_FALSE(p.ok());
+  // The user wrote `all:`: the message names it, not the expanded modules[0] (issue 34 item 18).
   EXPECT_EQ(p.status().message(),
-            "s.yaml: setup.parallel.modules[0].tp = 3; must divide num_attention_heads (4) of "
-            "module 'llm'");
+            "s.yaml: setup.parallel.all.tp = 3; must divide num_attention_heads (4) of module "
+            "'llm'");
   p = ParseModelYaml(std::string(kTinyModel) + "setup: {cluster: h900, gpus: 8}\n", "s.yaml");
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.status().message(),
               HasSubstr("s.yaml: setup.cluster = \"h900\"; must name a cluster preset or file"));
   EXPECT_THAT(p.status().message(), HasSubstr("did you mean 'h"));
+}
+
+TEST(ParseModelYaml, SetupErrorsNameThePathWritten) {
+  const std::string setup = "setup:\n  cluster: h800\n  gpus: 8\n  parallel:\n";
+  // A list item's own field is named by its list index...
+  StatusOr<ModelPreset> p =
+      ParseModelYaml(std::string(kTinyModel) + setup +
+                         "    all: {pp: 2}\n    modules:\n      - {module: llm, tp: 3}\n",
+                     "s.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("s.yaml: setup.parallel.modules[0].tp = 3; must divide"));
+  // ...a field the item inherits from `all:` by `all:`.
+  p = ParseModelYaml(std::string(kTinyModel) + setup +
+                         "    all: {tp: 3}\n    modules:\n      - {module: llm, pp: 2}\n",
+                     "s.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("s.yaml: setup.parallel.all.tp = 3; must divide"));
+  // Too many GPUs: the entry as written, and the 8 named as the setup's gpus, not the cluster's.
+  p = ParseModelYaml(std::string(kTinyModel) + setup + "    all: {tp: 4, pp: 4}\n", "s.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(),
+            "s.yaml: setup.parallel.all = tp 4 x pp 4 x dp 1 x cp 1 = 16 GPUs; must fit the "
+            "setup's gpus = 8 (cluster 'h800')");
 }
 
 TEST(ParseModelYaml, SetupVideoRulesAreReadAndRangeChecked) {

@@ -325,6 +325,30 @@ TEST(MakeJobSetup, BadInputNamesTheFlag) {
   EXPECT_EQ(MakeJobSetup(o).status().code(), StatusCode::kFailedPrecondition);
 }
 
+TEST(MakeJobSetup, TooFewGpusSaysWhereBothNumbersComeFrom) {
+  // vlm-l's setup is 64 GPUs at tp 8 · pp 8 (issue 34 item 18: the 16 is --gpus, the 64 the
+  // model's setup.parallel).
+  JobOptions o;
+  o.model = "vlm-l";
+  o.gpus = 16;
+  auto s = MakeJobSetup(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.status().message(),
+            "--gpus = 16; module 'llm' needs tp·pp·cp = 8·8·1 = 64 GPUs (tp from setup.parallel, "
+            "pp from setup.parallel, cp from setup.parallel; lower them with --tp / --pp / --cp, "
+            "or raise --gpus)");
+  o.pipeline_size = 4;
+  o.gpus = 16;
+  s = MakeJobSetup(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message().rfind("--gpus = 16; module 'llm' needs tp·pp·cp = 8·4·1 = 32 "
+                                       "GPUs (tp from setup.parallel, pp from --pp,",
+                                       0),
+            0u)
+      << s.status().message();
+}
+
 TEST(MakeJobSetup, AnUnknownDataProfileInTheModelSetupIsAnError) {
   const std::string path = ::testing::TempDir() + "/weft_no_such_profile.yaml";
   {

@@ -175,8 +175,16 @@ TEST(Tune, IsDeterministicAndPrunesByMemory) {
   TuneOptions options;
   // A 7B backbone on 2 A100s: at tp 1 pp 1 dp 2 its state alone (12 bytes per parameter under
   // ZeRO-1) exceeds the usable memory.
-  options.job =
-      JobOptions{.model = "llava-ov-qwen2.5-7b", .cluster = "a100", .gpus = 2, .data = "mixed"};
+  options.job = JobOptions{.model = "llava-ov-qwen2.5-7b",
+                           .cluster = "a100",
+                           .gpus = 2,
+                           .pipeline_size = 1,
+                           .data = "mixed"};
+  // The job's own configuration at tp 1 · cp 1 and 2 microbatches (the preset's tuned layout
+  // needs 16 GPUs and its 32 microbatches would make the batch 64 sequences).
+  options.job.num_microbatches = 2;
+  options.job.tensor_size = {.all = 1, .by_module = {}};
+  options.job.context_size = {.all = 1, .by_module = {}};
   options.strategies = {"megatron-1f1b"};
   auto a = Tune(options);
   auto b = Tune(options);

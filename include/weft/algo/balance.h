@@ -36,6 +36,20 @@ struct BalanceResult {
 // O(n log n + n log bins).
 StatusOr<BalanceResult> LongestProcessingTimeFirst(std::span<const double> sizes, int bins);
 
+// LPT where item i may go only to the bins eligible[i] names (an empty list: every bin): items by
+// decreasing size (ties: lower index first), each onto its least-loaded eligible bin (ties: lowest
+// bin). With every bin eligible it is LongestProcessingTimeFirst. The lower bound stays
+// max(max item, sum / bins). Used to dispatch encoder work over the replicas that may serve each
+// microbatch (planning/graph_builder.cc) and FlowTrain's producers. O(n log n + sum |eligible|).
+// Errors: as LongestProcessingTimeFirst, plus eligible.size() != sizes.size() or a bin outside
+// [0, bins).
+// `initial_loads` (empty: zeros; else one finite value >= 0 per bin) is work the bins already
+// hold: list scheduling that carries loads from one batch of items to the next (bin_load and the
+// makespan then count the items only).
+StatusOr<BalanceResult> LongestProcessingTimeFirstEligible(
+    std::span<const double> sizes, int bins, std::span<const std::vector<int>> eligible,
+    std::span<const double> initial_loads = {});
+
 // Karmarkar-Karp largest differencing method, k-way: every item starts as a k-tuple of bins
 // (item, 0, ..., 0); repeatedly the two tuples with the largest spread (max - min bin) are merged,
 // pairing the heaviest bin of one with the lightest bin of the other. Deterministic tie-breaks.

@@ -48,7 +48,10 @@ struct GraphBuildOptions {
   // microbatch k (Assignment::producers in the graph's microbatch order), each a contiguous share
   // of its instances in this order. Empty (for the table or a module) = the default rule:
   // module m with R_m replicas, anchor with R_a: R_m = R_a: the anchor's replica a;
-  // R_m = f·R_a: replicas [a·f, (a+1)·f); R_a = f·R_m: replica a mod R_m; else every replica.
+  // R_m = f·R_a: replicas [a·f, (a+1)·f); R_a = f·R_m: replica a mod R_m; else every replica;
+  // the microbatch's instances cut into shares balanced by cost and dispatched, microbatch by
+  // microbatch, to the least-loaded serving replica (DraftBuilder::PlanDispatch,
+  // docs/placements.md).
   std::vector<std::vector<std::vector<int>>> producer_replicas = {};
 };
 

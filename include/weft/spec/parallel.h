@@ -1,6 +1,8 @@
 #pragma once
 // ParallelConfig: how each module is parallelized (TP/PP/DP/CP) and how a batch is microbatched.
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "weft/common/status.h"
@@ -20,6 +22,11 @@ struct ModuleParallel {
   bool operator==(const ModuleParallel&) const = default;
 };
 
+// Where the user wrote entry `entry`'s `field` ("" = the entry as a whole), for messages: a
+// reader that expands `all:` names "parallel.all.tp", not the expanded "parallel.modules[2].tp".
+// Empty = "parallel.modules[<entry>]" (+ ".<field>").
+using ParallelEntryPaths = std::function<std::string(size_t entry, std::string_view field)>;
+
 struct ParallelConfig {
   std::vector<ModuleParallel> modules;  // one entry per module (missing => defaults)
   int num_microbatches = 1;             // per DP replica per iteration
@@ -32,8 +39,14 @@ struct ParallelConfig {
   // and GPUs used <= cluster GPUs (when a cluster is given; each module's tp·pp·dp·cp must fit,
   // since modules may share GPUs (DIP) or use disjoint groups (Cornstarch)).
   // Messages: "parallel.modules[1].tp = 3; must divide num_attention_heads (32) of module 'llm'".
-  Status Validate(const ModelSpec& model) const;
-  Status Validate(const ModelSpec& model, const ClusterSpec& cluster) const;
+  // `paths`, when given, name where each entry (and field) was written.
+  Status Validate(const ModelSpec& model, const ParallelEntryPaths& paths = {}) const;
+  Status Validate(const ModelSpec& model, const ClusterSpec& cluster,
+                  const ParallelEntryPaths& paths = {}) const;
+  // The per-entry GPU check alone: each entry's tp·pp·dp·cp <= `total_gpus`; a failure says
+  // "must fit " + `what` (e.g. "the 16 GPUs of cluster 'h800'").
+  Status CheckGpusFit(int total_gpus, std::string_view what,
+                      const ParallelEntryPaths& paths = {}) const;
 };
 
 }  // namespace weft::spec

@@ -33,8 +33,9 @@ struct TrainingSetup {
   double max_clip_s = 0;
   std::string long_clips;
   bool operator==(const TrainingSetup&) const = default;
-  // gpus > 0, the cluster preset loads, parallel.Validate(model, cluster resized to gpus).
-  Status Validate(const ModelSpec& model) const;
+  // gpus > 0, the cluster preset loads, parallel.Validate(model) and every entry fits `gpus`.
+  // `paths` name where each parallel entry was written (ParallelConfig::Validate).
+  Status Validate(const ModelSpec& model, const ParallelEntryPaths& paths = {}) const;
 };
 
 struct ModelPreset {

@@ -15,9 +15,17 @@
 namespace weft::strategy::dflop {
 namespace {
 
+// At tp 1 · pp 1 · cp 1 (the preset's tuned layout needs 16 GPUs; DFLOP's optimizer picks its
+// own groups, these tests check it on 8 and 16).
 JobOptions Options(int gpus) {
-  return JobOptions{
-      .model = "llava-ov-llama3-8b", .cluster = "a100", .gpus = gpus, .data = "mixed"};
+  JobOptions o{.model = "llava-ov-llama3-8b",
+               .cluster = "a100",
+               .gpus = gpus,
+               .pipeline_size = 1,
+               .data = "mixed"};
+  o.tensor_size = {.all = 1, .by_module = {}};
+  o.context_size = {.all = 1, .by_module = {}};
+  return o;
 }
 
 // Every (E, L, N_mb) of a small cluster priced by an independent enumeration (all tp, pp, dp

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "weft/algo/balance.h"
 #include "weft/cost/throughput_table.h"
 #include "weft/planning/iteration.h"
 #include "weft/sched/generators.h"
@@ -243,7 +244,7 @@ class FlowTrainStrategy : public planning::Strategy {
   // replicas too): each microbatch's encoder work goes
   // to one replica of each producer, longest first to the least loaded (LPT on the encoder
   // units of its samples), instead of the default rule that splits every microbatch's images
-  // over all replicas (a microbatch with fewer images than replicas leaves the rest idle).
+  // over all its serving replicas (balanced by cost, graph_builder.cc PlanDispatch).
   static Status BalanceProducers(const Job& job,
                                  const planning::StaticPlan& plan,
                                  const Roles& roles,
@@ -282,14 +283,14 @@ class FlowTrainStrategy : public planning::Strategy {
           work.push_back(w);
         }
       }
-      std::stable_sort(work.begin(), work.end(),
-                       [](const Work& x, const Work& y) { return x.units > y.units; });
-      std::vector<double> load(replicas, 0.0);
-      for (const Work& w : work) {
-        const int least =
-            static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-        load[least] += w.units;
-        table[w.replica][w.microbatch] = {least};
+      // One LPT for every dispatch of encoder work (algo/balance.h; the graph builder's default
+      // uses its eligible-bins form): largest microbatch first, onto the least-loaded replica.
+      std::vector<double> units;
+      for (const Work& w : work) units.push_back(w.units);
+      WEFT_ASSIGN_OR_RETURN(algo::BalanceResult lpt,
+                            algo::LongestProcessingTimeFirst(units, replicas));
+      for (size_t k = 0; k < work.size(); ++k) {
+        table[work[k].replica][work[k].microbatch] = {lpt.bin_of_item[k]};
       }
     }
     return OkStatus();

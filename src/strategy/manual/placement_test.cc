@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <map>
 #include <set>
 
 #include "weft/plan/validator.h"
@@ -98,6 +101,79 @@ TEST(ManualPlacement, ShippedExamplesPlanAndCountEveryGpu) {
 }
 
 // Idle GPUs are charged: megatron on cs-valm-mm uses 16 of the 20 GPUs.
+// Issue 34 item 4: Qwen2-VL-7B with the vision encoder at TP1·DP4 beside the LLM at TP4·PP3 on
+// 16 H800, video data. Each microbatch is one LLM microbatch served by all 4 encoder replicas;
+// the even split by count sent a microbatch holding one long clip to replica 0 every time
+// (before: 17.2 / 10.4 / 8.7 / 11.8 s of stage compute, iteration 17.2 s). The dispatch
+// balanced by cost (graph_builder.cc PlanDispatch) keeps every replica within 10% of the mean,
+// the projector on its own encoder replica's group, and the plan valid.
+TEST(ManualPlacement, EncoderReplicasShareAVideoBatchByCost) {
+  const std::string file = ::testing::TempDir() + "/weft_qwen2vl_video.yaml";
+  {
+    std::ofstream out(file);
+    out << "placement:\n  schedule: 1f1b\n  microbatches: 8\n  modules:\n"
+           "    vision: {tp: 1, dp: 4, layers: [32], first_gpu: 0}\n"
+           "    projector: {on: vision}\n"
+           "    llm: {tp: 4, dp: 1, layers: [10, 9, 9], first_gpu: 4}\n";
+  }
+  auto planner = strategy::MakePlanner(
+      JobOptions{.model = std::string(WEFT_SOURCE_DIR) + "/tests/data/hf/qwen2-vl-7b",
+                 .cluster = "h800", .gpus = 16, .data = "video", .placement = file},
+      "manual");
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+  const Placement& placement = (*planner)->static_plan().placement;
+  auto batches = (*planner)->Batches(0, 2);
+  ASSERT_TRUE(batches.ok());
+  for (const spec::Batch& batch : *batches) {
+    auto planned = (*planner)->Plan(batch);
+    ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+    ASSERT_EQ(planned->plan.replicas.size(), 1u);
+    const graph::StageGraph& g = planned->plan.replicas[0].graph;
+    const int vision = *(*planner)->job().model.FindModule("vision");
+    std::map<int, int> replica_of_group;
+    for (const Chunk& c : placement.chunks) {
+      if (c.module == vision) replica_of_group[c.group] = c.replica;
+    }
+    std::vector<double> seconds(4, 0.0);
+    for (const graph::Stage& st : g.stages()) {
+      if (st.module == vision) seconds[replica_of_group.at(st.group)] += st.latency_s;
+    }
+    const double mean = (seconds[0] + seconds[1] + seconds[2] + seconds[3]) / 4;
+    const double max = *std::max_element(seconds.begin(), seconds.end());
+    EXPECT_GT(mean, 0);
+    EXPECT_LE(max / mean, 1.10) << seconds[0] << " " << seconds[1] << " " << seconds[2] << " "
+                                << seconds[3];
+    EXPECT_EQ(planned->plan.notes.find("replicas unbalanced"), std::string::npos)
+        << planned->plan.notes;
+    // Every projector stage sits on the group of the vision stage that feeds it.
+    for (const graph::Edge& e : g.edges()) {
+      const graph::Stage& from = g.stage(e.from);
+      const graph::Stage& to = g.stage(e.to);
+      if (from.module == vision && to.module != vision &&
+          (*planner)->job().model.modules[to.module].kind == spec::ModuleKind::kMlpProjector) {
+        EXPECT_EQ(from.group, to.group);
+      }
+    }
+    auto world = (*planner)->CompileWorld(*planned, 0);
+    EXPECT_TRUE(world.ok()) << world.status().ToString();
+  }
+  // One sequence (one clip) cannot be shared: the notes say how unbalanced the replicas are.
+  auto one = strategy::MakePlanner(
+      JobOptions{.model = std::string(WEFT_SOURCE_DIR) + "/tests/data/hf/qwen2-vl-7b",
+                 .cluster = "h800", .gpus = 16, .data = "video", .sequences_per_batch = 1,
+                 .placement = file},
+      "manual");
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  auto batch = (*one)->Batches(0, 1);
+  ASSERT_TRUE(batch.ok());
+  auto planned = (*one)->Plan(batch->front());
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  EXPECT_NE(planned->plan.notes.find("vision replicas unbalanced: max/mean compute 4.00 (4 "
+                                     "replicas, "),
+            std::string::npos)
+      << planned->plan.notes;
+}
+
 TEST(ManualPlacement, IdleGpusAreChargedUnlessTheUserSaysOtherwise) {
   for (bool charge : {true, false}) {
     auto planner = strategy::MakePlanner(
