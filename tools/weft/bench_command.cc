@@ -16,6 +16,25 @@
 namespace weft::cli {
 namespace {
 
+// Parses "0.01,0.03" into numbers in (0, max]; InvalidArgument naming the flag on a bad element.
+StatusOr<std::vector<double>> ParseNumbers(const std::string& flag, const std::string& text,
+                                           double max) {
+  std::vector<double> out;
+  for (const std::string& item : SplitList(text)) {
+    try {
+      size_t used = 0;
+      const double v = std::stod(item, &used);
+      if (used != item.size() || !(v > 0) || v > max) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return InvalidArgumentError(flag + " = " + QuoteForMessage(text) + ": " +
+                                  QuoteForMessage(item) + " is not a number in (0, " +
+                                  std::to_string(max) + "]");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void RegisterBenchCommand(CLI::App& app, int& exit_code) {
@@ -145,8 +164,8 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
   corr->add_flag("--quiet", *quiet, "no progress on stderr");
   corr->callback([=, &exit_code]() {
     strategy::dflop::CorrectionStudyOptions o = *study;
-    auto r = ParseList<double>("--rates", *rates, 1.0);
-    auto l = ParseList<double>("--latencies", *latencies, 10.0);
+    auto r = ParseNumbers("--rates", *rates, 0.99);
+    auto l = ParseNumbers("--latencies", *latencies, 10.0);
     auto sd = ParseList<uint64_t>("--seeds", *study_seeds, std::numeric_limits<long long>::max());
     for (const Status& st : {r.status(), l.status(), sd.status()}) {
       if (!st.ok()) {

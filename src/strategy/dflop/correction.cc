@@ -15,7 +15,8 @@ namespace weft::strategy::dflop {
 Status CorrectionOptions::Validate() const {
   auto fraction = [](double v) { return std::isfinite(v) && v >= 0 && v <= 1; };
   if (!fraction(threshold)) {
-    return InvalidArgumentError(fmt::format("correction threshold = {}; must be in [0, 1]", threshold));
+    return InvalidArgumentError(
+        fmt::format("correction threshold = {}; must be in [0, 1]", threshold));
   }
   if (!fraction(clean_tolerance)) {
     return InvalidArgumentError(
@@ -82,8 +83,10 @@ const CorrectionState* CorrectionOf(const planning::PlanState& state) {
   return dynamic_cast<const CorrectionState*>(state.feedback.get());
 }
 
-StatusOr<ItemDurations> DurationsOf(const Job& job, const Config& config,
-                                    const cost::ThroughputTable& tables, const spec::Batch& batch,
+StatusOr<ItemDurations> DurationsOf(const Job& job,
+                                    const Config& config,
+                                    const cost::ThroughputTable& tables,
+                                    const spec::Batch& batch,
                                     const CorrectionState* correction,
                                     const CorrectionOptions& options) {
   WEFT_ASSIGN_OR_RETURN(Roles roles, FindRoles(job.model));
@@ -110,7 +113,8 @@ StatusOr<ItemDurations> DurationsOf(const Job& job, const Config& config,
 }
 
 double BucketMakespan(const std::vector<algo::TwoResourceItem>& durations,
-                      const std::vector<int>& bucket_of, int buckets) {
+                      const std::vector<int>& bucket_of,
+                      int buckets) {
   std::vector<double> first(buckets, 0.0), second(buckets, 0.0);
   for (size_t i = 0; i < durations.size(); ++i) {
     first[bucket_of[i]] += durations[i].first_s;
@@ -136,9 +140,13 @@ struct StageGroup {
 }  // namespace
 
 StatusOr<std::shared_ptr<const CorrectionState>> ObserveCorrection(
-    const Job& job, const Config& config, const cost::ThroughputTable& tables,
-    const CorrectionOptions& options, const planning::PlanState& state,
-    const planning::IterationPlan& planned, const std::vector<planning::MeasuredStage>& measured,
+    const Job& job,
+    const Config& config,
+    const cost::ThroughputTable& tables,
+    const CorrectionOptions& options,
+    const planning::PlanState& state,
+    const planning::IterationPlan& planned,
+    const std::vector<planning::MeasuredStage>& measured,
     const BalanceFn& balance) {
   WEFT_RETURN_IF_ERROR(options.Validate());
   const CorrectionState* before = CorrectionOf(state);
@@ -171,7 +179,8 @@ StatusOr<std::shared_ptr<const CorrectionState>> ObserveCorrection(
   // Group the LLM's graph stages by (replica, group, chunk, microbatch).
   std::map<std::tuple<int, int, int, int>, StageGroup> groups;
   std::map<std::pair<int, graph::StageId>, double> measured_of;
-  for (const planning::MeasuredStage& m : measured) measured_of[{m.replica, m.stage}] = m.measured_s;
+  for (const planning::MeasuredStage& m : measured)
+    measured_of[{m.replica, m.stage}] = m.measured_s;
   const cost::CostCorrection empty;
   const cost::CostCorrection& factors = state.correction ? *state.correction : empty;
   for (int r = 0; r < static_cast<int>(planned.replicas.size()); ++r) {
@@ -184,9 +193,9 @@ StatusOr<std::shared_ptr<const CorrectionState>> ObserveCorrection(
       // The planned time without the planner's own (stage-shape) cost correction.
       double factor = 1;
       if (!factors.empty()) {
-        WEFT_ASSIGN_OR_RETURN(cost::TokenShape shape,
-                              planning::StageTokenShape(job.model, batch, replica.microbatches,
-                                                        job.workload, st));
+        WEFT_ASSIGN_OR_RETURN(
+            cost::TokenShape shape,
+            planning::StageTokenShape(job.model, batch, replica.microbatches, job.workload, st));
         const cost::Pass pass = st.pass == graph::Pass::kForward ? cost::Pass::kForward
                                 : st.pass == graph::Pass::kBackwardWeight
                                     ? cost::Pass::kBackwardWeight
@@ -278,8 +287,8 @@ StatusOr<std::shared_ptr<const CorrectionState>> ObserveCorrection(
     const double mean_penalty = o.penalty_sum / static_cast<double>(o.count);
     const double mean_predicted = o.predicted_sum / static_cast<double>(o.count);
     p.penalty_s += w * (mean_penalty - p.penalty_s);
-    p.predicted_s = p.observations == 0 ? mean_predicted
-                                        : p.predicted_s + w * (mean_predicted - p.predicted_s);
+    p.predicted_s =
+        p.observations == 0 ? mean_predicted : p.predicted_s + w * (mean_predicted - p.predicted_s);
     p.observations += o.count;
     ++p.iterations;
   }
@@ -296,8 +305,7 @@ StatusOr<std::shared_ptr<const CorrectionState>> ObserveCorrection(
     for (int i = 0; i < n; ++i) {
       plain[i] = {.first_s = items.durations[i].encoder_s, .second_s = items.durations[i].llm_s};
       corrected[i] = plain[i];
-      corrected[i].second_s +=
-          next->AppliedPenalty(items.items[i].llm_tokens, options.threshold);
+      corrected[i].second_s += next->AppliedPenalty(items.items[i].llm_tokens, options.threshold);
     }
     WEFT_ASSIGN_OR_RETURN(std::vector<int> without, balance(plain, buckets));
     WEFT_ASSIGN_OR_RETURN(std::vector<int> with, balance(corrected, buckets));
@@ -310,7 +318,8 @@ StatusOr<std::shared_ptr<const CorrectionState>> ObserveCorrection(
   ++next->window_observed;
   next->window_benefit_sum += benefit;
   if (next->window_observed >= options.window_iterations) {
-    next->last_window_benefit = next->window_benefit_sum / static_cast<double>(next->window_observed);
+    next->last_window_benefit =
+        next->window_benefit_sum / static_cast<double>(next->window_observed);
     next->decision = !options.toggle || next->last_window_benefit >= options.tracking_cost_fraction
                          ? TrackingDecision::kOn
                          : TrackingDecision::kOff;

@@ -28,7 +28,8 @@ std::vector<int> ItemOfSample(const spec::Batch& batch) {
   return out;
 }
 
-std::vector<int64_t> ItemLlmTokens(const planning::Job& job, const spec::Batch& batch,
+std::vector<int64_t> ItemLlmTokens(const planning::Job& job,
+                                   const spec::Batch& batch,
                                    const Roles& roles) {
   const int n =
       static_cast<int>(batch.sequences.empty() ? batch.samples.size() : batch.sequences.size());
@@ -45,7 +46,8 @@ std::vector<int64_t> ItemLlmTokens(const planning::Job& job, const spec::Batch& 
 
 StatusOr<InjectedDeviations> ChooseAnomalousShapes(const planning::Job& job,
                                                    const std::vector<spec::Batch>& batches,
-                                                   double rate, uint64_t seed) {
+                                                   double rate,
+                                                   uint64_t seed) {
   if (!std::isfinite(rate) || rate <= 0 || rate >= 1) {
     return InvalidArgumentError(fmt::format("anomaly rate = {}; must be in (0, 1)", rate));
   }
@@ -99,7 +101,8 @@ double MaxStageSeconds(const planning::IterationPlan& planned) {
 StatusOr<MeasuredRun> MeasureInjected(const planning::Planner& planner,
                                       const planning::PlanState& state,
                                       const planning::PlannedIteration& planned,
-                                      const InjectedDeviations& injected, int64_t iteration) {
+                                      const InjectedDeviations& injected,
+                                      int64_t iteration) {
   const planning::Job& job = planner.job();
   if (planned.plan.batch == nullptr) {
     return InvalidArgumentError("MeasureInjected: the planned iteration carries no batch");
@@ -126,9 +129,9 @@ StatusOr<MeasuredRun> MeasureInjected(const planning::Planner& planner,
       graph::Stage& st = stages[id];
       double factor = 1;
       if (!factors.empty() && st.latency_s > 0) {
-        WEFT_ASSIGN_OR_RETURN(cost::TokenShape shape,
-                              planning::StageTokenShape(job.model, batch, replica.microbatches,
-                                                        job.workload, st));
+        WEFT_ASSIGN_OR_RETURN(
+            cost::TokenShape shape,
+            planning::StageTokenShape(job.model, batch, replica.microbatches, job.workload, st));
         const cost::Pass pass = st.pass == graph::Pass::kForward ? cost::Pass::kForward
                                 : st.pass == graph::Pass::kBackwardWeight
                                     ? cost::Pass::kBackwardWeight
@@ -206,16 +209,16 @@ StatusOr<CorrectionStudy> RunCorrectionStudy(const CorrectionStudyOptions& optio
     always.toggle = false;
     auto first = MakeDflopStrategy(Variant::kDflop, off);
     WEFT_ASSIGN_OR_RETURN(planning::StaticPlan static_plan, first->Prepare(setup->job));
-    WEFT_ASSIGN_OR_RETURN(auto p_off, planning::Planner::Create(setup, std::move(first), static_plan));
-    WEFT_ASSIGN_OR_RETURN(auto p_on, planning::Planner::Create(
-                                         setup, MakeDflopStrategy(Variant::kDflop, always),
-                                         static_plan));
-    WEFT_ASSIGN_OR_RETURN(auto p_toggle,
-                          planning::Planner::Create(
-                              setup, MakeDflopStrategy(Variant::kDflop, options.correction),
-                              static_plan));
-    WEFT_ASSIGN_OR_RETURN(std::vector<spec::Batch> batches,
-                          p_off->Batches(0, options.iterations));
+    WEFT_ASSIGN_OR_RETURN(auto p_off,
+                          planning::Planner::Create(setup, std::move(first), static_plan));
+    WEFT_ASSIGN_OR_RETURN(
+        auto p_on,
+        planning::Planner::Create(setup, MakeDflopStrategy(Variant::kDflop, always), static_plan));
+    WEFT_ASSIGN_OR_RETURN(
+        auto p_toggle,
+        planning::Planner::Create(setup, MakeDflopStrategy(Variant::kDflop, options.correction),
+                                  static_plan));
+    WEFT_ASSIGN_OR_RETURN(std::vector<spec::Batch> batches, p_off->Batches(0, options.iterations));
     // The arm without correction plans the same whatever is injected: plan it once.
     std::vector<planning::PlannedIteration> plain;
     for (const spec::Batch& b : batches) {
@@ -231,8 +234,8 @@ StatusOr<CorrectionStudy> RunCorrectionStudy(const CorrectionStudyOptions& optio
         injected.latency_s = fraction * max_stage_s;
         double without = 0, always_s = 0, always_raw = 0, toggled = 0;
         for (int it = 0; it < options.iterations; ++it) {
-          WEFT_ASSIGN_OR_RETURN(MeasuredRun m,
-                                MeasureInjected(*p_off, planning::PlanState{}, plain[it], injected, it));
+          WEFT_ASSIGN_OR_RETURN(MeasuredRun m, MeasureInjected(*p_off, planning::PlanState{},
+                                                               plain[it], injected, it));
           without += m.iteration_time_s;
         }
         const CorrectionState* last_toggle = nullptr;
@@ -276,11 +279,11 @@ StatusOr<CorrectionStudy> RunCorrectionStudy(const CorrectionStudyOptions& optio
         cell.mean_benefit += last_toggle != nullptr ? last_toggle->last_window_benefit : 0.0;
         ++cell.seeds;
         if (progress) {
-          progress(fmt::format("seed {} rate {:.0f}% latency {:.0f}%: without {:.4g} s, toggle "
-                               "{:.4g} s, {}",
-                               seed, 100 * rate, 100 * fraction, without / k, toggled / k,
-                               last_toggle ? last_toggle->Describe(options.correction)
-                                           : "no state"));
+          progress(
+              fmt::format("seed {} rate {:.0f}% latency {:.0f}%: without {:.4g} s, toggle "
+                          "{:.4g} s, {}",
+                          seed, 100 * rate, 100 * fraction, without / k, toggled / k,
+                          last_toggle ? last_toggle->Describe(options.correction) : "no state"));
         }
       }
     }

@@ -48,9 +48,10 @@ Loop MakeLoop(const CorrectionOptions& correction, int iterations, uint64_t seed
 
 // Plans, measures (injected) and observes `iterations` batches; returns the final state and
 // the measured times.
-planning::PlanState RunLoop(const Loop& loop, const InjectedDeviations& injected,
+planning::PlanState RunLoop(const Loop& loop,
+                            const InjectedDeviations& injected,
                             std::vector<double>* times = nullptr,
-                        std::vector<std::string>* notes = nullptr) {
+                            std::vector<std::string>* notes = nullptr) {
   planning::PlanState state;
   for (size_t it = 0; it < loop.batches.size(); ++it) {
     auto step = loop.planner->Plan(loop.batches[it], state);

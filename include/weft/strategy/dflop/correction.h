@@ -51,13 +51,13 @@
 namespace weft::strategy::dflop {
 
 struct CorrectionOptions {
-  bool enabled = true;              // false: no tracking at all (Observe keeps no state)
-  double threshold = 0.10;          // |penalty| / predicted item time beyond which it is applied
-  double clean_tolerance = 0.05;    // |residual| / planned stage time within which a stage is clean
-  double alpha = 0.6;               // weight of one observation, in (0, 1]
-  int window_iterations = 4;        // I: iterations per cost–benefit decision (≥ 1)
+  bool enabled = true;            // false: no tracking at all (Observe keeps no state)
+  double threshold = 0.10;        // |penalty| / predicted item time beyond which it is applied
+  double clean_tolerance = 0.05;  // |residual| / planned stage time within which a stage is clean
+  double alpha = 0.6;             // weight of one observation, in (0, 1]
+  int window_iterations = 4;      // I: iterations per cost–benefit decision (≥ 1)
   double tracking_cost_fraction = 0.04;  // C: tracking's overhead per iteration, of its time
-  bool toggle = true;               // false: tracking never switches off (the always-on arm)
+  bool toggle = true;                    // false: tracking never switches off (the always-on arm)
   // Every field in range; InvalidArgument naming the field and its range otherwise.
   Status Validate() const;
 };
@@ -66,8 +66,8 @@ struct CorrectionOptions {
 int LlmShapeBucket(int64_t llm_tokens);
 
 struct ShapePenalty {
-  double penalty_s = 0;    // learned extra seconds per item on one LLM pipeline stage
-  double predicted_s = 0;  // mean predicted item time (scheduler's L_dur) of the shape's items
+  double penalty_s = 0;      // learned extra seconds per item on one LLM pipeline stage
+  double predicted_s = 0;    // mean predicted item time (scheduler's L_dur) of the shape's items
   int64_t observations = 0;  // item observations (one per item per LLM stage)
   int64_t iterations = 0;    // iterations in which the shape was observed
   // Whether the scheduler applies it: observed and |penalty| / predicted > threshold.
@@ -109,8 +109,10 @@ struct ItemDurations {
   std::vector<TwoStage> durations;  // without penalties
   std::vector<double> penalty_s;    // applied penalty per item (0 = none)
 };
-StatusOr<ItemDurations> DurationsOf(const Job& job, const Config& config,
-                                    const cost::ThroughputTable& tables, const spec::Batch& batch,
+StatusOr<ItemDurations> DurationsOf(const Job& job,
+                                    const Config& config,
+                                    const cost::ThroughputTable& tables,
+                                    const spec::Batch& batch,
                                     const CorrectionState* correction,
                                     const CorrectionOptions& options);
 
@@ -121,13 +123,18 @@ StatusOr<ItemDurations> DurationsOf(const Job& job, const Config& config,
 using BalanceFn = std::function<StatusOr<std::vector<int>>(
     const std::vector<algo::TwoResourceItem>& durations, int buckets)>;
 StatusOr<std::shared_ptr<const CorrectionState>> ObserveCorrection(
-    const Job& job, const Config& config, const cost::ThroughputTable& tables,
-    const CorrectionOptions& options, const planning::PlanState& state,
-    const planning::IterationPlan& planned, const std::vector<planning::MeasuredStage>& measured,
+    const Job& job,
+    const Config& config,
+    const cost::ThroughputTable& tables,
+    const CorrectionOptions& options,
+    const planning::PlanState& state,
+    const planning::IterationPlan& planned,
+    const std::vector<planning::MeasuredStage>& measured,
     const BalanceFn& balance);
 
 // C_max = max over buckets of max(Σ first, Σ second) of an assignment (bucket per item).
 double BucketMakespan(const std::vector<algo::TwoResourceItem>& durations,
-                      const std::vector<int>& bucket_of, int buckets);
+                      const std::vector<int>& bucket_of,
+                      int buckets);
 
 }  // namespace weft::strategy::dflop

@@ -39,7 +39,8 @@ struct InjectedDeviations {
 // The anomalous buckets of `batches` for `rate` (see above); `latency_s` left 0.
 StatusOr<InjectedDeviations> ChooseAnomalousShapes(const planning::Job& job,
                                                    const std::vector<spec::Batch>& batches,
-                                                   double rate, uint64_t seed);
+                                                   double rate,
+                                                   uint64_t seed);
 // The maximum stage latency of `planned`'s graphs.
 double MaxStageSeconds(const planning::IterationPlan& planned);
 
@@ -53,7 +54,8 @@ struct MeasuredRun {
 StatusOr<MeasuredRun> MeasureInjected(const planning::Planner& planner,
                                       const planning::PlanState& state,
                                       const planning::PlannedIteration& planned,
-                                      const InjectedDeviations& injected, int64_t iteration);
+                                      const InjectedDeviations& injected,
+                                      int64_t iteration);
 
 struct CorrectionStudyOptions {
   std::string model = "llava-ov-llama3-8b";
@@ -71,16 +73,16 @@ struct CorrectionStudyOptions {
 
 struct CorrectionCell {
   double rate = 0, latency_fraction = 0;
-  double item_share = 0;      // mean over seeds
-  double without_s = 0;       // mean per iteration, over seeds
-  double always_on_s = 0;     // incl. tracking cost
-  double toggle_s = 0;        // incl. tracking cost while on
-  double gain = 0;            // Σ without / Σ always-on without its cost − 1 (mean over seeds)
-  double net_always_on = 0;   // mean over seeds
-  double net_toggle = 0;      // mean over seeds
-  int seeds_on = 0;           // seeds whose toggle ended on
+  double item_share = 0;     // mean over seeds
+  double without_s = 0;      // mean per iteration, over seeds
+  double always_on_s = 0;    // incl. tracking cost
+  double toggle_s = 0;       // incl. tracking cost while on
+  double gain = 0;           // Σ without / Σ always-on without its cost − 1 (mean over seeds)
+  double net_always_on = 0;  // mean over seeds
+  double net_toggle = 0;     // mean over seeds
+  int seeds_on = 0;          // seeds whose toggle ended on
   int seeds = 0;
-  double mean_benefit = 0;    // the toggle's last window B, mean over seeds
+  double mean_benefit = 0;  // the toggle's last window B, mean over seeds
 };
 struct CorrectionStudy {
   std::vector<CorrectionCell> cells;
