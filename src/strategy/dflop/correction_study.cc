@@ -219,13 +219,9 @@ StatusOr<CorrectionStudy> RunCorrectionStudy(const CorrectionStudyOptions& optio
         planning::Planner::Create(setup, MakeDflopStrategy(Variant::kDflop, options.correction),
                                   static_plan));
     WEFT_ASSIGN_OR_RETURN(std::vector<spec::Batch> batches, p_off->Batches(0, options.iterations));
-    // The arm without correction plans the same whatever is injected: plan it once.
-    std::vector<planning::PlannedIteration> plain;
-    for (const spec::Batch& b : batches) {
-      WEFT_ASSIGN_OR_RETURN(planning::PlannedIteration p, p_off->Plan(b));
-      plain.push_back(std::move(p));
-    }
-    const double max_stage_s = MaxStageSeconds(plain.front().plan);
+    // The latency scale: the longest stage of the first iteration as planned without feedback.
+    WEFT_ASSIGN_OR_RETURN(planning::PlannedIteration first_plan, p_off->Plan(batches.front()));
+    const double max_stage_s = MaxStageSeconds(first_plan.plan);
     for (double rate : options.rates) {
       WEFT_ASSIGN_OR_RETURN(InjectedDeviations injected,
                             ChooseAnomalousShapes(setup->job, batches, rate, seed));
@@ -233,10 +229,16 @@ StatusOr<CorrectionStudy> RunCorrectionStudy(const CorrectionStudyOptions& optio
       for (double fraction : options.latency_fractions) {
         injected.latency_s = fraction * max_stage_s;
         double without = 0, always_s = 0, always_raw = 0, toggled = 0;
+        // The arm without the scheduler's correction gets the same measured feedback (the
+        // planner's stage-level cost correction, Planner::Observe): only the scheduler's
+        // per-shape penalties and their toggle differ between the arms.
+        planning::PlanState off_state;
         for (int it = 0; it < options.iterations; ++it) {
-          WEFT_ASSIGN_OR_RETURN(MeasuredRun m, MeasureInjected(*p_off, planning::PlanState{},
-                                                               plain[it], injected, it));
+          WEFT_ASSIGN_OR_RETURN(planning::PlannedStep step, p_off->Plan(batches[it], off_state));
+          WEFT_ASSIGN_OR_RETURN(MeasuredRun m,
+                                MeasureInjected(*p_off, off_state, step.planned, injected, it));
           without += m.iteration_time_s;
+          WEFT_ASSIGN_OR_RETURN(off_state, p_off->Observe(step.next, step.planned, m.stages));
         }
         const CorrectionState* last_toggle = nullptr;
         planning::PlanState toggle_final;
