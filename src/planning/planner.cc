@@ -223,8 +223,13 @@ StatusOr<PlanState> Planner::Observe(const PlanState& state, const PlannedIterat
   }
   WEFT_ASSIGN_OR_RETURN(std::shared_ptr<const cost::CostCorrection> after,
                         cost::UpdateCorrection(before, observations, rule));
+  // The strategy's own feedback (DFLOP's per-shape penalties) from the same stages.
+  const std::vector<MeasuredStage> stages(measured.begin(), measured.end());
+  WEFT_ASSIGN_OR_RETURN(std::shared_ptr<const StrategyFeedback> feedback,
+                        strategy_->Observe(job, static_plan_, state, planned.plan, stages));
   PlanState next = state;
   next.correction = std::move(after);
+  next.feedback = std::move(feedback);
   return next;
 }
 

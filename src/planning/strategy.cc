@@ -283,6 +283,12 @@ StatusOr<Assignment> Strategy::Assign(const Job& job, const StaticPlan& plan,
   return DefaultAssignmentFor(job, plan, batch);
 }
 
+StatusOr<std::shared_ptr<const StrategyFeedback>> Strategy::Observe(
+    const Job&, const StaticPlan&, const PlanState& state, const IterationPlan&,
+    const std::vector<MeasuredStage>&) const {
+  return state.feedback;
+}
+
 StatusOr<IterationPlan> Strategy::PlanBatch(const Job& job, const StaticPlan& plan,
                                             const spec::Batch& batch,
                                             const PlanBudget& budget) const {

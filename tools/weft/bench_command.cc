@@ -1,4 +1,6 @@
 // weft bench dip <experiment>: the DIP evidence experiments (bench/dip/experiments.h).
+// weft bench dflop-correction: the Fig. 15 analogue of DFLOP's adaptive correction
+// (strategy/dflop/correction_study.h).
 #include <filesystem>
 #include <limits>
 #include <iostream>
@@ -8,10 +10,30 @@
 #include "job_options.h"
 #include "weft/common/text.h"
 #include "bench/dip/experiments.h"
+#include "weft/strategy/dflop/correction_study.h"
 #include "weft/strategy/strategy.h"
 
 namespace weft::cli {
 namespace {
+
+// Parses "0.01,0.03" into numbers in (0, max]; InvalidArgument naming the flag on a bad element.
+StatusOr<std::vector<double>> ParseNumbers(const std::string& flag, const std::string& text,
+                                           double max) {
+  std::vector<double> out;
+  for (const std::string& item : SplitList(text)) {
+    try {
+      size_t used = 0;
+      const double v = std::stod(item, &used);
+      if (used != item.size() || !(v > 0) || v > max) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return InvalidArgumentError(flag + " = " + QuoteForMessage(text) + ": " +
+                                  QuoteForMessage(item) + " is not a number in (0, " +
+                                  std::to_string(max) + "]");
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -107,6 +129,72 @@ void RegisterBenchCommand(CLI::App& app, int& exit_code) {
           return;
         }
         std::cout << "\nfigure: " << path << "\n";
+      }
+    }
+    exit_code = 0;
+  });
+
+  auto study = std::make_shared<strategy::dflop::CorrectionStudyOptions>();
+  auto rates = std::make_shared<std::string>("0.01,0.03,0.05");
+  auto latencies = std::make_shared<std::string>("0.25,0.5,0.75,1");
+  auto study_seeds = std::make_shared<std::string>("1,2,3");
+  auto study_markdown = std::make_shared<std::string>();
+  CLI::App* corr = bench->add_subcommand(
+      "dflop-correction",
+      "DFLOP adaptive correction, Fig. 15 analogue in simulation: latency injected into rare LLM "
+      "shapes; net speedup of dflop with correction vs without per (rate, latency) cell.\n"
+      "Example:\n  weft bench dflop-correction --rates 0.01,0.03,0.05 --latencies 0.25,0.5,0.75,1");
+  corr->add_option("--model", study->model, "model preset")->capture_default_str();
+  corr->add_option("--cluster", study->cluster, "cluster preset")->capture_default_str();
+  AddNumberOption(corr, "--gpus", study->gpus, 2, 4096, "GPUs")->capture_default_str();
+  corr->add_option("--data", study->data, "data profile")->capture_default_str();
+  AddNumberOption(corr, "--iterations", study->iterations, 1, 1000, "iterations per run")
+      ->capture_default_str();
+  corr->add_option("--rates", *rates, "anomaly rates (fractions of items)")->capture_default_str();
+  corr->add_option("--latencies", *latencies, "injected latency, fractions of the max stage")
+      ->capture_default_str();
+  corr->add_option("--seeds", *study_seeds, "seeds")->capture_default_str();
+  AddNumberOption(corr, "--window", study->correction.window_iterations, 1, 1000000,
+                  "iterations per cost-benefit decision (I)")
+      ->capture_default_str();
+  AddNumberOption(corr, "--tracking-cost", study->correction.tracking_cost_fraction, 0.0, 1.0,
+                  "modelled tracking cost C, fraction of an iteration")
+      ->capture_default_str();
+  corr->add_option("--markdown", *study_markdown, "write the markdown to a file too");
+  corr->add_flag("--quiet", *quiet, "no progress on stderr");
+  corr->callback([=, &exit_code]() {
+    strategy::dflop::CorrectionStudyOptions o = *study;
+    auto r = ParseNumbers("--rates", *rates, 0.99);
+    auto l = ParseNumbers("--latencies", *latencies, 10.0);
+    auto sd = ParseList<uint64_t>("--seeds", *study_seeds, std::numeric_limits<long long>::max());
+    for (const Status& st : {r.status(), l.status(), sd.status()}) {
+      if (!st.ok()) {
+        exit_code = ReportError(st);
+        return;
+      }
+    }
+    o.rates = *r;
+    o.latency_fractions = *l;
+    o.seeds = *sd;
+    if (Status s = CheckOutputs({{"--markdown", *study_markdown}}, {}); !s.ok()) {
+      exit_code = ReportError(s);
+      return;
+    }
+    strategy::dflop::StudyProgress progress;
+    if (!*quiet) progress = [](const std::string& line) { std::cerr << line << "\n"; };
+    auto result = strategy::dflop::RunCorrectionStudy(o, progress);
+    if (!result.ok()) {
+      exit_code = ReportError(result.status());
+      return;
+    }
+    const std::string md = result->ToMarkdown(o);
+    std::cout << md;
+    std::cerr << "real CPU cost of Planner::Observe with tracking (median per iteration): "
+              << result->observe_wall_s_per_iteration * 1e3 << " ms\n";
+    if (!study_markdown->empty()) {
+      if (Status s = WriteFileAtomically(*study_markdown, md); !s.ok()) {
+        exit_code = ReportError(s);
+        return;
       }
     }
     exit_code = 0;

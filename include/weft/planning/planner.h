@@ -58,14 +58,7 @@ struct PlannerOptions {
   std::optional<MemoryPolicy> memory_policy = std::nullopt;
 };
 
-// The measured time of one executed stage of a planned iteration: replica r's graph stage
-// `stage` (graph::StageId; the runtime's measured record names it through the plan) took
-// `measured_s` seconds.
-struct MeasuredStage {
-  int replica = 0;
-  graph::StageId stage = 0;
-  double measured_s = 0;
-};
+// MeasuredStage (one measured graph stage) is declared in planning/strategy.h.
 
 // One planned iteration and the state the next one starts from.
 struct PlannedStep {
@@ -121,7 +114,8 @@ class Planner {
   // Each measured stage is one observation of its (module, pass, shape bucket): predicted
   // uncorrected = the stage's planned latency / the factor it was planned with; a backward
   // stage that runs input and weight gradients together observes both passes with its ratio.
-  // Stages not measured keep their factors, so their predictions do not move.
+  // Stages not measured keep their factors, so their predictions do not move. The strategy's
+  // own feedback state is then updated by Strategy::Observe with the same stages.
   StatusOr<PlanState> Observe(const PlanState& state, const PlannedIteration& planned,
                               std::span<const MeasuredStage> measured,
                               const cost::CorrectionRule& rule = {}) const;

@@ -210,6 +210,22 @@ std::string DescribeBudget(const PlanBudget& budget);
 // sequences, said in notes).
 StatusOr<Assignment> DefaultAssignment(const spec::Batch& batch, int dp, int num_microbatches);
 
+// A strategy's own state learned from measured feedback (DFLOP's per-shape penalties and its
+// tracking toggle, strategy/dflop/correction.h): opaque to the planner, immutable once made,
+// carried in PlanState and replaced by Strategy::Observe.
+struct StrategyFeedback {
+  virtual ~StrategyFeedback() = default;
+};
+
+// The measured time of one executed stage of a planned iteration: replica r's graph stage
+// `stage` (graph::StageId; the runtime's measured record names it through the plan) took
+// `measured_s` seconds.
+struct MeasuredStage {
+  int replica = 0;
+  graph::StageId stage = 0;
+  double measured_s = 0;
+};
+
 // What one iteration's planning hands to the next: Planner::Plan(batch, state) returns the next
 // state with the plan. Strategies read it (const) through IterationInput.
 struct PlanState {
@@ -219,6 +235,8 @@ struct PlanState {
   // shared, nothing is rebuilt, and results under two corrections never mix (the cache holds
   // uncorrected values; CostCorrection::version tells corrections apart).
   std::shared_ptr<const cost::CostCorrection> correction;
+  // The strategy's own feedback state (Strategy::Observe; null = none learned).
+  std::shared_ptr<const StrategyFeedback> feedback;
 };
 
 // Everything PlanIteration plans one global batch from. `batch` is the batch as assigned (the
@@ -259,6 +277,15 @@ class Strategy {
   virtual StatusOr<IterationPlan> PlanIteration(const Job& job,
                                                 const StaticPlan& plan,
                                                 const IterationInput& input) const = 0;
+  // Measured feedback for the strategy's own state (Planner::Observe calls it after the cost
+  // correction, with the same measured stages of `planned`, planned in `state`; `job` is
+  // uncorrected). Default: state.feedback unchanged.
+  virtual StatusOr<std::shared_ptr<const StrategyFeedback>> Observe(
+      const Job& job,
+      const StaticPlan& plan,
+      const PlanState& state,
+      const IterationPlan& planned,
+      const std::vector<MeasuredStage>& measured) const;
   // What the planner needs to know of the strategy, declared once.
   virtual StrategyTraits Traits() const { return {}; }
   // Whether the system applies to the job's model at all (FlowTrain needs frozen encoders):

@@ -27,6 +27,19 @@ algo::BucketBalanceOptions BalanceOptions(int buckets) {
   return o;
 }
 
+// Balances `durations` over `buckets` with the scheduler `kind` (not kRandom); `result`, if
+// given, receives the balancer's result.
+StatusOr<std::vector<int>> BalanceWith(SchedulerKind kind,
+                                       const std::vector<algo::TwoResourceItem>& durations,
+                                       int buckets, algo::BucketBalanceResult* result) {
+  const algo::BucketBalanceOptions options = BalanceOptions(buckets);
+  auto r = kind == SchedulerKind::kPaper ? algo::TwoResourceLpt(durations, options)
+                                         : algo::BalanceBuckets(durations, options);
+  WEFT_RETURN_IF_ERROR(r.status());
+  if (result) *result = *r;
+  return r->bucket_of_item;
+}
+
 }  // namespace
 
 StatusOr<Config> ConfigOfPlan(const Job& job, const planning::StaticPlan& plan) {
@@ -52,7 +65,9 @@ StatusOr<planning::Assignment> ScheduleBatch(const Job& job,
                                              const cost::ThroughputTable& tables,
                                              const spec::Batch& batch,
                                              SchedulerKind kind,
-                                             algo::BucketBalanceResult* balance) {
+                                             algo::BucketBalanceResult* balance,
+                                             const CorrectionState* correction,
+                                             const CorrectionOptions& correction_options) {
   WEFT_ASSIGN_OR_RETURN(Roles roles, FindRoles(job.model));
   WEFT_ASSIGN_OR_RETURN(auto items, ItemShapes(job.model, roles, tables, batch, job.workload));
   const int n = static_cast<int>(items.size());
@@ -78,30 +93,31 @@ StatusOr<planning::Assignment> ScheduleBatch(const Job& job,
     for (int k = 0; k < n; ++k) bucket_of[order[k]] = k % buckets;
     out.policy = "dflop-random";
   } else {
-    double units = 0, tokens = 0;
-    for (const auto& it : items) {
-      units += it.encoder_units;
-      tokens += static_cast<double>(it.llm_tokens);
-    }
     Config used = config;
     used.num_microbatches = mb;
-    WEFT_ASSIGN_OR_RETURN(DurationModel model, DurationModel::Create(job.model, roles, tables, used,
-                                                                     n, units / n, tokens / n));
+    // Per-item durations, with the adaptive correction's penalties where it applies them.
+    WEFT_ASSIGN_OR_RETURN(ItemDurations d, DurationsOf(job, used, tables, batch, correction,
+                                                       correction_options));
     std::vector<algo::TwoResourceItem> durations(n);
+    int penalised = 0;
     for (int i = 0; i < n; ++i) {
-      const TwoStage t = model.Item(items[i]);
-      durations[i] = {.first_s = t.encoder_s, .second_s = t.llm_s};
+      durations[i] = {.first_s = d.durations[i].encoder_s,
+                      .second_s = d.durations[i].llm_s + d.penalty_s[i]};
+      penalised += d.penalty_s[i] != 0 ? 1 : 0;
     }
-    const algo::BucketBalanceOptions options = BalanceOptions(buckets);
-    auto result = kind == SchedulerKind::kPaper ? algo::TwoResourceLpt(durations, options)
-                                                : algo::BalanceBuckets(durations, options);
-    WEFT_RETURN_IF_ERROR(result.status());
-    bucket_of = result->bucket_of_item;
+    algo::BucketBalanceResult result;
+    WEFT_ASSIGN_OR_RETURN(std::vector<int> assigned,
+                          BalanceWith(kind, durations, buckets, &result));
+    bucket_of = std::move(assigned);
     out.policy = kind == SchedulerKind::kPaper ? "dflop-lpt" : "dflop-balanced";
-    out.notes +=
-        fmt::format("{}C_max {:.4g} s, lower bound {:.4g} s ({})", out.notes.empty() ? "" : "; ",
-                    result->makespan_s, result->lower_bound_s, result->method);
-    if (balance) *balance = *result;
+    out.notes += fmt::format("{}C_max {:.4g} s, lower bound {:.4g} s ({})",
+                             out.notes.empty() ? "" : "; ", result.makespan_s,
+                             result.lower_bound_s, result.method);
+    if (balance) *balance = result;
+    if (correction != nullptr && correction_options.enabled) {
+      out.notes += fmt::format("{}{}; {} items penalised", out.notes.empty() ? "" : "; ",
+                               correction->Describe(correction_options), penalised);
+    }
   }
   out.replicas.assign(dp, planning::Microbatches(mb));
   for (int i = 0; i < n; ++i) {
@@ -115,7 +131,11 @@ namespace {
 
 class DflopStrategy final : public planning::Strategy {
  public:
-  explicit DflopStrategy(Variant variant) : variant_(variant) {}
+  DflopStrategy(Variant variant, CorrectionOptions correction)
+      : variant_(variant), correction_(correction) {
+    // The random baseline balances nothing, so it has nothing to correct.
+    if (variant_ == Variant::kOptimizerOnly) correction_.enabled = false;
+  }
 
   std::string_view Name() const override {
     switch (variant_) {
@@ -175,10 +195,30 @@ class DflopStrategy final : public planning::Strategy {
   StatusOr<planning::Assignment> Assign(const Job& job,
                                         const planning::StaticPlan& plan,
                                         const spec::Batch& batch,
-                                        const planning::PlanState&) const override {
+                                        const planning::PlanState& state) const override {
     WEFT_ASSIGN_OR_RETURN(Config config, ConfigOfPlan(job, plan));
     WEFT_ASSIGN_OR_RETURN(cost::ThroughputTable tables, TablesOf(job));
-    return ScheduleBatch(job, config, tables, batch, Scheduler());
+    return ScheduleBatch(job, config, tables, batch, Scheduler(), nullptr, CorrectionOf(state),
+                         correction_);
+  }
+
+  StatusOr<std::shared_ptr<const planning::StrategyFeedback>> Observe(
+      const Job& job,
+      const planning::StaticPlan& plan,
+      const planning::PlanState& state,
+      const planning::IterationPlan& planned,
+      const std::vector<planning::MeasuredStage>& measured) const override {
+    if (!correction_.enabled) return state.feedback;
+    WEFT_ASSIGN_OR_RETURN(Config config, ConfigOfPlan(job, plan));
+    WEFT_ASSIGN_OR_RETURN(cost::ThroughputTable tables, TablesOf(job));
+    const SchedulerKind kind = Scheduler();
+    BalanceFn balance = [kind](const std::vector<algo::TwoResourceItem>& durations, int buckets) {
+      return BalanceWith(kind, durations, buckets, nullptr);
+    };
+    WEFT_ASSIGN_OR_RETURN(
+        std::shared_ptr<const CorrectionState> next,
+        ObserveCorrection(job, config, tables, correction_, state, planned, measured, balance));
+    return std::shared_ptr<const planning::StrategyFeedback>(std::move(next));
   }
 
   StatusOr<planning::IterationPlan> PlanIteration(
@@ -204,12 +244,14 @@ class DflopStrategy final : public planning::Strategy {
   }
 
   Variant variant_;
+  CorrectionOptions correction_;
 };
 
 }  // namespace
 
-std::unique_ptr<planning::Strategy> MakeDflopStrategy(Variant variant) {
-  return std::make_unique<DflopStrategy>(variant);
+std::unique_ptr<planning::Strategy> MakeDflopStrategy(Variant variant,
+                                                      CorrectionOptions correction) {
+  return std::make_unique<DflopStrategy>(variant, correction);
 }
 
 }  // namespace weft::strategy::dflop

@@ -18,15 +18,18 @@
 // throughput tables of the job's cost model (a measured weft.profile/v1 file replaces them
 // through `weft optimize --profile`).
 //
-// Not modelled yet: the adaptive correction's penalty per input shape (§3.4.3) inside the
-// scheduler — the planner's measured correction (PlanState) reaches the simulated plan, not the
-// bucket durations.
+// Adaptive correction (§3.4.3, strategy/dflop/correction.h): `dflop` and `dflop-paper` learn a
+// penalty per LLM input-shape bucket from measured stage times (Planner::Observe →
+// Strategy::Observe → PlanState::feedback) and add it to the scheduler's item durations for
+// later batches; a cost–benefit toggle switches tracking off when its benefit is below its cost.
+// Without measured feedback nothing changes.
 //
 // Thread-safety: immutable; Prepare / Assign / PlanIteration are const.
 #include <memory>
 #include <string>
 
 #include "weft/algo/bucket_balance.h"
+#include "weft/strategy/dflop/correction.h"
 #include "weft/strategy/dflop/optimizer.h"
 #include "weft/strategy/strategy.h"
 
@@ -38,14 +41,18 @@ enum class SchedulerKind { kHybrid, kPaper, kRandom };
 // The config a dflop static plan stands for (read back from its placement).
 StatusOr<Config> ConfigOfPlan(const Job& job, const planning::StaticPlan& plan);
 
-// The online scheduler: `batch`'s items into N_mb × L_dp buckets of `config`.
+// The online scheduler: `batch`'s items into N_mb × L_dp buckets of `config`, the penalties of
+// `correction` (may be null) added to the items' LLM durations; the decision in the notes.
 StatusOr<planning::Assignment> ScheduleBatch(const Job& job,
                                              const Config& config,
                                              const cost::ThroughputTable& tables,
                                              const spec::Batch& batch,
                                              SchedulerKind kind,
-                                             algo::BucketBalanceResult* balance = nullptr);
+                                             algo::BucketBalanceResult* balance = nullptr,
+                                             const CorrectionState* correction = nullptr,
+                                             const CorrectionOptions& correction_options = {});
 
-std::unique_ptr<planning::Strategy> MakeDflopStrategy(Variant variant);
+std::unique_ptr<planning::Strategy> MakeDflopStrategy(Variant variant,
+                                                      CorrectionOptions correction = {});
 
 }  // namespace weft::strategy::dflop
