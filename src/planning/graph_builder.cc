@@ -657,7 +657,7 @@ class DraftBuilder {
   // outputs stay on its own groups.
   Status PlanDispatch(const std::vector<MicrobatchState>& states) {
     dispatch_.assign(num_modules_, {});
-    if (!placement_.unfolded) return OkStatus();
+    if (!placement_.unfolded || !options_.balance_dispatch) return OkStatus();
     for (int i : order_) {
       const int replicas = static_cast<int>(replica_chunks_[i].size());
       if (chunks_of_[i].empty() || replicas <= 1) continue;

@@ -134,25 +134,40 @@ StatusOr<IterationPlan> PlanReplicaVariants(
   }
   const int llm = data::FirstLlmModule(job.model);
   out.replicas.resize(split.replicas.size());
+  std::vector<char> even_dispatch(split.replicas.size(), 0);
   WEFT_RETURN_IF_ERROR(ParallelFor(static_cast<int>(split.replicas.size()), threads,
                                    [&](int r) -> Status {
     Microbatches& microbatches = split.replicas[r];
     ReplicaPlan& replica = out.replicas[r];
-    std::vector<graph::StageGraph> variants;
-    if (extra_recompute.empty()) {
-      WEFT_ASSIGN_OR_RETURN(graph::StageGraph g,
-                            BuildStageGraph(job.model, plan.placement, batch, microbatches,
-                                            *job.cost_model, job.workload, options));
-      variants.push_back(std::move(g));
-    } else {
-      std::vector<std::vector<cost::Recompute>> levels = {options.recompute};
-      levels.insert(levels.end(), extra_recompute.begin(), extra_recompute.end());
-      WEFT_ASSIGN_OR_RETURN(variants,
-                            BuildStageGraphVariants(job.model, plan.placement, batch, microbatches,
-                                                    *job.cost_model, job.workload, options,
-                                                    levels));
+    auto build = [&](const GraphBuildOptions& o) -> StatusOr<std::vector<graph::StageGraph>> {
+      std::vector<graph::StageGraph> built;
+      if (extra_recompute.empty()) {
+        WEFT_ASSIGN_OR_RETURN(graph::StageGraph g,
+                              BuildStageGraph(job.model, plan.placement, batch, microbatches,
+                                              *job.cost_model, job.workload, o));
+        built.push_back(std::move(g));
+      } else {
+        std::vector<std::vector<cost::Recompute>> levels = {o.recompute};
+        levels.insert(levels.end(), extra_recompute.begin(), extra_recompute.end());
+        WEFT_ASSIGN_OR_RETURN(built, BuildStageGraphVariants(job.model, plan.placement, batch,
+                                                             microbatches, *job.cost_model,
+                                                             job.workload, o, levels));
+      }
+      return built;
+    };
+    WEFT_ASSIGN_OR_RETURN(std::vector<graph::StageGraph> variants, build(options));
+    StatusOr<sched::Schedule> scheduled = schedule(r, variants);
+    if (!scheduled.ok() && placement.unfolded && options.balance_dispatch) {
+      // The rule cannot order the cost-balanced dispatch (e.g. 1F1B's warm-up on a replica that
+      // holds microbatches out of its pattern): the even dispatch, which it orders as before.
+      GraphBuildOptions even = options;
+      even.balance_dispatch = false;
+      WEFT_ASSIGN_OR_RETURN(variants, build(even));
+      StatusOr<sched::Schedule> retried = schedule(r, variants);
+      if (retried.ok()) even_dispatch[r] = 1;
+      scheduled = std::move(retried);
     }
-    WEFT_ASSIGN_OR_RETURN(replica.schedule, schedule(r, variants));
+    WEFT_ASSIGN_OR_RETURN(replica.schedule, std::move(scheduled));
     replica.graph = std::move(variants[0]);
     for (const auto& mb : microbatches) {
       for (int seq : mb) {
@@ -171,6 +186,11 @@ StatusOr<IterationPlan> PlanReplicaVariants(
     replica.microbatches = std::move(microbatches);
     return OkStatus();
   }));
+  if (std::any_of(even_dispatch.begin(), even_dispatch.end(), [](char c) { return c != 0; })) {
+    out.notes += std::string(out.notes.empty() ? "" : "; ") +
+                 "the schedule rule cannot order the cost-balanced encoder dispatch: even "
+                 "shares by instance count";
+  }
   for (const ReplicaPlan& replica : out.replicas) {
     for (const auto& stage : replica.graph.stages()) out.model_flops += stage.flops;
   }

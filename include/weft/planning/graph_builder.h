@@ -53,6 +53,11 @@ struct GraphBuildOptions {
   // microbatch, to the least-loaded serving replica (DraftBuilder::PlanDispatch,
   // docs/placements.md).
   std::vector<std::vector<std::vector<int>>> producer_replicas = {};
+  // false: the default rule's serving replicas take even contiguous shares by instance count
+  // (no cost balancing, no load carried between microbatches). PlanReplicas falls back to it
+  // when the strategy's schedule rule cannot order the cost-balanced graph (a replica holding
+  // microbatches out of the rule's warm-up pattern), and says so in the iteration's notes.
+  bool balance_dispatch = true;
 };
 
 struct BatchSplit {
