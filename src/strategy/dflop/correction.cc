@@ -139,6 +139,21 @@ struct StageGroup {
 
 }  // namespace
 
+StatusOr<double> PlannerCorrectionFactor(const Job& job, const spec::Batch& batch,
+                                         const planning::Microbatches& microbatches,
+                                         const cost::CostCorrection& factors,
+                                         const graph::Stage& stage) {
+  if (factors.empty()) return 1.0;
+  WEFT_ASSIGN_OR_RETURN(
+      cost::TokenShape shape,
+      planning::StageTokenShape(job.model, batch, microbatches, job.workload, stage));
+  const cost::Pass pass = stage.pass == graph::Pass::kForward ? cost::Pass::kForward
+                          : stage.pass == graph::Pass::kBackwardWeight
+                              ? cost::Pass::kBackwardWeight
+                              : cost::Pass::kBackwardInput;
+  return factors.Factor(stage.module, pass, shape);
+}
+
 StatusOr<std::shared_ptr<const CorrectionState>> ObserveCorrection(
     const Job& job,
     const Config& config,
@@ -191,17 +206,9 @@ StatusOr<std::shared_ptr<const CorrectionState>> ObserveCorrection(
       if (st.module != roles.llm) continue;
       StageGroup& group = groups[{r, st.group, st.chunk, st.microbatch}];
       // The planned time without the planner's own (stage-shape) cost correction.
-      double factor = 1;
-      if (!factors.empty()) {
-        WEFT_ASSIGN_OR_RETURN(
-            cost::TokenShape shape,
-            planning::StageTokenShape(job.model, batch, replica.microbatches, job.workload, st));
-        const cost::Pass pass = st.pass == graph::Pass::kForward ? cost::Pass::kForward
-                                : st.pass == graph::Pass::kBackwardWeight
-                                    ? cost::Pass::kBackwardWeight
-                                    : cost::Pass::kBackwardInput;
-        factor = factors.Factor(st.module, pass, shape);
-      }
+      WEFT_ASSIGN_OR_RETURN(
+          const double factor,
+          PlannerCorrectionFactor(job, batch, replica.microbatches, factors, st));
       group.planned_s += st.latency_s / factor;
       ++group.stages;
       auto found = measured_of.find({r, id});

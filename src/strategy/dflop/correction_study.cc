@@ -128,15 +128,9 @@ StatusOr<MeasuredRun> MeasureInjected(const planning::Planner& planner,
     for (graph::StageId id = 0; id < static_cast<graph::StageId>(stages.size()); ++id) {
       graph::Stage& st = stages[id];
       double factor = 1;
-      if (!factors.empty() && st.latency_s > 0) {
+      if (st.latency_s > 0) {
         WEFT_ASSIGN_OR_RETURN(
-            cost::TokenShape shape,
-            planning::StageTokenShape(job.model, batch, replica.microbatches, job.workload, st));
-        const cost::Pass pass = st.pass == graph::Pass::kForward ? cost::Pass::kForward
-                                : st.pass == graph::Pass::kBackwardWeight
-                                    ? cost::Pass::kBackwardWeight
-                                    : cost::Pass::kBackwardInput;
-        factor = factors.Factor(st.module, pass, shape);
+            factor, PlannerCorrectionFactor(job, batch, replica.microbatches, factors, st));
       }
       double t = st.latency_s / factor;
       if (st.module == roles.llm && st.pass == graph::Pass::kForward) {

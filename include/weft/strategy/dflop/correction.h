@@ -45,6 +45,7 @@
 
 #include "weft/algo/bucket_balance.h"
 #include "weft/common/status.h"
+#include "weft/planning/graph_builder.h"
 #include "weft/planning/strategy.h"
 #include "weft/strategy/dflop/optimizer.h"
 
@@ -122,6 +123,13 @@ StatusOr<ItemDurations> DurationsOf(const Job& job,
 // tracking is off or the options disable it.
 using BalanceFn = std::function<StatusOr<std::vector<int>>(
     const std::vector<algo::TwoResourceItem>& durations, int buckets)>;
+// The factor the planner's stage-shape correction applied to `stage` (1 when `factors` is
+// empty): planned / factor is the stage's time as the uncorrected cost model prices it.
+StatusOr<double> PlannerCorrectionFactor(const Job& job, const spec::Batch& batch,
+                                         const planning::Microbatches& microbatches,
+                                         const cost::CostCorrection& factors,
+                                         const graph::Stage& stage);
+
 StatusOr<std::shared_ptr<const CorrectionState>> ObserveCorrection(
     const Job& job,
     const Config& config,
