@@ -825,25 +825,25 @@ def run_streamed(model: dict, num_ranks: int,
             for key in (("ok", step), ("done",)):
                 if len(pending.get(key, {})) == num_ranks:
                     return key[0], pending.pop(key)
-            # Every rank failed or finished this step: nothing more will come for it.
-            failed = {r for r, _ in errors}
-            for r, p in enumerate(procs):  # a rank that died without a message
-                if r not in failed and not p.is_alive() and p.exitcode not in (0, None):
-                    errors.append((r, f"rank {r} died (exit code {p.exitcode}) without a "
-                                   f"message"))
-                    failed.add(r)
-                    deadline = min(deadline, time.monotonic() + timeout_s + 10)
-            finished = set(pending.get(("ok", step), {})) | set(pending.get(("done",), {}))
-            if errors and (len(failed | finished) >= num_ranks
-                           or not any(p.is_alive() for p in procs)
-                           or time.monotonic() > deadline):
-                break
             try:
-                kind, rank, payload = results.get(timeout=1.0)
+                kind, rank, payload = results.get(timeout=0.2)
             except queue_mod.Empty:
+                # Only once nothing is queued: a rank that exits right after queueing its error
+                # is dead before its message is read, and must not be reported as silent.
+                failed = {r for r, _ in errors}
+                for r, p in enumerate(procs):  # a rank that died without a message
+                    if r not in failed and not p.is_alive() and p.exitcode not in (0, None):
+                        errors.append((r, f"rank {r} died (exit code {p.exitcode}) without a "
+                                       f"message"))
+                        failed.add(r)
+                        deadline = min(deadline, time.monotonic() + timeout_s + 10)
+                # Every rank failed or finished this step: nothing more will come for it.
+                finished = set(pending.get(("ok", step), {})) | set(pending.get(("done",), {}))
+                if errors and (len(failed | finished) >= num_ranks
+                               or not any(p.is_alive() for p in procs)
+                               or time.monotonic() > deadline):
+                    break
                 if time.monotonic() > deadline:
-                    if errors:
-                        break
                     raise PlanExecutionError("runtime: workers did not report before the deadline")
                 continue
             if kind == "tail":  # a producer's reclaims after its last iteration (pool mode)
