@@ -79,6 +79,22 @@ void FillSummary(py::dict& d, const planning::PlannedIteration& p) {
   d["notes"] = p.plan.notes;
 }
 
+py::list CorrectionList(const planning::Planner& planner, const planning::PlanState& state) {
+  py::list out;
+  if (state.correction == nullptr) return out;
+  for (const cost::CorrectionEntry& e : state.correction->entries()) {
+    py::dict d;
+    d["module"] = planner.job().model.modules.at(e.key.module).name;
+    d["pass"] = std::string(cost::PassName(e.key.pass));
+    d["tokens_bucket"] = e.key.bucket.tokens;
+    d["segment_bucket"] = e.key.bucket.mean_segment;
+    d["factor"] = e.factor;
+    d["observations"] = e.observations;
+    out.append(d);
+  }
+  return out;
+}
+
 py::dict PlannedIterationDict(const planning::Planner& planner, int64_t iteration,
                               const planning::PlannedIteration& planned, const spec::Batch& batch,
                               const CompiledReplica& compiled) {

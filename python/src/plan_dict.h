@@ -45,6 +45,10 @@ Status CompileWorldPlan(const planning::Planner& planner, int64_t iteration,
 // The simulated summary of an iteration (iteration_time_s, mfu, ...).
 void FillSummary(py::dict& d, const planning::PlannedIteration& p);
 
+// The factors of a state's cost correction, one dict each: module, pass, tokens_bucket,
+// segment_bucket, factor, observations (FeedbackPlanner.correction, PlannerService.correction).
+py::list CorrectionList(const planning::Planner& planner, const planning::PlanState& state);
+
 // The dict weft.plan returns: summary, plan_json (weft.plan/v3: the runtime needs nothing else),
 // and for reading the placement chunks, the batch and the microbatches.
 py::dict PlannedIterationDict(const planning::Planner& planner, int64_t iteration,

@@ -24,8 +24,10 @@ namespace {
 // One PlannerService with the Planner it plans through.
 class PyPlannerService {
  public:
-  static Status Create(const std::string& strategy_name, const planning::JobOptions& job,
-                       const service::PlannerServiceOptions& options, bool world,
+  static Status Create(const std::string& strategy_name,
+                       const planning::JobOptions& job,
+                       const service::PlannerServiceOptions& options,
+                       bool world,
                        std::unique_ptr<PyPlannerService>& out) {
     auto self = std::unique_ptr<PyPlannerService>(new PyPlannerService());
     self->world_ = world;
@@ -56,16 +58,22 @@ class PyPlannerService {
                               std::chrono::duration<double>(timeout_s));
     WEFT_ASSIGN_OR_RETURN(out.served, service_->Get(iteration, deadline));
     out.batch = batch;
+    // Kept for report(): the plan and the state it was made in (the oldest go beyond a bound).
+    served_[iteration] = out.served;
+    while (static_cast<int>(served_.size()) > kMaxServedKept) served_.erase(served_.begin());
     return world_ ? CompileWorldPlan(*planner_, iteration, out.served.planned, out.compiled)
                   : CompileReplica0(*planner_, iteration, out.served.planned, out.compiled);
   }
 
   py::dict ToDict(int64_t iteration, const Output& out) const {
-    py::dict d = PlannedIterationDict(*planner_, iteration, out.served.planned, out.batch,
-                                      out.compiled);
-    d["fallback"] = out.served.fallback;
-    d["reason"] = out.served.reason;
-    d["fallback_reason"] = out.served.fallback ? out.served.reason : std::string();
+    py::dict d =
+        PlannedIterationDict(*planner_, iteration, out.served.planned, out.batch, out.compiled);
+    const planning::PlanOutcome& outcome = out.served.planned.outcome;
+    d["fallback"] = outcome.is_fallback();
+    d["reason"] = outcome.detail;
+    d["fallback_reason"] = outcome.is_fallback() ? outcome.detail : std::string();
+    d["fallback_cause"] = std::string(planning::FallbackReasonName(outcome.fallback));
+    d["outcome"] = std::string(planning::PlanOutcomeKindName(outcome.kind));
     d["search_time_s"] = out.served.search_time_s;
     d["search_budget_s"] = out.served.search_budget_s;
     d["work_budget"] = out.served.work_budget;
@@ -73,6 +81,35 @@ class PyPlannerService {
     d["wait_time_s"] = out.served.wait_time_s;
     return d;
   }
+
+  // Folds the weft.measured/v1 record of served iteration `iteration` into the service's state.
+  Status Report(int64_t iteration,
+                const std::string& measured_json,
+                const cost::CorrectionRule& rule) {
+    auto found = served_.find(iteration);
+    if (found == served_.end()) {
+      return FailedPreconditionError(
+          "report: iteration " + std::to_string(iteration) +
+          " was not served by get(), or was reported already, or is older than the last " +
+          std::to_string(kMaxServedKept) + " served");
+    }
+    WEFT_ASSIGN_OR_RETURN(auto records, plan::MeasuredFromJson(measured_json));
+    if (records.size() != 1) {
+      return InvalidArgumentError("report: the document holds " + std::to_string(records.size()) +
+                                  " iterations; give the record of iteration " +
+                                  std::to_string(iteration) + " alone");
+    }
+    if (records[0].iteration != iteration) {
+      return InvalidArgumentError("report: the record is of iteration " +
+                                  std::to_string(records[0].iteration) + ", not " +
+                                  std::to_string(iteration));
+    }
+    WEFT_RETURN_IF_ERROR(service_->Report(found->second, records[0], rule));
+    served_.erase(found);
+    return OkStatus();
+  }
+  py::list Correction() const { return CorrectionList(*planner_, service_->state()); }
+  int64_t Reports() const { return service_->reports(); }
 
   Status ReportIterationTime(int64_t iteration, double seconds) {
     return service_->ReportIterationTime(iteration, seconds);
@@ -91,6 +128,8 @@ class PyPlannerService {
   std::unique_ptr<planning::Planner> planner_;
   std::unique_ptr<service::PlannerService> service_;
   bool world_ = false;  // get() compiles the world plan (weft.plan(world=True))
+  static constexpr int kMaxServedKept = 64;
+  std::map<int64_t, service::ServedPlan> served_;  // served, not yet reported
 };
 
 }  // namespace
@@ -109,11 +148,11 @@ void RegisterService(py::module_& m) {
       "searches (same seed, same plans), no time limit, no rule. world=True: get() returns "
       "world plans (as weft.plan(world=True)).")
       .def(py::init([](const std::string& strategy_name, const std::string& model,
-                       const std::string& cluster, int gpus, const std::string& data,
-                       uint64_t seed, int num_microbatches, int sequences_per_batch,
-                       int pipeline_size, double budget_s, int threads, int search_threads,
-                       int max_queued, int lookahead, int64_t work_budget, double min_budget_s,
-                       double max_budget_s, double margin_s, int time_window, bool world) {
+                       const std::string& cluster, int gpus, const std::string& data, uint64_t seed,
+                       int num_microbatches, int sequences_per_batch, int pipeline_size,
+                       double budget_s, int threads, int search_threads, int max_queued,
+                       int lookahead, int64_t work_budget, double min_budget_s, double max_budget_s,
+                       double margin_s, int time_window, bool world) {
              auto job = MakeJobOptions(model, cluster, gpus, data, num_microbatches,
                                        sequences_per_batch, seed, pipeline_size);
              service::PlannerServiceOptions options;
@@ -202,6 +241,31 @@ void RegisterService(py::module_& m) {
             return d;
           },
           "The budget a search started now would get: {time_budget_s, work_budget, rule}.")
+      .def(
+          "report",
+          [](PyPlannerService& self, int64_t iteration, const std::string& measured_json,
+             double alpha, double min_ratio, double max_ratio) {
+            Status status;
+            {
+              py::gil_scoped_release release;
+              status =
+                  self.Report(iteration, measured_json,
+                              {.alpha = alpha, .min_ratio = min_ratio, .max_ratio = max_ratio});
+            }
+            Check(status);
+          },
+          py::arg("iteration"), py::arg("measured_json"),
+          py::arg("alpha") = cost::CorrectionRule{}.alpha,
+          py::arg("min_ratio") = cost::CorrectionRule{}.min_ratio,
+          py::arg("max_ratio") = cost::CorrectionRule{}.max_ratio,
+          "Measured feedback: folds the weft.measured/v1 document holding the record of served "
+          "iteration `iteration` (what the runtime measured executing it) into the service's cost "
+          "correction (PlannerService::Report, Planner::Observe under the rule alpha, min_ratio, "
+          "max_ratio); searches started afterwards plan with it. Each served iteration is "
+          "reported at most once.")
+      .def("correction", &PyPlannerService::Correction,
+           "The factors of the service's cost correction (as FeedbackPlanner.correction()).")
+      .def_property_readonly("reports", &PyPlannerService::Reports)
       .def("search_done", &PyPlannerService::SearchDone, py::arg("iteration"),
            "True once the search of a submitted, not yet served iteration has finished.")
       .def_property_readonly("threads", &PyPlannerService::threads)

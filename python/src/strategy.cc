@@ -108,21 +108,7 @@ class FeedbackPlanner {
   }
 
   // The correction's entries: module, pass, token bucket, factor, observations.
-  py::list Correction() const {
-    py::list out;
-    if (state_.correction == nullptr) return out;
-    for (const cost::CorrectionEntry& e : state_.correction->entries()) {
-      py::dict d;
-      d["module"] = planner_->job().model.modules.at(e.key.module).name;
-      d["pass"] = std::string(cost::PassName(e.key.pass));
-      d["tokens_bucket"] = e.key.bucket.tokens;
-      d["segment_bucket"] = e.key.bucket.mean_segment;
-      d["factor"] = e.factor;
-      d["observations"] = e.observations;
-      out.append(d);
-    }
-    return out;
-  }
+  py::list Correction() const { return CorrectionList(*planner_, state_); }
 
   int64_t IterationsPlanned() const { return state_.iterations_planned; }
 

@@ -19,7 +19,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import weft  # noqa: E402
-from weft.runtime.executor import run_plans  # noqa: E402
+from weft.runtime.executor import run_plans, run_streamed  # noqa: E402
+from weft.runtime.harness import OnlinePlanner, OnlinePlannerSource  # noqa: E402
 from weft.runtime.measured import measured_document  # noqa: E402
 from weft.runtime.plan import parse_plan  # noqa: E402
 
@@ -127,3 +128,45 @@ def test_weft_learns_an_injected_slowdown_and_nothing_else(tmp_path):
     assert moved_slow / moved_other > 0.6 * FACTOR, (moved_slow, moved_other, history)
     factors = {(c["module"], c["pass"]) for c in planner.correction()}
     assert ("vision", "fwd") in factors and ("llm", "fwd") in factors
+
+
+def _compute_latency_s(plan_json: dict) -> float:
+    plan = parse_plan(plan_json)
+    return sum(a.raw["latency_s"] for rank in plan.ranks for a in rank.actions
+               if a.op.is_compute)
+
+
+@pytest.mark.parametrize("mode", ["parent", "rank0"])
+def test_online_planning_learns_from_what_the_ranks_measured(mode):
+    # weft.PlannerService.report through OnlinePlanner(learn_from_measured): each iteration's
+    # weft.measured/v1 record goes back to the service, whose correction prices the searches
+    # started afterwards. The CPU runs far slower than the GPU predictions, so the corrected
+    # plans predict more (each observation's ratio is clamped to at most 8: the default rule).
+    # parent: run_streamed(next_job) hands the merged record to the planner in the parent;
+    # rank0: the planner lives on rank 0 (weft.train --online) and the ranks gather their
+    # times there.
+    iterations = 5
+    kw = dict(data="coco-llava", seed=1, budget_s=0.5, deadline_s=60.0, lookahead=1,
+              work_budget=50, learn_from_measured=True)
+    model = weft.load_model("tiny-vlm")
+    if mode == "parent":
+        planner = OnlinePlanner("dip", "tiny-vlm", iterations,
+                                gpus=2, pipeline_size=2, world=True, **kw)
+        runs = run_streamed(model, 2, next_job=planner.next_job, timeout_s=60)
+        assert planner.service.reports == iterations
+        factors = planner.service.correction()
+        assert factors and statistics.median(f["factor"] for f in factors) > 1, factors
+        assert {"vision", "llm"} <= {f["module"] for f in factors}
+        with pytest.raises(Exception, match="report: iteration 0 was not served"):
+            planner.service.report(0, json.dumps(measured_document([runs[0]["measured"]])))
+    else:
+        source = OnlinePlannerSource("dip", "tiny-vlm", iterations,
+                                     kwargs={"gpus": 2, "pipeline_size": 2, "world": True},
+                                     **kw)
+        runs = run_streamed(model, 2, source=source, timeout_s=60)
+    assert len(runs) == iterations
+    # Lookahead 1: iteration i is planned after the report of i - 2 (searches start when i - 1
+    # is handed out); iterations 0 and 1 are planned with no correction.
+    first = _compute_latency_s(runs[0]["job"]["plan"])
+    last = _compute_latency_s(runs[-1]["job"]["plan"])
+    assert last > 2 * first, (first, last)

@@ -89,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work-budget", type=int, default=0,
                    help="online: bound every search by deterministic work units instead of time "
                    "(same seed, same plans)")
+    p.add_argument("--learn-from-measured", action="store_true",
+                   help="online: report each iteration's measured stage times to the planner "
+                   "service, whose cost correction then prices later searches (PlannerService."
+                   "report; plans then vary from run to run with the timings)")
     pool = p.add_mutually_exclusive_group()
     pool.add_argument("--pool", dest="pool", action="store_true", default=None,
                       help="run the frozen encoders' ranks ahead through a bounded pool "
@@ -153,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --pool runs offline-planned iterations (no --online)", file=sys.stderr)
         return 2
     online = (a.strategy in SEARCH_STRATEGIES and not use_pool) if a.online is None else a.online
+    if a.learn_from_measured and not online:
+        print("error: --learn-from-measured needs online planning (--online; not with --pool "
+              "or --placement)", file=sys.stderr)
+        return 2
     try:
         if online:
             # The placement (chunks) is static; a quick plan of iteration 0 gives it. Rank 0 then
@@ -164,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                                          seed=a.seed, budget_s=a.budget_s,
                                          deadline_s=a.plan_deadline_s,
                                          lookahead=a.lookahead, work_budget=a.work_budget,
+                                         learn_from_measured=a.learn_from_measured,
                                          kwargs={"gpus": a.procs, "pipeline_size": a.pp,
                                                  "world": True})
             jobs = None

@@ -1,12 +1,13 @@
 #include "weft/planning/iteration.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <numeric>
 #include <tuple>
-
-#include <fmt/format.h>
+#include <utility>
 
 #include "weft/common/parallel.h"
 #include "weft/data/workload.h"
@@ -251,6 +252,44 @@ StatusOr<IterationEvaluation> EvaluateIteration(const Job& job, const IterationP
     eval.mfu = plan.model_flops / (eval.gpus_charged * peak * eval.iteration_time_s);
   }
   return eval;
+}
+
+std::string_view PlanOutcomeKindName(PlanOutcomeKind kind) {
+  switch (kind) {
+    case PlanOutcomeKind::kPlanned:
+      return "planned";
+    case PlanOutcomeKind::kFallback:
+      return "fallback";
+    case PlanOutcomeKind::kOutOfMemory:
+      return "out_of_memory";
+  }
+  return "unknown";
+}
+
+std::string_view FallbackReasonName(FallbackReason reason) {
+  switch (reason) {
+    case FallbackReason::kNone:
+      return "none";
+    case FallbackReason::kRequested:
+      return "requested";
+    case FallbackReason::kNotStarted:
+      return "not_started";
+    case FallbackReason::kStillRunning:
+      return "still_running";
+    case FallbackReason::kSearchFailed:
+      return "search_failed";
+  }
+  return "unknown";
+}
+
+PlanOutcome MakePlanOutcome(bool oom, FallbackReason fallback, std::string detail) {
+  PlanOutcome out;
+  out.kind = oom ? PlanOutcomeKind::kOutOfMemory
+                 : (fallback != FallbackReason::kNone ? PlanOutcomeKind::kFallback
+                                                      : PlanOutcomeKind::kPlanned);
+  out.fallback = fallback;
+  out.detail = std::move(detail);
+  return out;
 }
 
 }  // namespace weft::planning

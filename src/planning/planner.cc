@@ -166,6 +166,23 @@ PlanState Planner::NextState(const PlanState& state) const {
 StatusOr<PlanState> Planner::Observe(const PlanState& state, const PlannedIteration& planned,
                                      std::span<const MeasuredStage> measured,
                                      const cost::CorrectionRule& rule) const {
+  return Observe(state, state, planned, measured, rule);
+}
+
+StatusOr<PlanState> Planner::Observe(const PlanState& current,
+                                     const PlanState& planned_in,
+                                     const PlannedIteration& planned,
+                                     const plan::MeasuredIteration& measured,
+                                     const cost::CorrectionRule& rule) const {
+  WEFT_ASSIGN_OR_RETURN(std::vector<MeasuredStage> stages, MatchMeasured(planned, measured));
+  return Observe(current, planned_in, planned, stages, rule);
+}
+
+StatusOr<PlanState> Planner::Observe(const PlanState& current,
+                                     const PlanState& planned_in,
+                                     const PlannedIteration& planned,
+                                     std::span<const MeasuredStage> measured,
+                                     const cost::CorrectionRule& rule) const {
   WEFT_RETURN_IF_ERROR(rule.Validate());
   if (planned.plan.batch == nullptr) {
     return InvalidArgumentError("Observe: the planned iteration carries no batch (plan it with "
@@ -173,7 +190,11 @@ StatusOr<PlanState> Planner::Observe(const PlanState& state, const PlannedIterat
   }
   const Job& job = setup_->job;
   const cost::CostCorrection empty;
-  const cost::CostCorrection& before = state.correction != nullptr ? *state.correction : empty;
+  // The factors `planned` was priced with un-correct its latencies; the current correction is
+  // the one updated.
+  const cost::CostCorrection& priced =
+      planned_in.correction != nullptr ? *planned_in.correction : empty;
+  const cost::CostCorrection& before = current.correction != nullptr ? *current.correction : empty;
   std::vector<cost::StageObservation> observations;
   for (const MeasuredStage& m : measured) {
     const int n = static_cast<int>(planned.plan.replicas.size());
@@ -213,7 +234,7 @@ StatusOr<PlanState> Planner::Observe(const PlanState& state, const PlannedIterat
         break;
     }
     for (cost::Pass pass : passes) {
-      const double factor = before.Factor(st.module, pass, shape);
+      const double factor = priced.Factor(st.module, pass, shape);
       observations.push_back({.module = st.module,
                               .pass = pass,
                               .shape = shape,
@@ -224,10 +245,13 @@ StatusOr<PlanState> Planner::Observe(const PlanState& state, const PlannedIterat
   WEFT_ASSIGN_OR_RETURN(std::shared_ptr<const cost::CostCorrection> after,
                         cost::UpdateCorrection(before, observations, rule));
   // The strategy's own feedback (DFLOP's per-shape penalties) from the same stages.
+  // It sees the current feedback with the correction `planned` was priced with.
   const std::vector<MeasuredStage> stages(measured.begin(), measured.end());
+  PlanState seen = current;
+  seen.correction = planned_in.correction;
   WEFT_ASSIGN_OR_RETURN(std::shared_ptr<const StrategyFeedback> feedback,
-                        strategy_->Observe(job, static_plan_, state, planned.plan, stages));
-  PlanState next = state;
+                        strategy_->Observe(job, static_plan_, seen, planned.plan, stages));
+  PlanState next = current;
   next.correction = std::move(after);
   next.feedback = std::move(feedback);
   return next;
@@ -314,6 +338,8 @@ StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
     if (!out.evaluation.oom) break;
   }
   out.plan.plan_time_s = plan_time_s;
+  out.outcome = MakePlanOutcome(out.evaluation.oom,
+                                fallback ? FallbackReason::kRequested : FallbackReason::kNone);
   if (policy == MemoryPolicy::kFirstUniformLevelThatFits &&
       out.recompute_used != cost::Recompute::kNone) {
     out.plan.notes += std::string(out.plan.notes.empty() ? "" : "; ") + "recompute " +

@@ -44,7 +44,8 @@ Status PlannerServiceOptions::Validate() const {
     return InvalidArgumentError(fmt::format("{} = {}; {}", field, value, rule));
   };
   if (threads < 0 || threads > kMaxThreads) {
-    return bad("threads", threads, fmt::format("must be in [0, {}] (0 = half the cores)", kMaxThreads));
+    return bad("threads", threads,
+               fmt::format("must be in [0, {}] (0 = half the cores)", kMaxThreads));
   }
   if (!(budget_s > 0)) return bad("budget_s", budget_s, "must be > 0");
   if (work_budget < 0) return bad("work_budget", work_budget, "must be >= 0");
@@ -93,13 +94,14 @@ SearchBudget SearchBudgetRule(const PlannerServiceOptions& options,
   const double raw_s = slots * median_s - options.margin_s - overrun_s;
   const double max_s = options.max_budget_s > 0 ? options.max_budget_s : options.budget_s;
   b.time_budget_s = std::clamp(raw_s, options.min_budget_s, max_s);
-  b.rule = fmt::format("min(lookahead {}, threads {}) x median {} of {} iterations - margin {} - "
-                       "overrun {}",
-                       options.lookahead, threads, Ms(median_s), iteration_times_s.size(),
-                       Ms(options.margin_s), Ms(overrun_s));
+  b.rule = fmt::format(
+      "min(lookahead {}, threads {}) x median {} of {} iterations - margin {} - "
+      "overrun {}",
+      options.lookahead, threads, Ms(median_s), iteration_times_s.size(), Ms(options.margin_s),
+      Ms(overrun_s));
   if (b.time_budget_s != raw_s) {
-    b.rule += fmt::format(" = {}, clamped to [{}, {}]", Ms(raw_s), Ms(options.min_budget_s),
-                          Ms(max_s));
+    b.rule +=
+        fmt::format(" = {}, clamped to [{}, {}]", Ms(raw_s), Ms(options.min_budget_s), Ms(max_s));
   }
   return b;
 }
@@ -114,9 +116,9 @@ PlannerService::PlannerService(const planning::Planner& planner, PlannerServiceO
       workers_.emplace_back([this] { WorkerLoop(); });
     } catch (const std::system_error& e) {
       // A limit on threads or memory: an error the caller sees (status(), Submit), not an abort.
-      start_status_ = ResourceExhaustedError(
-          fmt::format("PlannerService: cannot start planning thread {} of {}: {}; use fewer threads",
-                      i + 1, n, e.what()));
+      start_status_ = ResourceExhaustedError(fmt::format(
+          "PlannerService: cannot start planning thread {} of {}: {}; use fewer threads", i + 1, n,
+          e.what()));
       {
         std::lock_guard<std::mutex> lock(mutex_);
         stopping_ = true;
@@ -168,6 +170,37 @@ Status PlannerService::ReportIterationTime(int64_t iteration, double seconds) {
   return OkStatus();
 }
 
+Status PlannerService::Report(const ServedPlan& served,
+                              const plan::MeasuredIteration& measured,
+                              const cost::CorrectionRule& rule) {
+  std::lock_guard<std::mutex> report_lock(report_mutex_);
+  planning::PlanState current;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    current = state_;
+  }
+  // Observe runs without the service's lock: the planning threads go on meanwhile.
+  auto next = planner_.Observe(current, served.planned_in, served.planned, measured, rule);
+  if (!next.ok()) {
+    return Status(next.status().code(), "report of iteration " + std::to_string(served.iteration) +
+                                            ": " + std::string(next.status().message()));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  state_ = *std::move(next);
+  ++reports_;
+  return OkStatus();
+}
+
+planning::PlanState PlannerService::state() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return state_;
+}
+
+int64_t PlannerService::reports() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reports_;
+}
+
 SearchBudget PlannerService::NextBudgetLocked() const {
   const std::vector<double> times(iteration_times_s_.begin(), iteration_times_s_.end());
   const std::vector<double> overruns(overruns_s_.begin(), overruns_s_.end());
@@ -201,11 +234,12 @@ void PlannerService::WorkerLoop() {
       entry->started = true;
       // The budget is fixed now, from the iteration times reported so far.
       entry->budget = NextBudgetLocked();
+      entry->state = state_;  // the fallback and the search plan in the state of now
       start = Clock::now();
       entry->search_start = start;
       running_.insert(entry);
     }
-    auto fallback = planner_.Fallback(entry->batch);
+    auto fallback = planner_.Fallback(entry->batch, entry->state);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       entry->fallback = std::move(fallback);
@@ -217,12 +251,16 @@ void PlannerService::WorkerLoop() {
     budget.threads = options_.search_threads;
     budget.interrupt = &entry->cancel;
     const auto search_start = Clock::now();
-    auto searched = planner_.Plan(entry->batch, budget);
+    auto step = planner_.Plan(entry->batch, entry->state, budget);
     const auto done = Clock::now();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       running_.erase(entry);
-      entry->searched = std::move(searched);
+      if (step.ok()) {
+        entry->searched = std::move(step->planned);
+      } else {
+        entry->searched = step.status();
+      }
       entry->search_time_s = SecondsBetween(search_start, done);
       entry->search_done = done;
       // What the budget did not cover (the fallback, evaluation, memory policy), for the rule;
@@ -246,42 +284,51 @@ StatusOr<ServedPlan> PlannerService::Get(int64_t iteration, Clock::time_point de
   std::shared_ptr<Entry> entry = found->second;
   done_cv_.wait_until(lock, deadline, [&] { return stopping_ || entry->searched.has_value(); });
   ServedPlan served;
+  served.iteration = iteration;
   served.search_budget_s = entry->budget.time_budget_s;
   served.work_budget = entry->budget.work_budget;
   const std::string it = std::to_string(iteration);
   if (entry->searched.has_value() && entry->searched->ok()) {
     served.planned = std::move(**entry->searched);
+    served.planned_in = entry->state;
     served.search_time_s = entry->search_time_s;
     served.ready_ahead_s = SecondsBetween(entry->search_done, start);
-    served.reason = (served.ready_ahead_s >= 0
-                         ? "searched: ready " + Ms(served.ready_ahead_s) + " before it was needed"
-                         : "searched: waited " + Ms(-served.ready_ahead_s) + " for it") +
-                    " (search " + Ms(served.search_time_s) + "; " + BudgetText(entry->budget) +
-                    ")";
+    served.planned.outcome.detail =
+        (served.ready_ahead_s >= 0
+             ? "searched: ready " + Ms(served.ready_ahead_s) + " before it was needed"
+             : "searched: waited " + Ms(-served.ready_ahead_s) + " for it") +
+        " (search " + Ms(served.search_time_s) + "; " + BudgetText(entry->budget) + ")";
   } else {
-    served.fallback = true;
+    planning::FallbackReason why;
+    std::string detail;
     if (entry->searched.has_value()) {
-      served.reason = "fallback: search for iteration " + it +
-                      " failed: " + entry->searched->status().message();
+      why = planning::FallbackReason::kSearchFailed;
+      detail = "fallback: search for iteration " + it +
+               " failed: " + std::string(entry->searched->status().message());
       served.search_time_s = entry->search_time_s;
     } else if (entry->started) {
       entry->cancel.store(true);  // nobody will take its plan: free the thread for the next one
-      served.reason = "fallback: search for iteration " + it + " still running at the deadline (" +
-                      BudgetText(entry->budget) + "; started " +
-                      Ms(SecondsBetween(entry->search_start, Clock::now())) + " ago); cancelled";
+      why = planning::FallbackReason::kStillRunning;
+      detail = "fallback: search for iteration " + it + " still running at the deadline (" +
+               BudgetText(entry->budget) + "; started " +
+               Ms(SecondsBetween(entry->search_start, Clock::now())) + " ago); cancelled";
     } else {
+      why = planning::FallbackReason::kNotStarted;
       const auto pos = std::find(queue_.begin(), queue_.end(), iteration);
-      served.reason = fmt::format(
+      detail = fmt::format(
           "fallback: search for iteration {} not started by the deadline ({} searches queued "
           "before it, {} planning threads busy)",
           it, pos - queue_.begin(), running_.size());
     }
     if (!entry->fallback.has_value()) {
       if (!entry->started) {
-        // No worker has it yet: compute the fallback here (milliseconds), drop it from the queue.
+        // No worker has it yet: compute the fallback here (milliseconds) in the state of now,
+        // drop it from the queue.
         std::erase(queue_, iteration);
+        entry->state = state_;
+        const planning::PlanState state = entry->state;
         lock.unlock();
-        auto fb = planner_.Fallback(entry->batch);
+        auto fb = planner_.Fallback(entry->batch, state);
         lock.lock();
         entry->fallback = std::move(fb);
       } else {
@@ -291,6 +338,9 @@ StatusOr<ServedPlan> PlannerService::Get(int64_t iteration, Clock::time_point de
     if (!entry->fallback.has_value()) return CancelledError("planner service stopped");
     if (!entry->fallback->ok()) return entry->fallback->status();
     served.planned = std::move(**entry->fallback);
+    served.planned_in = entry->state;
+    served.planned.outcome =
+        planning::MakePlanOutcome(served.planned.evaluation.oom, why, std::move(detail));
   }
   entries_.erase(iteration);
   served.wait_time_s = SecondsBetween(start, Clock::now());

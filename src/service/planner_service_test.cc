@@ -4,8 +4,11 @@
 
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -106,7 +109,7 @@ TEST(PlannerService, ReturnsSearchedPlansInBatchOrder) {
   for (const auto& b : f.batches) {
     auto served = service.Get(b.iteration, steady_clock::now() + std::chrono::seconds(60));
     ASSERT_TRUE(served.ok()) << served.status().ToString();
-    EXPECT_FALSE(served->fallback) << served->reason;
+    EXPECT_FALSE(served->planned.outcome.is_fallback()) << served->planned.outcome.detail;
     ASSERT_EQ(served->planned.plan.replicas.size(), 1u);
     // Served plans come evaluated.
     EXPECT_GT(served->planned.evaluation.iteration_time_s, 0);
@@ -127,8 +130,11 @@ TEST(PlannerService, ServesTheFallbackWhenTheSearchMissesTheDeadline) {
   ASSERT_TRUE(service.Submit(f.batches[0]).ok());
   auto served = service.Get(0, steady_clock::now() + milliseconds(100));
   ASSERT_TRUE(served.ok()) << served.status().ToString();
-  EXPECT_TRUE(served->fallback);
-  EXPECT_EQ(served->reason.rfind("fallback: ", 0), 0u) << served->reason;
+  EXPECT_TRUE(served->planned.outcome.is_fallback());
+  EXPECT_EQ(served->planned.outcome.kind, planning::PlanOutcomeKind::kFallback);
+  EXPECT_EQ(served->planned.outcome.fallback, planning::FallbackReason::kStillRunning);
+  EXPECT_EQ(served->planned.outcome.detail.rfind("fallback: ", 0), 0u)
+      << served->planned.outcome.detail;
   // The fallback is a complete, schedulable plan on the same placement.
   const auto& plan = served->planned.plan;
   ASSERT_EQ(plan.replicas.size(), 1u);
@@ -160,7 +166,9 @@ TEST(PlannerService, ServedPlansFollowThePlannersMemoryPolicy) {
   ASSERT_TRUE(service.Submit(batches->front()).ok());
   auto served = service.Get(0, steady_clock::now() + std::chrono::seconds(120));
   ASSERT_TRUE(served.ok()) << served.status().ToString();
-  EXPECT_FALSE(served->fallback) << served->reason;
+  EXPECT_FALSE(served->planned.outcome.is_fallback()) << served->planned.outcome.detail;
+  EXPECT_EQ(served->planned.outcome.kind, direct->outcome.kind);
+  EXPECT_EQ(direct->outcome.fallback, planning::FallbackReason::kNone);
   EXPECT_EQ(served->planned.recompute_used, direct->recompute_used);
   EXPECT_EQ(served->planned.evaluation.oom, direct->evaluation.oom);
   EXPECT_DOUBLE_EQ(served->planned.evaluation.iteration_time_s,
@@ -174,8 +182,10 @@ TEST(PlannerService, ServesTheFallbackWhenTheSearchFails) {
   ASSERT_TRUE(service.Submit(f.batches[1]).ok());
   auto served = service.Get(1, steady_clock::now() + std::chrono::seconds(60));
   ASSERT_TRUE(served.ok());
-  EXPECT_TRUE(served->fallback);
-  EXPECT_NE(served->reason.find("search exploded"), std::string::npos) << served->reason;
+  EXPECT_TRUE(served->planned.outcome.is_fallback());
+  EXPECT_EQ(served->planned.outcome.fallback, planning::FallbackReason::kSearchFailed);
+  EXPECT_NE(served->planned.outcome.detail.find("search exploded"), std::string::npos)
+      << served->planned.outcome.detail;
 }
 
 TEST(PlannerService, DestructorInterruptsRunningSearches) {
@@ -292,7 +302,7 @@ TEST(PlannerService, SearchesGetTheRuleBudgetFromReportedIterationTimes) {
   ASSERT_TRUE(service.Submit(f.batches[0]).ok());
   auto served = service.Get(0, steady_clock::now() + std::chrono::seconds(60));
   ASSERT_TRUE(served.ok()) << served.status().ToString();
-  EXPECT_FALSE(served->fallback) << served->reason;
+  EXPECT_FALSE(served->planned.outcome.is_fallback()) << served->planned.outcome.detail;
   EXPECT_DOUBLE_EQ(served->search_budget_s, expected_s);
   EXPECT_EQ(served->work_budget, 0);
   const auto& slow = dynamic_cast<const SlowStrategy&>(planner->strategy());
@@ -301,10 +311,12 @@ TEST(PlannerService, SearchesGetTheRuleBudgetFromReportedIterationTimes) {
     EXPECT_DOUBLE_EQ(time_s, expected_s);
     EXPECT_EQ(work, 0);
   }
-  EXPECT_EQ(served->reason.rfind("searched: ", 0), 0u) << served->reason;
-  EXPECT_NE(served->reason.find("time budget 190.0 ms = min(lookahead 2, threads 1)"),
-            std::string::npos)
-      << served->reason;
+  EXPECT_EQ(served->planned.outcome.detail.rfind("searched: ", 0), 0u)
+      << served->planned.outcome.detail;
+  EXPECT_NE(
+      served->planned.outcome.detail.find("time budget 190.0 ms = min(lookahead 2, threads 1)"),
+      std::string::npos)
+      << served->planned.outcome.detail;
 }
 
 // Polls `done` (at most 60 s): waits for a state, asserts nothing about time.
@@ -327,17 +339,19 @@ TEST(PlannerService, PlansSearchedAheadAreServedAtAPassedDeadline) {
   for (const auto& b : f.batches) ASSERT_TRUE(service.Submit(b).ok());
   auto first = service.Get(0, steady_clock::now() + std::chrono::seconds(60));
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  EXPECT_FALSE(first->fallback) << first->reason;
+  EXPECT_FALSE(first->planned.outcome.is_fallback()) << first->planned.outcome.detail;
   ASSERT_TRUE(Eventually([&] { return service.SearchDone(1) && service.SearchDone(2); }));
   for (int64_t i : {1, 2}) {
     auto served = service.Get(i, steady_clock::now() - std::chrono::seconds(1));
     ASSERT_TRUE(served.ok()) << served.status().ToString();
-    EXPECT_FALSE(served->fallback) << served->reason;
+    EXPECT_FALSE(served->planned.outcome.is_fallback()) << served->planned.outcome.detail;
     EXPECT_GE(served->ready_ahead_s, 0);
     EXPECT_EQ(served->work_budget, 4);
     EXPECT_EQ(served->search_budget_s, 0);
-    EXPECT_EQ(served->reason.rfind("searched: ready ", 0), 0u) << served->reason;
-    EXPECT_NE(served->reason.find("work budget 4 units"), std::string::npos) << served->reason;
+    EXPECT_EQ(served->planned.outcome.detail.rfind("searched: ready ", 0), 0u)
+        << served->planned.outcome.detail;
+    EXPECT_NE(served->planned.outcome.detail.find("work budget 4 units"), std::string::npos)
+        << served->planned.outcome.detail;
     EXPECT_FALSE(service.SearchDone(i));  // served: gone
   }
   // Work-budget searches got no time limit.
@@ -372,7 +386,7 @@ TEST(PlannerService, WorkBudgetPlansAreDeterministic) {
     for (const auto& b : batches) {
       auto served = service.Get(b.iteration, steady_clock::now() + std::chrono::seconds(120));
       ASSERT_TRUE(served.ok()) << served.status().ToString();
-      ASSERT_FALSE(served->fallback) << served->reason;
+      ASSERT_FALSE(served->planned.outcome.is_fallback()) << served->planned.outcome.detail;
       plans.push_back(std::move(served->planned));
     }
     runs.push_back(std::move(plans));
@@ -406,23 +420,160 @@ TEST(PlannerService, FallbackReasonsNameTheSearchState) {
   ASSERT_TRUE(Eventually([&] { return slow.calls_.load() >= 1; }));
   auto queued = service.Get(1, steady_clock::now());
   ASSERT_TRUE(queued.ok()) << queued.status().ToString();
-  EXPECT_TRUE(queued->fallback);
-  EXPECT_EQ(queued->reason,
+  EXPECT_TRUE(queued->planned.outcome.is_fallback());
+  EXPECT_EQ(queued->planned.outcome.fallback, planning::FallbackReason::kNotStarted);
+  EXPECT_EQ(queued->planned.outcome.detail,
             "fallback: search for iteration 1 not started by the deadline (0 searches queued "
             "before it, 1 planning threads busy)");
   EXPECT_FALSE(interrupted.load());
   auto running = service.Get(0, steady_clock::now());
   ASSERT_TRUE(running.ok()) << running.status().ToString();
-  EXPECT_TRUE(running->fallback);
-  EXPECT_EQ(running->reason.rfind("fallback: search for iteration 0 still running at the "
-                                  "deadline (time budget 250.0 ms = budget_s",
-                                  0),
-            0u)
-      << running->reason;
-  EXPECT_NE(running->reason.find("ago); cancelled"), std::string::npos) << running->reason;
+  EXPECT_TRUE(running->planned.outcome.is_fallback());
+  EXPECT_EQ(running->planned.outcome.fallback, planning::FallbackReason::kStillRunning);
+  EXPECT_EQ(
+      running->planned.outcome.detail.rfind("fallback: search for iteration 0 still running at the "
+                                            "deadline (time budget 250.0 ms = budget_s",
+                                            0),
+      0u)
+      << running->planned.outcome.detail;
+  EXPECT_NE(running->planned.outcome.detail.find("ago); cancelled"), std::string::npos)
+      << running->planned.outcome.detail;
   EXPECT_DOUBLE_EQ(running->search_budget_s, 0.25);
   // Served the fallback, the service cancels the search: the thread is free again.
   EXPECT_TRUE(Eventually([&] { return interrupted.load(); }));
+}
+
+// Measured feedback through the service (issue 28, item 4): the vision encoder's forward runs 3x
+// slower than predicted. Each served plan's measured stage times are reported; plans made after
+// the reports predict those stages within 10% of the measured time and every other stage as
+// before. A plan made before a report (planned ahead) keeps the state it was made in, and its own
+// report is un-corrected with that state.
+TEST(PlannerService, ReportedStageTimesCorrectLaterPlans) {
+  auto planner =
+      strategy::MakePlanner({.model = "tiny-vlm", .data = "coco-llava"}, "megatron-1f1b");
+  ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+  const planning::Planner& p = **planner;
+  auto batches = p.Batches(0, 1);
+  ASSERT_TRUE(batches.ok());
+  int vision = -1;
+  for (int m = 0; m < static_cast<int>(p.job().model.modules.size()); ++m) {
+    if (p.job().model.modules[m].name == "vision") vision = m;
+  }
+  ASSERT_GE(vision, 0);
+  auto is_slow = [&](const graph::Stage& st) {
+    return st.module == vision && st.pass == graph::Pass::kForward && st.latency_s > 0;
+  };
+  auto batch_of = [&](int64_t iteration) {
+    spec::Batch b = batches->front();  // the same samples every iteration: the same shapes
+    b.iteration = iteration;
+    return b;
+  };
+  PlannerService service(p, {.threads = 1});
+  std::optional<planning::PlannedIteration> base;
+  // The "true" time of each compute stage by what it computes (rank, module, chunk, microbatch,
+  // sub-microbatch, pass; action indices move with the timings): iteration 0's uncorrected
+  // prediction, 3x on the slowed stages.
+  std::map<std::tuple<int, int, int, int, int, int>, double> truth_s;
+  auto key_of = [](const plan::MeasuredStage& m) {
+    return std::make_tuple(m.rank, m.stage.module, m.stage.chunk, m.stage.microbatch,
+                           m.stage.sub_microbatch, static_cast<int>(m.stage.pass));
+  };
+  auto compute_stages = [&](const ServedPlan& served) {
+    std::vector<plan::MeasuredStage> out;
+    auto compiled = p.CompileWorld(served.planned, served.iteration);
+    EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
+    if (!compiled.ok()) return out;
+    for (int r = 0; r < compiled->num_ranks(); ++r) {
+      const auto& actions = compiled->ranks[r].actions;
+      for (int a = 0; a < static_cast<int>(actions.size()); ++a) {
+        if (!plan::IsCompute(actions[a].kind)) continue;
+        auto stage = plan::MeasuredStageOf(*compiled, r, a);
+        EXPECT_TRUE(stage.ok()) << stage.status().ToString();
+        if (stage.ok()) out.push_back(*stage);
+      }
+    }
+    return out;
+  };
+  // What a runtime would measure executing `served`.
+  auto measure = [&](const ServedPlan& served) {
+    plan::MeasuredIteration m;
+    m.model = "tiny-vlm";
+    m.strategy = "megatron-1f1b";
+    m.iteration = served.iteration;
+    for (const auto& module : p.job().model.modules) m.module_names.push_back(module.name);
+    for (plan::MeasuredStage stage : compute_stages(served)) {
+      auto found = truth_s.find(key_of(stage));
+      EXPECT_NE(found, truth_s.end());
+      if (found == truth_s.end()) continue;
+      stage.measured_s = found->second;
+      m.stages.push_back(stage);
+    }
+    return m;
+  };
+  auto get = [&](int64_t iteration) {
+    auto served = service.Get(iteration, steady_clock::now() + std::chrono::seconds(120));
+    EXPECT_TRUE(served.ok()) << served.status().ToString();
+    EXPECT_EQ(served->planned.outcome.kind, planning::PlanOutcomeKind::kPlanned);
+    EXPECT_EQ(served->iteration, iteration);
+    return *std::move(served);
+  };
+  // Iterations 0 and 1 are planned before any report.
+  ASSERT_TRUE(service.Submit(batch_of(0)).ok());
+  ASSERT_TRUE(service.Submit(batch_of(1)).ok());
+  ServedPlan s0 = get(0);
+  base = s0.planned;
+  for (const plan::MeasuredStage& stage : compute_stages(s0)) {
+    const bool slow = stage.stage.module == vision && stage.stage.pass == graph::Pass::kForward;
+    truth_s[key_of(stage)] = stage.planned_s * (slow ? 3.0 : 1.0);
+  }
+  ASSERT_TRUE(Eventually([&] { return service.SearchDone(1); }));
+  ASSERT_TRUE(service.Report(s0, measure(s0)).ok());
+  EXPECT_EQ(service.reports(), 1);
+  ASSERT_NE(service.state().correction, nullptr);
+  // Planned ahead: iteration 1 was made in the empty state and predicts as iteration 0 did.
+  ServedPlan s1 = get(1);
+  EXPECT_EQ(s1.planned_in.correction, nullptr);
+  for (int s = 0; s < s1.planned.plan.replicas[0].graph.num_stages(); ++s) {
+    EXPECT_EQ(s1.planned.plan.replicas[0].graph.stage(s).latency_s,
+              base->plan.replicas[0].graph.stage(s).latency_s);
+  }
+  ASSERT_TRUE(service.Report(s1, measure(s1)).ok());
+  ServedPlan last;
+  for (int64_t it = 2; it <= 3; ++it) {
+    ASSERT_TRUE(service.Submit(batch_of(it)).ok());
+    last = get(it);
+    EXPECT_NE(last.planned_in.correction, nullptr);
+    ASSERT_TRUE(service.Report(last, measure(last)).ok());
+  }
+  ASSERT_TRUE(service.Submit(batch_of(4)).ok());
+  last = get(4);
+  int slowed = 0;
+  for (int r = 0; r < static_cast<int>(last.planned.plan.replicas.size()); ++r) {
+    const auto& g = last.planned.plan.replicas[r].graph;
+    const auto& g_base = base->plan.replicas[r].graph;
+    ASSERT_EQ(g.num_stages(), g_base.num_stages());
+    for (int s = 0; s < g.num_stages(); ++s) {
+      const graph::Stage& before = g_base.stage(s);
+      if (is_slow(before)) {
+        ++slowed;
+        EXPECT_NEAR(g.stage(s).latency_s, 3.0 * before.latency_s, 0.1 * 3.0 * before.latency_s)
+            << "stage " << s;
+      } else {
+        EXPECT_EQ(g.stage(s).latency_s, before.latency_s) << "stage " << s;
+      }
+    }
+  }
+  EXPECT_GT(slowed, 0);
+  EXPECT_EQ(service.reports(), 4);
+  // A record of another plan is refused, naming the iteration; the state does not move.
+  plan::MeasuredIteration wrong = measure(last);
+  wrong.stages.front().stage.microbatch = 1 << 20;
+  const auto before_state = service.state().correction;
+  Status bad = service.Report(last, wrong);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("report of iteration 4: measured rank"), std::string::npos)
+      << bad.message();
+  EXPECT_EQ(service.state().correction, before_state);
 }
 
 }  // namespace

@@ -173,8 +173,9 @@ Status RunIterationsWithService(const RunOptions& o, Fn each) {
     ClearProgress();
     planning::PlannedIteration planned = std::move(served.planned);
     planned.plan.plan_time_s = served.search_time_s;
-    if (served.fallback) {
-      planned.plan.notes += std::string(planned.plan.notes.empty() ? "" : "; ") + served.reason;
+    if (planned.outcome.is_fallback()) {
+      planned.plan.notes +=
+          std::string(planned.plan.notes.empty() ? "" : "; ") + planned.outcome.detail;
     }
     WEFT_RETURN_IF_ERROR(each(batch.iteration, *prepared.planner, planned));
   }

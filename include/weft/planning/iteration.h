@@ -3,7 +3,10 @@
 // assignment and ordered by a schedule rule or search (PlanReplicas), and the simulation of every
 // replica (EvaluateIteration). What every strategy's PlanIteration is made of.
 // Thread-safety: pure functions.
+#include <cstdint>
 #include <functional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "weft/common/status.h"
@@ -73,10 +76,44 @@ StatusOr<IterationEvaluation> EvaluateIteration(const Job& job, const IterationP
 
 // A planned iteration with its simulation and the uniform recomputation the memory policy
 // chose (kNone when the strategy or the static plan chose; see planning::Planner).
+// How a planned iteration came to be: typed, so that callers branch on an enum, never on
+// prose. Set by the Planner (kPlanned / kFallback with kRequested / kOutOfMemory) and refined by
+// PlannerService (why it served the fallback).
+enum class PlanOutcomeKind : uint8_t {
+  kPlanned,      // the strategy's plan (its search or its rule); it fits GPU memory
+  kFallback,     // the safe rule plan (Planner::Fallback); it fits GPU memory
+  kOutOfMemory,  // the plan kept does not fit GPU memory (evaluation.peak_memory_bytes): no
+                 // plan the memory policy tried fits; `fallback` says whether it is a fallback
+};
+// Why a fallback plan was made or served.
+enum class FallbackReason : uint8_t {
+  kNone,          // not a fallback
+  kRequested,     // the caller asked for it (Planner::Fallback)
+  kNotStarted,    // PlannerService: the search had not started by the deadline
+  kStillRunning,  // PlannerService: the search was running at the deadline (it is cancelled)
+  kSearchFailed,  // PlannerService: the search returned an error
+};
+std::string_view PlanOutcomeKindName(
+    PlanOutcomeKind kind);  // "planned", "fallback", "out_of_memory"
+std::string_view FallbackReasonName(FallbackReason reason);  // "none", "requested", "not_started",
+                                                             // "still_running", "search_failed"
+struct PlanOutcome {
+  PlanOutcomeKind kind = PlanOutcomeKind::kPlanned;
+  FallbackReason fallback = FallbackReason::kNone;
+  // One sentence for people (PlannerService: why this plan was served, its budget and timing);
+  // empty when there is nothing to add to the kind.
+  std::string detail;
+  bool is_fallback() const { return fallback != FallbackReason::kNone; }
+  bool fits_memory() const { return kind != PlanOutcomeKind::kOutOfMemory; }
+};
+// kOutOfMemory when `oom`, else kFallback when `fallback` != kNone, else kPlanned.
+PlanOutcome MakePlanOutcome(bool oom, FallbackReason fallback, std::string detail = {});
+
 struct PlannedIteration {
   IterationPlan plan;
   IterationEvaluation evaluation;
   cost::Recompute recompute_used = cost::Recompute::kNone;
+  PlanOutcome outcome = {};
 };
 
 }  // namespace weft::planning

@@ -126,6 +126,21 @@ class Planner {
   StatusOr<PlanState> Observe(const PlanState& state, const PlannedIteration& planned,
                               const plan::MeasuredIteration& measured,
                               const cost::CorrectionRule& rule = {}) const;
+  // Same when `planned` was made in an earlier state than `current`, the one the observation
+  // folds into (PlannerService plans ahead: iteration i is planned before the measurements of
+  // i - 1 arrive). The factors of `planned_in` un-correct the planned latencies; `current`'s
+  // correction and feedback are updated (the strategy's Observe sees `current` with
+  // `planned_in`'s correction). Observe(state, ...) is Observe(state, state, ...).
+  StatusOr<PlanState> Observe(const PlanState& current,
+                              const PlanState& planned_in,
+                              const PlannedIteration& planned,
+                              std::span<const MeasuredStage> measured,
+                              const cost::CorrectionRule& rule = {}) const;
+  StatusOr<PlanState> Observe(const PlanState& current,
+                              const PlanState& planned_in,
+                              const PlannedIteration& planned,
+                              const plan::MeasuredIteration& measured,
+                              const cost::CorrectionRule& rule = {}) const;
   // The graph stages of `planned` that the records of `measured` name (Observe's matching).
   static StatusOr<std::vector<MeasuredStage>> MatchMeasured(const PlannedIteration& planned,
                                                             const plan::MeasuredIteration& measured);

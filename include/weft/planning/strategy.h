@@ -278,8 +278,9 @@ class Strategy {
                                                 const StaticPlan& plan,
                                                 const IterationInput& input) const = 0;
   // Measured feedback for the strategy's own state (Planner::Observe calls it after the cost
-  // correction, with the same measured stages of `planned`, planned in `state`; `job` is
-  // uncorrected). Default: state.feedback unchanged.
+  // correction, with the same measured stages of `planned`; `state` holds the current feedback
+  // and the cost correction `planned` was priced with; `job` is uncorrected). Default:
+  // state.feedback unchanged.
   virtual StatusOr<std::shared_ptr<const StrategyFeedback>> Observe(
       const Job& job,
       const StaticPlan& plan,

@@ -20,9 +20,16 @@
 //   for (int64_t i = 0;; ++i) {
 //     auto served = service.Get(i, /*deadline=*/steady_clock::now());  // searched or fallback
 //     service.Submit(batches[i + 2]);
-//     ... run iteration i, measure its wall time t_s ...
+//     ... run iteration i, measure its wall time t_s (and its stage times, measured) ...
 //     service.ReportIterationTime(i, t_s);
+//     service.Report(*served, measured);  // optional: measured stage times correct later plans
 //   }
+//
+// Measured feedback (Spine v3): the service carries a planning::PlanState. Every fallback and
+// search plans in the state current when it starts; Report folds a served plan's measured stage
+// times into the state (Planner::Observe), so later plans use the corrected cost model and the
+// strategy's own feedback (DFLOP's correction). With lookahead L, iteration i is planned before
+// the reports of i - L .. i - 1 arrive: their corrections reach iteration i + L.
 //
 // Determinism: with options.work_budget > 0 every search is bounded by deterministic work units
 // only (no time limit), so a batch's searched plan depends on the batch, the seed and the work
@@ -53,7 +60,7 @@
 namespace weft::service {
 
 struct PlannerServiceOptions {
-  int threads = 0;         // background planning threads, <= kMaxThreads; 0 = half the cores (>= 1)
+  int threads = 0;  // background planning threads, <= kMaxThreads; 0 = half the cores (>= 1)
   // Time budget per search until an iteration time is reported; the rule's upper bound unless
   // max_budget_s is set. Ignored when work_budget > 0.
   double budget_s = 1.0;
@@ -97,13 +104,17 @@ SearchBudget SearchBudgetRule(const PlannerServiceOptions& options,
                               std::span<const double> overruns_s);
 
 struct ServedPlan {
-  planning::PlannedIteration planned;  // the plan and its evaluation
-  bool fallback = false;  // true when the search was not done by the deadline, or failed
-  // Why the searched plan or the fallback was served, e.g. "searched: ready 41 ms before it was
+  int64_t iteration = 0;
+  // The plan and its evaluation. planned.outcome says what was served, typed: kPlanned (the
+  // search's plan), kFallback with the reason (kNotStarted / kStillRunning / kSearchFailed), or
+  // kOutOfMemory; its detail says why in words, e.g. "searched: ready 41 ms before it was
   // needed (search 80 ms; time budget 96 ms = min(lookahead 2, threads 1) x median ...)" or
   // "fallback: search for iteration 5 still running (time budget 120 ms, started 80 ms ago);
   // cancelled".
-  std::string reason;
+  planning::PlannedIteration planned;
+  // The state the plan was made in (its cost correction and strategy feedback): what Report
+  // needs to un-correct its predictions.
+  planning::PlanState planned_in;
   double search_time_s = 0;  // wall time of the search (0 if it never finished)
   // The budget the search got (both 0 when it never started).
   double search_budget_s = 0;
@@ -131,6 +142,19 @@ class PlannerService {
   // The measured wall time of one training iteration (the time between two consecutive plans
   // being needed): the budget rule's input. InvalidArgument unless finite and > 0.
   Status ReportIterationTime(int64_t iteration, double seconds);
+  // Measured feedback: folds what a runtime measured executing `served` (its stage times,
+  // weft.measured/v1) into the service's state (Planner::Observe under `rule`: the planned
+  // latencies un-corrected with served.planned_in, the service's current correction updated).
+  // Searches and fallbacks started afterwards plan with the new state; plans already made keep
+  // theirs. Reports may come in any order and from any thread; each is applied once, in the
+  // order they arrive. InvalidArgument naming the first measured record that matches no stage.
+  Status Report(const ServedPlan& served,
+                const plan::MeasuredIteration& measured,
+                const cost::CorrectionRule& rule = {});
+  // The state new searches plan in (PlanState::correction null until a report changed it).
+  planning::PlanState state() const;
+  // Reports applied so far.
+  int64_t reports() const;
   // The budget a search started now would get.
   SearchBudget NextBudget() const;
   // True once the search of a submitted, not yet served iteration has finished (ok or failed).
@@ -149,6 +173,7 @@ class PlannerService {
     spec::Batch batch;
     std::optional<StatusOr<planning::PlannedIteration>> fallback;
     std::optional<StatusOr<planning::PlannedIteration>> searched;
+    planning::PlanState state;  // what the fallback and the search plan in
     SearchBudget budget;
     Clock::time_point search_start, search_done;
     double search_time_s = 0;
@@ -167,6 +192,9 @@ class PlannerService {
   std::set<std::shared_ptr<Entry>> running_;  // searches in progress (the destructor cancels)
   std::deque<double> iteration_times_s_;      // the last time_window reports
   std::deque<double> overruns_s_;             // the last time_window searches' overruns
+  planning::PlanState state_;                 // state(): what new searches plan in
+  int64_t reports_ = 0;
+  std::mutex report_mutex_;  // one Report at a time (Observe runs unlocked)
   bool stopping_ = false;
   int num_threads_ = 0;  // planning threads (set before they start)
   Status start_status_;  // status(); set by the constructor only

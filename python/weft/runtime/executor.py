@@ -613,6 +613,10 @@ def _stream_worker(rank: int, world: int, port: int, model: dict, seed: int, lr:
         # With a source, rank 0 plans (source() gives its next_job) and broadcasts every job to
         # the other ranks over torch.distributed; else each job comes from the parent's queue.
         next_job = source() if source is not None and rank == 0 else None
+        # A source that learns from measured times (OnlinePlannerSource(learn_from_measured))
+        # gets each iteration's weft.measured/v1 record: every rank's stage times gathered on
+        # rank 0 (one gather per iteration, only then).
+        gather_measured = bool(getattr(source, "learn_from_measured", False))
         previous = None
         consumer_group = None
         if pool is not None:
@@ -665,6 +669,12 @@ def _stream_worker(rank: int, world: int, port: int, model: dict, seed: int, lr:
                     out.update(ex.pool.take_records())
             ex.history.append(iteration)
             previous = {"iteration": iteration, "loss": r["loss"], "wall_s": wall_s}
+            if gather_measured:
+                gathered = [None] * world if rank == 0 else None
+                dist.gather_object((r["stages"], wall_s), gathered, dst=0)
+                if rank == 0:
+                    previous["measured"] = measured_iteration(
+                        job["plan"], iteration, {q: g for q, g in enumerate(gathered)})
             if source is not None and rank == 0:
                 out["job"] = job  # the parent learns the plan from the rank that made it
             results.put(("ok", rank, out))

@@ -9,6 +9,7 @@ import torch
 
 import weft
 from weft.runtime.executor import load_plan, run_plans
+from weft.runtime.measured import measured_document
 from weft.runtime.model import build_chunks, reference_step
 
 
@@ -116,15 +117,24 @@ class OnlinePlanner:
     3. submits iteration i + lookahead, so its search overlaps iterations i .. i + lookahead - 1.
     The job carries `ready` (searched plan served), `reason` (the service's why), and the
     search's budget and timing. work_budget > 0 makes every search deterministic (work units,
-    no time limit, no rule)."""
+    no time limit, no rule).
+    learn_from_measured: `previous` (run_streamed's merged result of iteration i - 1) carries
+    what the ranks measured (weft.measured/v1); it is reported to the service
+    (PlannerService.report under `correction_rule`, a dict of alpha, min_ratio, max_ratio), so
+    searches started afterwards plan with the measured correction. Off by default: measured
+    times differ from run to run, so the plans would too."""
 
     def __init__(self, strategy: str, model: str, iterations: int, data: str = "coco-llava",
                  seed: int = 1, budget_s: float = 0.5, deadline_s: float = 0.0,
                  first_timeout_s: float = 120.0, threads: int = 1, lookahead: int = 2,
-                 work_budget: int = 0, warmup_iterations: int = 1, **kwargs):
+                 work_budget: int = 0, warmup_iterations: int = 1,
+                 learn_from_measured: bool = False, correction_rule: dict | None = None,
+                 **kwargs):
         self.iterations, self.deadline_s, self.first_timeout_s = iterations, deadline_s, \
             first_timeout_s
         self.lookahead, self.warmup_iterations = lookahead, warmup_iterations
+        self.learn_from_measured = learn_from_measured
+        self.correction_rule = dict(correction_rule or {})
         self.service = weft.PlannerService(strategy, model, data=data, seed=seed,
                                            budget_s=budget_s, threads=threads,
                                            lookahead=lookahead, work_budget=work_budget, **kwargs)
@@ -137,7 +147,11 @@ class OnlinePlanner:
         self.service.submit(iteration)
         self.submitted_at[iteration] = now_running
 
-    def next_job(self, i: int, _previous: dict | None = None) -> dict | None:
+    def next_job(self, i: int, previous: dict | None = None) -> dict | None:
+        if (self.learn_from_measured and previous is not None and "measured" in previous
+                and previous["measured"]["iteration"] == i - 1):
+            self.service.report(i - 1, json.dumps(measured_document([previous["measured"]])),
+                                **self.correction_rule)
         if i >= self.iterations:
             return None
         period_s = None
@@ -172,11 +186,17 @@ class OnlinePlannerSource:
     deadline_s: float = 0.0
     lookahead: int = 2
     work_budget: int = 0
+    # Report each iteration's measured stage times to the service (OnlinePlanner); the workers
+    # then gather every rank's times on rank 0 once per iteration.
+    learn_from_measured: bool = False
+    correction_rule: dict = dataclasses.field(default_factory=dict)
     kwargs: dict = dataclasses.field(default_factory=dict)
 
     def __call__(self):
         planner = OnlinePlanner(self.strategy, self.model, self.iterations, data=self.data,
                                 seed=self.seed, budget_s=self.budget_s,
                                 deadline_s=self.deadline_s, lookahead=self.lookahead,
-                                work_budget=self.work_budget, **self.kwargs)
+                                work_budget=self.work_budget,
+                                learn_from_measured=self.learn_from_measured,
+                                correction_rule=self.correction_rule, **self.kwargs)
         return planner.next_job
