@@ -170,3 +170,12 @@ def test_online_planning_learns_from_what_the_ranks_measured(mode):
     first = _compute_latency_s(runs[0]["job"]["plan"])
     last = _compute_latency_s(runs[-1]["job"]["plan"])
     assert last > 2 * first, (first, last)
+
+
+def test_train_learn_from_measured_needs_online_planning(capsys):
+    from weft.train import main
+    assert main(["--model", "tiny-vlm", "--strategy", "megatron-1f1b", "--offline",
+                 "--learn-from-measured"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --learn-from-measured needs online planning (--online; not with "
+                   "--pool or --placement)"]
