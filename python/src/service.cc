@@ -128,7 +128,7 @@ class PyPlannerService {
   std::unique_ptr<planning::Planner> planner_;
   std::unique_ptr<service::PlannerService> service_;
   bool world_ = false;  // get() compiles the world plan (weft.plan(world=True))
-  static constexpr int kMaxServedKept = 64;
+  static constexpr int kMaxServedKept = 8;  // plans hold graphs: keep few
   std::map<int64_t, service::ServedPlan> served_;  // served, not yet reported
 };
 
