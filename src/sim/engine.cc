@@ -901,6 +901,20 @@ void Loop::Start(GroupId g, EngineRun& run, StageId s, double earliest_s) {
   state.pending = -1;
   phase_[g] = kRunning;
   events_.Set(g, end_s, run.key_base + s);
+  // While other groups' events run, fetch what this stage's end reads (its out-edges' targets'
+  // state; the edges were fetched when the group's previous stage started) and what the group's
+  // next stage reads (it, its state and its out-edges): in a large graph these lie beyond the
+  // L2 cache, and the event loop's time order scatters them.
+  const StageGraph& graph = *run.prep->graph;
+  for (EdgeId e : graph.out_edges(s)) __builtin_prefetch(&v.state[v.edges[e].to]);
+  if (position + 1 < static_cast<int32_t>(v.orders[g].size())) {
+    const StageId next = v.orders[g][position + 1];
+    const char* next_stage = reinterpret_cast<const char*>(&v.stages[next]);
+    __builtin_prefetch(next_stage);
+    __builtin_prefetch(next_stage + sizeof(graph::Stage) - 1);
+    __builtin_prefetch(&v.state[next]);
+    for (EdgeId e : graph.out_edges(next)) __builtin_prefetch(&v.edges[e]);
+  }
   // Prefetch the next stage's offloaded activations while this one runs.
   if (run.offload.any && position + 1 < static_cast<int32_t>(v.orders[g].size())) {
     if (OffloadItem* next = run.offload.BackwardItem(v.orders[g][position + 1])) {
