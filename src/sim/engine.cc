@@ -104,7 +104,6 @@ class Scratch {
   }
   T* get() const { return data_.get(); }
   T& operator[](size_t i) const { return data_[i]; }
-  size_t capacity_bytes() const { return capacity_ * sizeof(T); }
 
  private:
   std::unique_ptr<T[]> data_;
@@ -1458,46 +1457,6 @@ Status Loop::Finalize(EngineRun& run) {
 
 Engine::Engine() = default;
 Engine::~Engine() = default;
-
-size_t Engine::RetainedBytes() const {
-  size_t bytes = 0;
-  for (const auto& run : pool_) {
-    const BufferSlots& b = run->buffers;
-    bytes += run->state.capacity_bytes() + b.slot_of.capacity_bytes() +
-             b.slot_timing.capacity_bytes() + b.compute.capacity_bytes() +
-             b.accum.capacity_bytes() + b.send_free_s.capacity() * sizeof(double) +
-             b.sends.capacity() * sizeof(BufferSlots::Send) +
-             run->offload.items.capacity() * sizeof(OffloadItem) +
-             (run->offload.item_of.capacity() + run->use_of.capacity()) * sizeof(int32_t);
-  }
-  return bytes;
-}
-
-void Engine::ReleaseScratch() { pool_.clear(); }
-
-namespace {
-struct ThreadEngine {
-  Engine engine;
-  bool in_use = false;
-};
-thread_local ThreadEngine thread_engine;
-}  // namespace
-
-ThreadEngineLease::ThreadEngineLease() {
-  if (thread_engine.in_use) {
-    own_ = std::make_unique<Engine>();
-    engine_ = own_.get();
-  } else {
-    thread_engine.in_use = true;
-    engine_ = &thread_engine.engine;
-  }
-}
-
-ThreadEngineLease::~ThreadEngineLease() {
-  if (own_ != nullptr) return;
-  if (engine_->RetainedBytes() > kMaxRetainedScratchBytes) engine_->ReleaseScratch();
-  thread_engine.in_use = false;
-}
 
 StatusOr<EngineResult> Engine::Run(std::span<const EngineIteration> iterations,
                                    const spec::ClusterSpec& cluster,

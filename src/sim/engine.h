@@ -102,33 +102,9 @@ class Engine {
                              const WindowCarry& carry,
                              int warmup);
 
-  // Bytes of scratch kept for later calls.
-  size_t RetainedBytes() const;
-  // Drops the kept scratch.
-  void ReleaseScratch();
-
  private:
   // Scratch of iterations, kept for reuse (one per iteration in flight at once).
   std::vector<std::unique_ptr<EngineRun>> pool_;
-};
-
-// The calling thread's engine for the free functions Simulate and SimulateWindow, so that
-// their scratch is allocated and first-touched once per thread, not on every call (at 32k
-// stages the page faults of fresh scratch cost as much as the event loop). A call made while
-// the thread's engine is in use gets a fresh one. On release, scratch over
-// kMaxRetainedScratchBytes is dropped (a thread keeps at most that much between calls).
-class ThreadEngineLease {
- public:
-  static constexpr size_t kMaxRetainedScratchBytes = size_t{64} << 20;
-  ThreadEngineLease();
-  ~ThreadEngineLease();
-  ThreadEngineLease(const ThreadEngineLease&) = delete;
-  ThreadEngineLease& operator=(const ThreadEngineLease&) = delete;
-  Engine& engine() { return *engine_; }
-
- private:
-  Engine* engine_;
-  std::unique_ptr<Engine> own_;  // when the thread's engine was in use
 };
 
 }  // namespace weft::sim::internal

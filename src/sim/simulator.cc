@@ -85,37 +85,24 @@ Simulator::~Simulator() = default;
 Simulator::Simulator(Simulator&&) noexcept = default;
 Simulator& Simulator::operator=(Simulator&&) noexcept = default;
 
-namespace {
-
-StatusOr<Timeline> SimulateOn(internal::Engine& engine,
-                              const StageGraph& graph,
-                              const sched::Schedule& schedule,
-                              const spec::ClusterSpec& cluster,
-                              const SimOptions& options) {
+StatusOr<Timeline> Simulator::Simulate(const StageGraph& graph,
+                                       const sched::Schedule& schedule,
+                                       const spec::ClusterSpec& cluster,
+                                       const SimOptions& options) {
   const internal::EngineIteration iteration{.graph = &graph,
                                             .schedule = &schedule,
                                             .samples = options.samples_per_iteration,
                                             .tokens = options.tokens_per_iteration};
   WEFT_ASSIGN_OR_RETURN(internal::EngineResult result,
-                        engine.Run({&iteration, 1}, cluster, options, {}, {}, -1));
+                        engine_->Run({&iteration, 1}, cluster, options, {}, {}, -1));
   return std::move(result.timelines.front());
-}
-
-}  // namespace
-
-StatusOr<Timeline> Simulator::Simulate(const StageGraph& graph,
-                                       const sched::Schedule& schedule,
-                                       const spec::ClusterSpec& cluster,
-                                       const SimOptions& options) {
-  return SimulateOn(*engine_, graph, schedule, cluster, options);
 }
 
 StatusOr<Timeline> Simulate(const StageGraph& graph,
                             const sched::Schedule& schedule,
                             const spec::ClusterSpec& cluster,
                             const SimOptions& options) {
-  internal::ThreadEngineLease lease;  // the thread's scratch, kept between calls
-  return SimulateOn(lease.engine(), graph, schedule, cluster, options);
+  return Simulator().Simulate(graph, schedule, cluster, options);
 }
 
 }  // namespace weft::sim

@@ -249,8 +249,7 @@ StatusOr<WindowResult> SimulateWindow(std::span<const WindowIteration> iteration
                                       const spec::ClusterSpec& cluster,
                                       const WindowOptions& options,
                                       const WindowCarry& carry) {
-  internal::ThreadEngineLease lease;
-  return RunWindow(lease.engine(), iterations, cluster, options, carry);
+  return Simulator().SimulateWindow(iterations, cluster, options, carry);
 }
 
 std::string WindowResult::BriefReport() const {

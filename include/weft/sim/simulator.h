@@ -60,9 +60,7 @@ struct SimOptions {
   int64_t buffer_element_bytes = 2;
 };
 
-// Runs on the calling thread's engine, whose scratch memory is kept between calls (at most
-// 64 MiB; a Simulator owns its own). Fails with InvalidArgument if the graph is not finalized
-// or the schedule is invalid, with
+// Fails with InvalidArgument if the graph is not finalized or the schedule is invalid, with
 // FailedPrecondition "deadlock: group 1 waits at order[1][4] = <stage> for <pred> (group 2), ..."
 // if the orders are inconsistent with cross-group dependencies.
 StatusOr<Timeline> Simulate(const graph::StageGraph& graph,
