@@ -536,7 +536,6 @@ struct EngineRun {
     const int32_t* slot_begin;
     const int32_t* use_of;  // nullptr: no buffer uses
     StageState* state;
-    StageTiming* timing;
     GroupTimeline* groups;
     int32_t* slot_of;
     SlotTiming* slot_timing;
@@ -825,7 +824,6 @@ void Loop::InitRun(EngineRun& run) {
                              .slot_begin = b.slot_begin,
                              .use_of = run.has_uses ? run.use_of.data() : nullptr,
                              .state = state,
-                             .timing = run.timeline.stages.data(),
                              .groups = run.timeline.groups.data(),
                              .slot_of = b.slot_of.get(),
                              .slot_timing = b.slot_timing.get(),
@@ -895,7 +893,6 @@ void Loop::Start(GroupId g, EngineRun& run, StageId s, double earliest_s) {
     }
   }
   const double end_s = start_s + state.latency_s;
-  v.timing[s] = StageTiming{start_s, end_s};
   v.groups[g].busy_s += state.latency_s;  // in the group's order
   const int32_t slot = v.slot_begin[g] + position;
   v.slot_of[s] = slot;
@@ -960,7 +957,6 @@ void Loop::ServeBuffer(int b, double t) {
       NotePut(buf, w.bytes, t);
       buf.out->producer_stall_s += t - w.since_s;
       EngineRun& run = *runs_[w.iteration];
-      run.timeline.stages[w.stage].end_s = t;
       run.buffers.slot_timing[run.buffers.slot_of[w.stage]].end_s = t;
       phase_[w.group] = kPutServed;
       events_.Set(w.group, t, runs_[w.iteration]->key_base + w.stage);
@@ -1268,6 +1264,12 @@ Status Loop::Finalize(EngineRun& run) {
     const SlotAccum* accum = buffers.accum.get() + slot0;
     const SlotCompute* compute = buffers.compute.get() + slot0;
     const SlotTiming* timing = buffers.slot_timing.get() + slot0;
+    // The stages' times, from their slots (the event loop records a compute's times once, in
+    // its slot; a scattered store per stage here, in a loop of independent stores, not in the
+    // event loop).
+    for (int32_t j = 0; j < size; ++j) {
+      timeline.stages[order[j]] = StageTiming{timing[j].start_s, timing[j].end_s};
+    }
     if (!options_.record_memory_curves) {
       // Peaks only: noting after every irecv step (not only non-empty ones) changes nothing,
       // since frees never raise the live bytes.
