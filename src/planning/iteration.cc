@@ -211,6 +211,7 @@ StatusOr<IterationEvaluation> EvaluateIteration(const Job& job, const IterationP
   if (plan.replicas.empty()) return InvalidArgumentError("iteration plan has no replicas");
   double samples = 0, tokens = 0;
   int num_gpus = 0;
+  sim::Simulator simulator;  // one for all replicas: its scratch is allocated once
   for (size_t r = 0; r < plan.replicas.size(); ++r) {
     const auto& replica = plan.replicas[r];
     sim::SimOptions o = options;
@@ -224,7 +225,7 @@ StatusOr<IterationEvaluation> EvaluateIteration(const Job& job, const IterationP
     for (const auto& g : replica.graph.groups()) gpus += g.num_gpus;
     o.num_gpus = gpus;
     WEFT_ASSIGN_OR_RETURN(sim::Timeline t,
-                          sim::Simulate(replica.graph, replica.schedule, job.cluster, o));
+                          simulator.Simulate(replica.graph, replica.schedule, job.cluster, o));
     if (t.iteration_time_s > eval.iteration_time_s) {
       eval.iteration_time_s = t.iteration_time_s;
       eval.slowest_replica = static_cast<int>(r);

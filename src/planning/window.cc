@@ -142,7 +142,8 @@ StatusOr<WindowEvaluation> EvaluateWindow(const Job& job,
   wo.buffers.push_back(
       sim::BoundedBuffer{.name = "pool", .capacity_bytes = plan.pool->capacity_bytes});
   wo.warmup_iterations = warmup_iterations;
-  WEFT_ASSIGN_OR_RETURN(out.window, sim::SimulateWindow(window, job.cluster, wo));
+  sim::Simulator simulator;  // for both runs (the second after MSER): scratch allocated once
+  WEFT_ASSIGN_OR_RETURN(out.window, simulator.SimulateWindow(window, job.cluster, wo, {}));
   double previous_end_s =
       out.window.iteration_origin_s.empty() ? 0 : out.window.iteration_origin_s[0];
   for (double end_s : out.window.iteration_end_s) {
@@ -157,7 +158,7 @@ StatusOr<WindowEvaluation> EvaluateWindow(const Job& job,
       warmup_iterations = t.warmup;
       out.warmup_iterations = warmup_iterations;
       wo.warmup_iterations = warmup_iterations;
-      WEFT_ASSIGN_OR_RETURN(out.window, sim::SimulateWindow(window, job.cluster, wo));
+      WEFT_ASSIGN_OR_RETURN(out.window, simulator.SimulateWindow(window, job.cluster, wo, {}));
     }
   }
   for (const auto& g : out.graphs[0].graph.groups()) out.gpus_used += g.TotalGpus();

@@ -1,5 +1,8 @@
 #include "weft/sched/schedule.h"
 
+#include <span>
+#include <vector>
+
 #include <fmt/format.h>
 
 namespace weft::sched {
@@ -13,44 +16,58 @@ Status Schedule::Validate(const graph::StageGraph& graph) const {
                                             order.size(), graph.num_groups()));
   }
   const int n = graph.num_stages();
-  std::vector<int32_t> position(n, -1);
+  // Per stage: its position in its group's order and that group, in one 8-byte entry: the
+  // edge check below reads these, not two stage records per edge (scattered over megabytes
+  // in a large graph).
+  struct Listed {
+    int32_t position;
+    graph::GroupId group;
+  };
+  std::vector<Listed> listed(n, Listed{-1, -1});
+  const std::span<const graph::Stage> stages = graph.stages();
   int seen = 0;
   for (int g = 0; g < static_cast<int>(order.size()); ++g) {
-    for (int i = 0; i < static_cast<int>(order[g].size()); ++i) {
-      graph::StageId s = order[g][i];
+    const graph::StageId* order_g = order[g].data();
+    const int size = static_cast<int>(order[g].size());
+    for (int i = 0; i < size; ++i) {
+      const graph::StageId s = order_g[i];
       if (s < 0 || s >= n) {
         return InvalidArgumentError(
             fmt::format("order[{}][{}] = {}; stage ids must be in [0, {})", g, i, s, n));
       }
-      if (graph.stage(s).group != g) {
-        return InvalidArgumentError(fmt::format("order[{}][{}] = stage {} ({}); belongs to group {}",
-                                                g, i, s, graph.StageName(s), graph.stage(s).group));
+      if (stages[s].group != g) {
+        return InvalidArgumentError(
+            fmt::format("order[{}][{}] = stage {} ({}); belongs to group {}", g, i, s,
+                        graph.StageName(s), stages[s].group));
       }
-      if (position[s] >= 0) {
-        return InvalidArgumentError(fmt::format(
-            "order[{}][{}] = stage {} ({}); already listed at order[{}][{}]", g, i, s,
-            graph.StageName(s), g, position[s]));
+      if (listed[s].position >= 0) {
+        return InvalidArgumentError(
+            fmt::format("order[{}][{}] = stage {} ({}); already listed at order[{}][{}]", g, i, s,
+                        graph.StageName(s), g, listed[s].position));
       }
-      position[s] = i;
+      listed[s] = Listed{i, g};
       ++seen;
     }
   }
   if (seen != n) {
     for (int s = 0; s < n; ++s) {
-      if (position[s] < 0) {
+      if (listed[s].position < 0) {
         return InvalidArgumentError(
             fmt::format("order[{}] misses stage {} ({}); every stage must be scheduled once",
-                        graph.stage(s).group, s, graph.StageName(s)));
+                        stages[s].group, s, graph.StageName(s)));
       }
     }
   }
+  // Every stage is listed once, in its own group: listed[s].group is stage s's group.
   for (const graph::Edge& e : graph.edges()) {
-    const int g = graph.stage(e.from).group;
-    if (g == graph.stage(e.to).group && position[e.from] > position[e.to]) {
+    const Listed from = listed[e.from];
+    const Listed to = listed[e.to];
+    if (from.group == to.group && from.position > to.position) {
+      const int g = from.group;
       return InvalidArgumentError(fmt::format(
           "order[{}][{}] = stage {} ({}) runs before its input order[{}][{}] = stage {} ({}); "
           "same-group dependencies must follow the order",
-          g, position[e.to], e.to, graph.StageName(e.to), g, position[e.from], e.from,
+          g, to.position, e.to, graph.StageName(e.to), g, from.position, e.from,
           graph.StageName(e.from)));
     }
   }

@@ -478,8 +478,11 @@ struct Prepared {
   std::vector<std::vector<int32_t>> sets_of;
 };
 
-// Per stage, packed in one 32-byte record with the stage's group: an out-edge's target is one
-// cache line, not five (the event loop visits targets in time order, i.e. scattered).
+// Per stage, packed in one 64-byte record (one cache line) with the stage's group and the
+// fields of its graph::Stage that the event loop reads (latency, activation bytes; copied by
+// InitRun, which streams the stage array anyway): a stage's start and end, and an out-edge's
+// target, read one line, not the state and two lines of the 96-byte Stage (the event loop
+// visits stages in time order, i.e. scattered).
 //  - pending: inputs still to arrive; -1 once started (an unvalidated order that lists a stage
 //    twice stalls there instead of running it twice);
 //  - ready_s: when the last input arrived;
@@ -487,14 +490,17 @@ struct Prepared {
 //    begin at the earliest, pushed along the out-edges as the event loop ends each stage (a
 //    topological order: the same maxima and sums as a pass in topological order);
 //  - freed_after: the buffers of its inputs (freed in the slot after it).
-struct StageState {
+struct alignas(64) StageState {
   double ready_s;
   double unloaded_begin_s;
   int64_t freed_after;
+  double latency_s;                // graph::Stage's
+  int64_t activation_alloc_bytes;  // graph::Stage's
+  int64_t activation_free_bytes;   // graph::Stage's
   int32_t pending;
   GroupId group;
 };
-static_assert(sizeof(StageState) == 32);
+static_assert(sizeof(StageState) == 64);
 static_assert(sizeof(BufferSlots::Send) == 32);
 
 }  // namespace
@@ -525,13 +531,11 @@ struct EngineRun {
   // Raw views of the arrays above and of the graph for the event loop (set by InitRun): one
   // load each per event, where the containers would cost two or three.
   struct View {
-    const graph::Stage* stages;
     const graph::Edge* edges;
     const std::vector<StageId>* orders;
     const int32_t* slot_begin;
     const int32_t* use_of;  // nullptr: no buffer uses
     StageState* state;
-    StageTiming* timing;
     GroupTimeline* groups;
     int32_t* slot_of;
     SlotTiming* slot_timing;
@@ -761,6 +765,9 @@ void Loop::InitRun(EngineRun& run) {
     state[s] = StageState{.ready_s = 0.0,
                           .unloaded_begin_s = 0.0,
                           .freed_after = 0,
+                          .latency_s = st.latency_s,
+                          .activation_alloc_bytes = st.activation_alloc_bytes,
+                          .activation_free_bytes = st.activation_free_bytes,
                           .pending = static_cast<int32_t>(graph.in_edges(s).size()),
                           .group = st.group};
     if (scan) any_offload |= st.offload_bytes > 0;
@@ -812,13 +819,11 @@ void Loop::InitRun(EngineRun& run) {
   if (options_.record_transfers && num_groups_ > 1) {
     run.timeline.transfers.reserve(graph.num_edges());
   }
-  run.view = EngineRun::View{.stages = stages.data(),
-                             .edges = graph.edges().data(),
+  run.view = EngineRun::View{.edges = graph.edges().data(),
                              .orders = prep.schedule->order.data(),
                              .slot_begin = b.slot_begin,
                              .use_of = run.has_uses ? run.use_of.data() : nullptr,
                              .state = state,
-                             .timing = run.timeline.stages.data(),
                              .groups = run.timeline.groups.data(),
                              .slot_of = b.slot_of.get(),
                              .slot_timing = b.slot_timing.get(),
@@ -887,20 +892,29 @@ void Loop::Start(GroupId g, EngineRun& run, StageId s, double earliest_s) {
       }
     }
   }
-  const graph::Stage& st = v.stages[s];
-  const double end_s = start_s + st.latency_s;
-  v.timing[s] = StageTiming{start_s, end_s};
-  v.groups[g].busy_s += st.latency_s;  // in the group's order
+  const double end_s = start_s + state.latency_s;
+  v.groups[g].busy_s += state.latency_s;  // in the group's order
   const int32_t slot = v.slot_begin[g] + position;
   v.slot_of[s] = slot;
   v.slot_timing[slot] = {start_s, end_s};
-  v.compute[slot].activation_alloc_bytes = st.activation_alloc_bytes;
-  v.compute[slot].activation_free_bytes = st.activation_free_bytes;
+  v.compute[slot].activation_alloc_bytes = state.activation_alloc_bytes;
+  v.compute[slot].activation_free_bytes = state.activation_free_bytes;
   // Its inputs' buffers are freed in the slot after it (all of them have arrived).
   v.accum[FreeSlot(slot)].freed += state.freed_after;
   state.pending = -1;
   phase_[g] = kRunning;
   events_.Set(g, end_s, run.key_base + s);
+  // While other groups' events run, fetch what this stage's end reads (its out-edges' targets'
+  // state; the edges were fetched when the group's previous stage started) and what the group's
+  // next stage reads (its state and its out-edges): in a large graph these lie beyond the L2
+  // cache, and the event loop's time order scatters them.
+  const StageGraph& graph = *run.prep->graph;
+  for (EdgeId e : graph.out_edges(s)) __builtin_prefetch(&v.state[v.edges[e].to]);
+  if (position + 1 < static_cast<int32_t>(v.orders[g].size())) {
+    const StageId next = v.orders[g][position + 1];
+    __builtin_prefetch(&v.state[next]);
+    for (EdgeId e : graph.out_edges(next)) __builtin_prefetch(&v.edges[e]);
+  }
   // Prefetch the next stage's offloaded activations while this one runs.
   if (run.offload.any && position + 1 < static_cast<int32_t>(v.orders[g].size())) {
     if (OffloadItem* next = run.offload.BackwardItem(v.orders[g][position + 1])) {
@@ -943,7 +957,6 @@ void Loop::ServeBuffer(int b, double t) {
       NotePut(buf, w.bytes, t);
       buf.out->producer_stall_s += t - w.since_s;
       EngineRun& run = *runs_[w.iteration];
-      run.timeline.stages[w.stage].end_s = t;
       run.buffers.slot_timing[run.buffers.slot_of[w.stage]].end_s = t;
       phase_[w.group] = kPutServed;
       events_.Set(w.group, t, runs_[w.iteration]->key_base + w.stage);
@@ -1017,7 +1030,7 @@ void Loop::Complete(GroupId g, double t, int32_t key) {
       }
     }
   }
-  const double unloaded_end_s = state[s].unloaded_begin_s + v.stages[s].latency_s;
+  const double unloaded_end_s = state[s].unloaded_begin_s + state[s].latency_s;
   if (unloaded_end_s > run.unloaded_finish_s[g]) run.unloaded_finish_s[g] = unloaded_end_s;
   const int32_t slot = v.slot_of[s];
   const bool one_iteration = num_iterations_ == 1;
@@ -1061,7 +1074,11 @@ void Loop::Complete(GroupId g, double t, int32_t key) {
       run.buffers.sends.push_back(
           {arrival_s, bytes, slot, v.slot_begin[to_group] + reader_position, link, edge.to});
       if (options_.record_transfers) {
-        run.timeline.transfers.push_back(
+        std::vector<Transfer>& transfers = run.timeline.transfers;
+        // Fetch the list's line a few records ahead for writing (within its reserved capacity:
+        // one per edge), so that appending does not wait for its lines.
+        __builtin_prefetch(transfers.data() + transfers.size() + 8, 1);
+        transfers.push_back(
             Transfer{e, s, edge.to, g, to_group, start_s, arrival_s, edge.bytes, kind});
       }
     }
@@ -1251,6 +1268,12 @@ Status Loop::Finalize(EngineRun& run) {
     const SlotAccum* accum = buffers.accum.get() + slot0;
     const SlotCompute* compute = buffers.compute.get() + slot0;
     const SlotTiming* timing = buffers.slot_timing.get() + slot0;
+    // The stages' times, from their slots (the event loop records a compute's times once, in
+    // its slot; a scattered store per stage here, in a loop of independent stores, not in the
+    // event loop).
+    for (int32_t j = 0; j < size; ++j) {
+      timeline.stages[order[j]] = StageTiming{timing[j].start_s, timing[j].end_s};
+    }
     if (!options_.record_memory_curves) {
       // Peaks only: noting after every irecv step (not only non-empty ones) changes nothing,
       // since frees never raise the live bytes.

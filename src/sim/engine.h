@@ -6,7 +6,8 @@
 // Passes, per iteration: Prepare (per distinct graph and schedule: validation, slot layout,
 // grad-sync sets) → InitRun (per-stage state, one pass over the stage array) → the event loop
 // (shared by all iterations: stages, transfers, copies, buffers, tails) → Finalize (the
-// plan's buffer slots, the memory replay, bounds and metrics). Scratch memory of finished
+// stages' times from their slots, the plan's buffer slots, the memory replay, bounds and
+// metrics). Scratch memory of finished
 // iterations is reused by later ones, and by later calls on the same Engine.
 // Thread-safety: an Engine is used by one thread at a time.
 #include <cstdint>

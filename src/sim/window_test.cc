@@ -234,6 +234,43 @@ TEST(SimulateWindow, OneIterationWithoutBuffersIsSimulate) {
   }
 }
 
+// An owned Simulator keeps its scratch between calls: after larger graphs, and after a call that
+// failed midway (a deadlock: its iteration's scratch goes back unfinished), it gives what a
+// fresh one gives.
+TEST(Simulator, ReusedAfterLargerGraphsAndAFailedCallGivesWhatAFreshOneGives) {
+  const spec::ClusterSpec cluster = TestCluster(1e-5);
+  StageGraph deadlocked;
+  deadlocked.AddGroup({});
+  deadlocked.AddGroup({.first_gpu = 1});
+  const StageId a0 = deadlocked.AddStage({.group = 0, .latency_s = 1e-3});
+  const StageId a1 = deadlocked.AddStage({.group = 0, .microbatch = 1, .latency_s = 1e-3});
+  const StageId b0 = deadlocked.AddStage({.group = 1, .latency_s = 1e-3});
+  const StageId b1 = deadlocked.AddStage({.group = 1, .microbatch = 1, .latency_s = 1e-3});
+  deadlocked.AddEdge(a0, b1);
+  deadlocked.AddEdge(b0, a1);
+  ASSERT_TRUE(deadlocked.Finalize().ok());
+  const sched::Schedule contradicting{.order = {{a1, a0}, {b1, b0}}};
+  const std::vector<Case> cases = TestCases();
+  // Largest first, so that the later, smaller graphs run on scratch holding larger ones' entries.
+  std::vector<const Case*> by_size;
+  for (const Case& c : cases) by_size.push_back(&c);
+  std::stable_sort(by_size.begin(), by_size.end(), [](const Case* a, const Case* b) {
+    return a->graph.num_stages() > b->graph.num_stages();
+  });
+  Simulator reused;
+  for (const Case* c : by_size) {
+    const auto failed = reused.Simulate(deadlocked, contradicting, cluster);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_THAT(failed.status().message(), ::testing::HasSubstr("deadlock"));
+    auto again = reused.Simulate(c->graph, c->schedule, cluster);
+    ASSERT_TRUE(again.ok()) << c->name << ": " << again.status().ToString();
+    Simulator fresh;
+    auto expected = fresh.Simulate(c->graph, c->schedule, cluster);
+    ASSERT_TRUE(expected.ok()) << c->name;
+    ExpectSameTimeline(*again, *expected, c->name);
+  }
+}
+
 TEST(SimulateWindow, AGroupStartsItsNextIterationAfterItsOwnTailNotAtABarrier) {
   // Two groups in a pipeline (1F1B, p = 2, m = 4); group 1's optimizer step takes 10 ms, group
   // 0's 1 ms: group 0 starts iteration 1 right after its own tail, long before group 1's ends.
