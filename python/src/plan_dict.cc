@@ -73,7 +73,7 @@ void FillSummary(py::dict& d, const planning::PlannedIteration& p) {
   d["peak_memory_bytes"] = e.peak_memory_bytes;
   d["oom"] = e.oom;
   d["plan_time_s"] = p.plan.plan_time_s;
-  d["recompute_used"] = std::string(cost::RecomputeName(p.recompute_used));
+  d["recompute_used"] = std::string(spec::RecomputeName(p.recompute_used));
   d["num_replicas"] = static_cast<int>(p.plan.replicas.size());
   d["slowest_replica"] = e.slowest_replica;
   d["notes"] = p.plan.notes;

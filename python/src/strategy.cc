@@ -114,7 +114,7 @@ class FeedbackPlanner {
     for (const cost::CorrectionEntry& e : state_.correction->entries()) {
       py::dict d;
       d["module"] = planner_->job().model.modules.at(e.key.module).name;
-      d["pass"] = std::string(cost::PassName(e.key.pass));
+      d["pass"] = std::string(spec::PassName(e.key.pass));
       d["tokens_bucket"] = e.key.bucket.tokens;
       d["segment_bucket"] = e.key.bucket.mean_segment;
       d["factor"] = e.factor;

@@ -113,7 +113,7 @@ TEST(PlannerService, ReturnsSearchedPlansInBatchOrder) {
     // The searched plan is the strategy's own: zb-h1 splits backward into B and W.
     bool has_w = false;
     for (const auto& s : served->planned.plan.replicas[0].graph.stages()) {
-      has_w = has_w || s.pass == graph::Pass::kBackwardWeight;
+      has_w = has_w || s.pass == spec::Pass::kBackwardWeight;
     }
     EXPECT_TRUE(has_w);
   }
@@ -155,7 +155,7 @@ TEST(PlannerService, ServedPlansFollowThePlannersMemoryPolicy) {
   ASSERT_TRUE(batches.ok());
   auto direct = (*planner)->Plan(batches->front());
   ASSERT_TRUE(direct.ok()) << direct.status().ToString();
-  ASSERT_NE(direct->recompute_used, cost::Recompute::kNone) << "meant to need recomputation";
+  ASSERT_NE(direct->recompute_used, spec::Recompute::kNone) << "meant to need recomputation";
   PlannerService service(**planner, {.threads = 1});
   ASSERT_TRUE(service.Submit(batches->front()).ok());
   auto served = service.Get(0, steady_clock::now() + std::chrono::seconds(120));
