@@ -40,9 +40,9 @@
 namespace weft {
 namespace {
 
-using graph::Pass;
 using graph::StageGraph;
 using graph::StageId;
+using spec::Pass;
 
 spec::ClusterSpec H100Cluster(int num_nodes) {
   spec::ClusterSpec c;

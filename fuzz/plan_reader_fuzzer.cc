@@ -74,7 +74,7 @@ bool Mutate(ExecutionPlan& plan, Choices& c) {
           s.module = c.Below(plan.module_names.size() + 1);
           break;
         default:
-          s.pass = static_cast<weft::graph::Pass>(c.Below(4));
+          s.pass = static_cast<weft::spec::Pass>(c.Below(4));
           break;
       }
       return true;

@@ -160,7 +160,7 @@ TEST(ValidatorRules, RecomputeOfLayersOutsideTheChunkIsRefused) {
     }
   }
   ASSERT_GE(slot, 0);
-  a.recompute = graph::Recompute::kFull;
+  a.recompute = spec::Recompute::kFull;
   a.recompute_layers = {0, 0, 99, 0};  // 99 layers fully recomputed
   EXPECT_EQ(Refusal(plan),
             plan::ActionLocation(plan, r, i) +

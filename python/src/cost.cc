@@ -14,7 +14,7 @@ void FillTotals(py::dict& d, const cost::CostTotals& t) {
   d["forward_flops"] = t.forward_flops;
   d["backward_input_flops"] = t.backward_input_flops;
   d["backward_weight_flops"] = t.backward_weight_flops;
-  d["activation_bytes"] = t.ActivationBytes(cost::Recompute::kNone);
+  d["activation_bytes"] = t.ActivationBytes(spec::Recompute::kNone);
   d["parameters"] = t.parameters;
   d["state_bytes"] = t.StateBytes();
 }

@@ -70,7 +70,7 @@ py::dict GraphToDict(const GraphHandle& h) {
     d["chunk"] = st.chunk;
     d["microbatch"] = st.microbatch;
     d["sub_microbatch"] = st.sub_microbatch;
-    d["pass"] = std::string(graph::PassShortName(st.pass));
+    d["pass"] = std::string(spec::PassShortName(st.pass));
     d["latency_s"] = st.latency_s;
     d["activation_alloc_bytes"] = st.activation_alloc_bytes;
     d["activation_free_bytes"] = st.activation_free_bytes;

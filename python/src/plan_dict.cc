@@ -73,7 +73,7 @@ void FillSummary(py::dict& d, const planning::PlannedIteration& p) {
   d["peak_memory_bytes"] = e.peak_memory_bytes;
   d["oom"] = e.oom;
   d["plan_time_s"] = p.plan.plan_time_s;
-  d["recompute_used"] = std::string(cost::RecomputeName(p.recompute_used));
+  d["recompute_used"] = std::string(spec::RecomputeName(p.recompute_used));
   d["num_replicas"] = static_cast<int>(p.plan.replicas.size());
   d["slowest_replica"] = e.slowest_replica;
   d["notes"] = p.plan.notes;
@@ -85,7 +85,7 @@ py::list CorrectionList(const planning::Planner& planner, const planning::PlanSt
   for (const cost::CorrectionEntry& e : state.correction->entries()) {
     py::dict d;
     d["module"] = planner.job().model.modules.at(e.key.module).name;
-    d["pass"] = std::string(cost::PassName(e.key.pass));
+    d["pass"] = std::string(spec::PassName(e.key.pass));
     d["tokens_bucket"] = e.key.bucket.tokens;
     d["segment_bucket"] = e.key.bucket.mean_segment;
     d["factor"] = e.factor;

@@ -49,8 +49,10 @@ uint64_t PackedKey(int module, const ShapeBucket& b) {
          static_cast<uint64_t>(b.mean_segment + 1);
 }
 
-bool ValidPass(Pass pass) {
-  return pass == Pass::kForward || pass == Pass::kBackwardInput || pass == Pass::kBackwardWeight;
+// A key's pass: one the cost model prices separately (spec::PassParts), never kBackward.
+bool ValidPass(spec::Pass pass) {
+  return pass == spec::Pass::kForward || pass == spec::Pass::kBackwardInput ||
+         pass == spec::Pass::kBackwardWeight;
 }
 
 }  // namespace
@@ -78,8 +80,9 @@ StatusOr<std::shared_ptr<const CostCorrection>> CostCorrection::Make(
           fmt::format("correction entry {}: key.module = {}; must be >= 0", i, e.key.module));
     }
     if (!internal::ValidPass(e.key.pass)) {
-      return InvalidArgumentError(fmt::format("correction entry {}: key.pass = {}; must be a Pass",
-                                              i, static_cast<int>(e.key.pass)));
+      return InvalidArgumentError(fmt::format(
+          "correction entry {}: key.pass = {}; must be kForward, kBackwardInput or kBackwardWeight",
+          i, static_cast<int>(e.key.pass)));
     }
     // The reach of ShapeBucketOf (int64 tokens, a mean length ≤ tokens); PackedKey relies on it.
     if (e.key.bucket.tokens < -1 || e.key.bucket.tokens > 255 || e.key.bucket.mean_segment < -1 ||
@@ -105,7 +108,7 @@ StatusOr<std::shared_ptr<const CostCorrection>> CostCorrection::Make(
       return InvalidArgumentError(fmt::format(
           "correction entries: key (module {}, {}, tokens bucket {}, segment bucket {}) given "
           "twice; must be unique",
-          k.module, PassName(k.pass), k.bucket.tokens, k.bucket.mean_segment));
+          k.module, spec::PassName(k.pass), k.bucket.tokens, k.bucket.mean_segment));
     }
   }
   auto correction = std::make_shared<CostCorrection>();
@@ -155,14 +158,16 @@ void CostCorrection::BuildIndex() {
         index_.begin(), index_.end(), key,
         [](const std::pair<uint64_t, PassFactors>& row, uint64_t k) { return row.first < k; });
     switch (e.key.pass) {
-      case Pass::kForward:
+      case spec::Pass::kForward:
         it->second.forward = e.factor;
         break;
-      case Pass::kBackwardInput:
+      case spec::Pass::kBackwardInput:
         it->second.backward_input = e.factor;
         break;
-      case Pass::kBackwardWeight:
+      case spec::Pass::kBackwardWeight:
         it->second.backward_weight = e.factor;
+        break;
+      case spec::Pass::kBackward:  // never a key (Make refuses it)
         break;
     }
   }
@@ -206,14 +211,16 @@ StatusOr<std::shared_ptr<const CostCorrection>> UpdateCorrection(
   std::map<CorrectionKey, std::vector<double>> log_ratios;
   for (size_t i = 0; i < observations.size(); ++i) {
     const StageObservation& o = observations[i];
-    const std::string where = fmt::format("observation {} (module {}, {})", i, o.module,
-                                          internal::ValidPass(o.pass) ? PassName(o.pass) : "?");
+    const std::string where =
+        fmt::format("observation {} (module {}, {})", i, o.module,
+                    internal::ValidPass(o.pass) ? spec::PassName(o.pass) : "?");
     if (o.module < 0) {
       return InvalidArgumentError(fmt::format("{}: module = {}; must be >= 0", where, o.module));
     }
     if (!internal::ValidPass(o.pass)) {
       return InvalidArgumentError(
-          fmt::format("{}: pass = {}; must be a Pass", where, static_cast<int>(o.pass)));
+          fmt::format("{}: pass = {}; must be kForward, kBackwardInput or kBackwardWeight", where,
+                      static_cast<int>(o.pass)));
     }
     if (Status s = o.shape.Validate(); !s.ok()) return s.WithPrefix(where);
     if (!std::isfinite(o.predicted_uncorrected_s) || o.predicted_uncorrected_s <= 0) {

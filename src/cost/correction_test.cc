@@ -48,7 +48,7 @@ spec::ModuleParallel Par(int tp) {
   return {.module = "llm", .tp = tp, .pp = 1, .dp = 1, .cp = 1, .sequence_parallel = false};
 }
 
-CorrectionKey Key(int module, Pass pass, const TokenShape& shape) {
+CorrectionKey Key(int module, spec::Pass pass, const TokenShape& shape) {
   return {.module = module, .pass = pass, .bucket = ShapeBucketOf(shape)};
 }
 
@@ -77,7 +77,7 @@ void ExpectScaled(const ChunkCost& corrected, const ChunkCost& base, const PassF
   EXPECT_EQ(corrected.forward_s, base.forward_s * f.forward);
   EXPECT_EQ(corrected.backward_input_s, base.backward_input_s * f.backward_input);
   EXPECT_EQ(corrected.backward_weight_s, base.backward_weight_s * f.backward_weight);
-  for (int r = 0; r < kNumRecompute; ++r) {
+  for (int r = 0; r < spec::kNumRecompute; ++r) {
     EXPECT_EQ(corrected.recompute_s[r], base.recompute_s[r] * f.forward) << r;
   }
 }
@@ -139,7 +139,7 @@ TEST(CostCorrection, EmptyHasFactorOneAndVersionZero) {
   EXPECT_TRUE(empty.empty());
   EXPECT_EQ(empty.version(), 0u);
   EXPECT_EQ(empty.generation(), 0u);
-  EXPECT_EQ(empty.Factor(3, Pass::kBackwardWeight, TokenShape::Uniform(777)), 1.0);
+  EXPECT_EQ(empty.Factor(3, spec::Pass::kBackwardWeight, TokenShape::Uniform(777)), 1.0);
   const PassFactors f = empty.Factors(0, TokenShape::Uniform(1));
   EXPECT_EQ(f.forward, 1.0);
   EXPECT_EQ(f.backward_input, 1.0);
@@ -149,23 +149,23 @@ TEST(CostCorrection, EmptyHasFactorOneAndVersionZero) {
 
 TEST(CostCorrection, MakeSortsEntriesAndLooksThemUp) {
   const TokenShape s = TokenShape::Uniform(2048);
-  auto c = MakeOrDie({{.key = Key(1, Pass::kForward, s), .factor = 1.5, .observations = 2},
-                      {.key = Key(0, Pass::kBackwardInput, s), .factor = 0.75}});
+  auto c = MakeOrDie({{.key = Key(1, spec::Pass::kForward, s), .factor = 1.5, .observations = 2},
+                      {.key = Key(0, spec::Pass::kBackwardInput, s), .factor = 0.75}});
   ASSERT_NE(c, nullptr);
   ASSERT_EQ(c->entries().size(), 2u);
   EXPECT_EQ(c->entries()[0].key.module, 0);
   EXPECT_GT(c->version(), 0u);
-  EXPECT_EQ(c->Factor(1, Pass::kForward, s), 1.5);
-  EXPECT_EQ(c->Factor(0, Pass::kBackwardInput, s), 0.75);
-  EXPECT_EQ(c->Factor(0, Pass::kForward, s), 1.0);
-  EXPECT_EQ(c->Factor(1, Pass::kForward, TokenShape::Uniform(4096)), 1.0);
+  EXPECT_EQ(c->Factor(1, spec::Pass::kForward, s), 1.5);
+  EXPECT_EQ(c->Factor(0, spec::Pass::kBackwardInput, s), 0.75);
+  EXPECT_EQ(c->Factor(0, spec::Pass::kForward, s), 1.0);
+  EXPECT_EQ(c->Factor(1, spec::Pass::kForward, TokenShape::Uniform(4096)), 1.0);
   const PassFactors f = c->Factors(0, s);
   EXPECT_EQ(f.forward, 1.0);
   EXPECT_EQ(f.backward_input, 0.75);
   EXPECT_EQ(f.backward_weight, 1.0);
-  ASSERT_NE(c->Find(Key(1, Pass::kForward, s)), nullptr);
-  EXPECT_EQ(c->Find(Key(1, Pass::kForward, s))->observations, 2);
-  EXPECT_EQ(c->Find(Key(1, Pass::kBackwardWeight, s)), nullptr);
+  ASSERT_NE(c->Find(Key(1, spec::Pass::kForward, s)), nullptr);
+  EXPECT_EQ(c->Find(Key(1, spec::Pass::kForward, s))->observations, 2);
+  EXPECT_EQ(c->Find(Key(1, spec::Pass::kBackwardWeight, s)), nullptr);
   EXPECT_THAT(c->BriefReport(), HasSubstr("2 keys, 2 observations, factors 0.75..1.5"));
 }
 
@@ -176,11 +176,12 @@ TEST(CostCorrection, FactorsAgreeWithPerKeyLookupsOnRandomCorrections) {
     std::vector<CorrectionEntry> entries;
     for (int module = 0; module < 3; ++module) {
       for (int tokens_bucket = 30; tokens_bucket < 50; ++tokens_bucket) {
-        for (int pass = 0; pass < 3; ++pass) {
+        for (spec::Pass pass :
+             {spec::Pass::kForward, spec::Pass::kBackwardInput, spec::Pass::kBackwardWeight}) {
           if (rng() % 3 != 0) continue;
           entries.push_back(
               {.key = {.module = module,
-                       .pass = static_cast<Pass>(pass),
+                       .pass = pass,
                        .bucket = {.tokens = tokens_bucket, .mean_segment = tokens_bucket / 2}},
                .factor = 0.5 + static_cast<double>(rng() % 1000) / 500});
         }
@@ -193,9 +194,10 @@ TEST(CostCorrection, FactorsAgreeWithPerKeyLookupsOnRandomCorrections) {
         const TokenShape s = TokenShape::Uniform(tokens);  // mean segment = tokens
         const PassFactors f = c->Factors(module, s);
         corrected += f.forward != 1 || f.backward_input != 1 || f.backward_weight != 1;
-        EXPECT_EQ(f.forward, c->Factor(module, Pass::kForward, s)) << instance << " " << tokens;
-        EXPECT_EQ(f.backward_input, c->Factor(module, Pass::kBackwardInput, s));
-        EXPECT_EQ(f.backward_weight, c->Factor(module, Pass::kBackwardWeight, s));
+        EXPECT_EQ(f.forward, c->Factor(module, spec::Pass::kForward, s))
+            << instance << " " << tokens;
+        EXPECT_EQ(f.backward_input, c->Factor(module, spec::Pass::kBackwardInput, s));
+        EXPECT_EQ(f.backward_weight, c->Factor(module, spec::Pass::kBackwardWeight, s));
       }
     }
   }
@@ -203,18 +205,20 @@ TEST(CostCorrection, FactorsAgreeWithPerKeyLookupsOnRandomCorrections) {
 }
 
 TEST(CostCorrection, MakeRefusesBadEntries) {
-  const CorrectionKey k = Key(0, Pass::kForward, TokenShape::Uniform(64));
+  const CorrectionKey k = Key(0, spec::Pass::kForward, TokenShape::Uniform(64));
   auto bad_factor = CostCorrection::Make({{.key = k, .factor = 0}});
   ASSERT_FALSE(bad_factor.ok());
   EXPECT_THAT(bad_factor.status().message(), HasSubstr("factor = 0; must be finite and > 0"));
   EXPECT_FALSE(
       CostCorrection::Make({{.key = k, .factor = std::numeric_limits<double>::infinity()}}).ok());
-  EXPECT_FALSE(CostCorrection::Make(
-                   {{.key = {.module = -1, .pass = Pass::kForward, .bucket = {}}, .factor = 1}})
-                   .ok());
+  EXPECT_FALSE(
+      CostCorrection::Make(
+          {{.key = {.module = -1, .pass = spec::Pass::kForward, .bucket = {}}, .factor = 1}})
+          .ok());
   EXPECT_FALSE(CostCorrection::Make({{.key = k, .factor = 1, .observations = -1}}).ok());
   auto far = CostCorrection::Make(
-      {{.key = {.module = 0, .pass = Pass::kForward, .bucket = {.tokens = 256}}, .factor = 1}});
+      {{.key = {.module = 0, .pass = spec::Pass::kForward, .bucket = {.tokens = 256}},
+        .factor = 1}});
   ASSERT_FALSE(far.ok());
   EXPECT_THAT(far.status().message(), HasSubstr("key.bucket = (256, -1)"));
   auto twice = CostCorrection::Make({{.key = k, .factor = 2}, {.key = k, .factor = 3}});
@@ -229,20 +233,20 @@ TEST(CostModelWithCorrection, ScalesOnlyTheMatchingModulePassAndBucket) {
   const spec::ModelSpec model = TwoModules();
   const TokenShape a = TokenShape::Uniform(2048, 2);  // 4096 tokens
   const TokenShape b = TokenShape::Uniform(1024);     // another bucket
-  auto c = MakeOrDie({{.key = Key(0, Pass::kForward, a), .factor = 2},
-                      {.key = Key(0, Pass::kBackwardWeight, a), .factor = 1.3},
-                      {.key = Key(1, Pass::kBackwardInput, b), .factor = 0.5}});
+  auto c = MakeOrDie({{.key = Key(0, spec::Pass::kForward, a), .factor = 2},
+                      {.key = Key(0, spec::Pass::kBackwardWeight, a), .factor = 1.3},
+                      {.key = Key(1, spec::Pass::kBackwardInput, b), .factor = 0.5}});
   ASSERT_NE(c, nullptr);
   const CostModel base(ReferenceH100Dgx());
   const CostModel view = base.WithCorrection(c);
   EXPECT_EQ(view.correction_version(), c->version());
   EXPECT_EQ(base.correction(), nullptr);
-  for (Recompute r : kAllRecompute) {
+  for (spec::Recompute r : spec::kAllRecompute) {
     auto u0a = base.Chunk(model, 0, 0, 4, a, Par(2), r);
     auto c0a = view.Chunk(model, 0, 0, 4, a, Par(2), r);
     ASSERT_TRUE(u0a.ok() && c0a.ok());
     ExpectScaled(*c0a, *u0a, {.forward = 2, .backward_input = 1, .backward_weight = 1.3});
-    EXPECT_GT(c0a->recompute_s[static_cast<int>(Recompute::kFull)], 0);
+    EXPECT_GT(c0a->recompute_s[static_cast<int>(spec::Recompute::kFull)], 0);
     // Module 0 at the other bucket, module 1 at bucket a: untouched.
     auto u0b = base.Chunk(model, 0, 1, 2, b, Par(2), r);
     auto c0b = view.Chunk(model, 0, 1, 2, b, Par(2), r);
@@ -262,8 +266,8 @@ TEST(CostModelWithCorrection, ScalesOnlyTheMatchingModulePassAndBucket) {
 TEST(CostModelWithCorrection, LayerScalesTotalsAndOps) {
   const spec::ModelSpec model = TwoModules();
   const TokenShape a = TokenShape::Uniform(4096);
-  auto c = MakeOrDie({{.key = Key(1, Pass::kForward, a), .factor = 4},
-                      {.key = Key(1, Pass::kBackwardInput, a), .factor = 0.25}});
+  auto c = MakeOrDie({{.key = Key(1, spec::Pass::kForward, a), .factor = 4},
+                      {.key = Key(1, spec::Pass::kBackwardInput, a), .factor = 0.25}});
   const CostModel base(ReferenceH100Dgx());
   const CostModel view = base.WithCorrection(c);
   auto u = base.Layer(model, 1, 3, a, Par(2));
@@ -275,9 +279,9 @@ TEST(CostModelWithCorrection, LayerScalesTotalsAndOps) {
   EXPECT_EQ(v->backward_weight_s, u->backward_weight_s);
   ASSERT_EQ(v->ops.size(), u->ops.size());
   for (size_t i = 0; i < u->ops.size(); ++i) {
-    const double f = u->ops[i].pass == Pass::kForward         ? 4
-                     : u->ops[i].pass == Pass::kBackwardInput ? 0.25
-                                                              : 1;
+    const double f = u->ops[i].pass == spec::Pass::kForward         ? 4
+                     : u->ops[i].pass == spec::Pass::kBackwardInput ? 0.25
+                                                                    : 1;
     EXPECT_EQ(v->ops[i].latency_s, f * u->ops[i].latency_s) << u->ops[i].name;
   }
   // ModuleLayer has no module index: never corrected.
@@ -289,7 +293,7 @@ TEST(CostModelWithCorrection, LayerScalesTotalsAndOps) {
 TEST(CostModelWithCorrection, ViewsShareTheUncorrectedCache) {
   const spec::ModelSpec model = TwoModules();
   const TokenShape a = TokenShape::Uniform(2048);
-  auto c = MakeOrDie({{.key = Key(1, Pass::kForward, a), .factor = 3}});
+  auto c = MakeOrDie({{.key = Key(1, spec::Pass::kForward, a), .factor = 3}});
   const CostModel base(ReferenceH100Dgx());
   auto u = base.Chunk(model, 1, 0, 6, a, Par(2));
   ASSERT_TRUE(u.ok());
@@ -323,7 +327,7 @@ TEST(CostModelWithCorrection, EmptyOrNullCorrectionIsTheUncorrectedModel) {
   const spec::ModelSpec model = TwoModules();
   const TokenShape a = TokenShape::Uniform(3000);
   const CostModel base(ReferenceH100Dgx());
-  auto corrected = MakeOrDie({{.key = Key(1, Pass::kForward, a), .factor = 3}});
+  auto corrected = MakeOrDie({{.key = Key(1, spec::Pass::kForward, a), .factor = 3}});
   const CostModel view = base.WithCorrection(corrected);
   auto empty = UpdateCorrection(CostCorrection{}, {});
   ASSERT_TRUE(empty.ok());
@@ -331,8 +335,8 @@ TEST(CostModelWithCorrection, EmptyOrNullCorrectionIsTheUncorrectedModel) {
                                  base.WithCorrection(std::make_shared<const CostCorrection>())}) {
     EXPECT_EQ(plain.correction(), nullptr);
     EXPECT_EQ(plain.correction_version(), 0u);
-    auto u = base.Chunk(model, 1, 0, 6, a, Par(2), Recompute::kSelective);
-    auto p = plain.Chunk(model, 1, 0, 6, a, Par(2), Recompute::kSelective);
+    auto u = base.Chunk(model, 1, 0, 6, a, Par(2), spec::Recompute::kSelective);
+    auto p = plain.Chunk(model, 1, 0, 6, a, Par(2), spec::Recompute::kSelective);
     ASSERT_TRUE(u.ok() && p.ok());
     ExpectScaled(*p, *u, {});
   }
@@ -344,8 +348,8 @@ TEST(CostModelWithCorrection, ConcurrentViewsEachGiveTheirOwnResults) {
   for (int k = 1; k <= 4; ++k) shapes.push_back(TokenShape::Uniform(768 * k));
   std::vector<CorrectionEntry> twice, thrice;
   for (const TokenShape& s : shapes) {
-    twice.push_back({.key = Key(1, Pass::kForward, s), .factor = 2});
-    thrice.push_back({.key = Key(1, Pass::kForward, s), .factor = 3});
+    twice.push_back({.key = Key(1, spec::Pass::kForward, s), .factor = 2});
+    thrice.push_back({.key = Key(1, spec::Pass::kForward, s), .factor = 3});
   }
   // Expected values from a model of its own (nothing shared with the views below).
   const CostModel reference(ReferenceH100Dgx());
@@ -381,7 +385,7 @@ TEST(CostModelWithCorrection, ConcurrentViewsEachGiveTheirOwnResults) {
 // ---------------------------------------------------------------------------------------------
 // UpdateCorrection
 
-StageObservation Observe(int module, Pass pass, const TokenShape& shape, double ratio) {
+StageObservation Observe(int module, spec::Pass pass, const TokenShape& shape, double ratio) {
   return {.module = module,
           .pass = pass,
           .shape = shape,
@@ -394,12 +398,12 @@ double Miss(double factor, double ratio) { return std::abs(factor - ratio) / rat
 
 TEST(UpdateCorrection, ConstantRatioIsWithinTenPercentAfterThreeObservations) {
   const TokenShape s = TokenShape::Uniform(4096);
-  const CorrectionKey key = Key(0, Pass::kForward, s);
+  const CorrectionKey key = Key(0, spec::Pass::kForward, s);
   // Documented: within 10% after 3 for |ln r| ≤ ln(1.1)/0.4³ (r ≤ 4.43), after 4 on [1/8, 8].
   for (double ratio : {3.0, 1.0 / 3, 4.4, 1 / 4.4, 8.0, 0.125}) {
     std::shared_ptr<const CostCorrection> c = std::make_shared<const CostCorrection>();
     for (int n = 1; n <= 4; ++n) {
-      const StageObservation o = Observe(0, Pass::kForward, s, ratio);
+      const StageObservation o = Observe(0, spec::Pass::kForward, s, ratio);
       auto next = UpdateCorrection(*c, {&o, 1});
       ASSERT_TRUE(next.ok()) << next.status().ToString();
       c = *next;
@@ -425,8 +429,8 @@ TEST(UpdateCorrection, ConstantRatioIsWithinTenPercentAfterThreeObservations) {
 
 TEST(UpdateCorrection, ObservationsOfOneCallActLikeSequentialOnesAndIgnoreOrder) {
   const TokenShape s = TokenShape::Uniform(1500);
-  const CorrectionKey key = Key(1, Pass::kBackwardInput, s);
-  std::vector<StageObservation> three(3, Observe(1, Pass::kBackwardInput, s, 3.0));
+  const CorrectionKey key = Key(1, spec::Pass::kBackwardInput, s);
+  std::vector<StageObservation> three(3, Observe(1, spec::Pass::kBackwardInput, s, 3.0));
   auto batched = UpdateCorrection(CostCorrection{}, three);
   ASSERT_TRUE(batched.ok());
   EXPECT_NEAR(batched.value()->Factor(key), std::pow(3.0, 1 - 0.064), 1e-12);
@@ -434,7 +438,7 @@ TEST(UpdateCorrection, ObservationsOfOneCallActLikeSequentialOnesAndIgnoreOrder)
   // Noisy ratios in two orders: bitwise equal.
   std::vector<StageObservation> noisy;
   for (double r : {1.7, 2.4, 1.9, 2.2, 2.05, 1.6, 2.8, 2.0}) {
-    noisy.push_back(Observe(1, Pass::kBackwardInput, s, r));
+    noisy.push_back(Observe(1, spec::Pass::kBackwardInput, s, r));
   }
   auto forward_order = UpdateCorrection(CostCorrection{}, noisy);
   std::reverse(noisy.begin(), noisy.end());
@@ -446,7 +450,7 @@ TEST(UpdateCorrection, ObservationsOfOneCallActLikeSequentialOnesAndIgnoreOrder)
 
 TEST(UpdateCorrection, TracksTheRatioUnderMultiplicativeNoise) {
   const TokenShape s = TokenShape::Uniform(8192);
-  const CorrectionKey key = Key(0, Pass::kBackwardWeight, s);
+  const CorrectionKey key = Key(0, spec::Pass::kBackwardWeight, s);
   // Uniform log-noise of standard deviation 0.1 (|ln noise| ≤ 0.1·√3 = 0.173) around ratio 2,
   // from mt19937's raw output (portable across standard libraries).
   std::mt19937 rng(7);
@@ -457,7 +461,7 @@ TEST(UpdateCorrection, TracksTheRatioUnderMultiplicativeNoise) {
   for (int n = 1; n <= 200; ++n) {
     const double u = (static_cast<double>(rng()) + 0.5) / 4294967296.0;  // (0, 1)
     const double ratio = 2.0 * std::exp(half_width * (2 * u - 1));
-    const StageObservation o = Observe(0, Pass::kBackwardWeight, s, ratio);
+    const StageObservation o = Observe(0, spec::Pass::kBackwardWeight, s, ratio);
     c = UpdateCorrection(*c, {&o, 1}).value();
     const double log_error = std::log(c->Factor(key) / 2.0);
     // A weighted mean of values within ±0.173 of ln 2, plus the start's 0.4ⁿ·ln 2.
@@ -473,45 +477,49 @@ TEST(UpdateCorrection, TracksTheRatioUnderMultiplicativeNoise) {
 TEST(UpdateCorrection, ClampsOutlierRatios) {
   const TokenShape s = TokenShape::Uniform(256);
   const CorrectionRule latest{.alpha = 1};
-  const std::vector<StageObservation> slow = {Observe(0, Pass::kForward, s, 100)};
-  const std::vector<StageObservation> fast = {Observe(0, Pass::kForward, s, 1e-3)};
-  EXPECT_DOUBLE_EQ(
-      UpdateCorrection(CostCorrection{}, slow, latest).value()->Factor(Key(0, Pass::kForward, s)),
-      8.0);
-  EXPECT_DOUBLE_EQ(
-      UpdateCorrection(CostCorrection{}, fast, latest).value()->Factor(Key(0, Pass::kForward, s)),
-      0.125);
+  const std::vector<StageObservation> slow = {Observe(0, spec::Pass::kForward, s, 100)};
+  const std::vector<StageObservation> fast = {Observe(0, spec::Pass::kForward, s, 1e-3)};
+  EXPECT_DOUBLE_EQ(UpdateCorrection(CostCorrection{}, slow, latest)
+                       .value()
+                       ->Factor(Key(0, spec::Pass::kForward, s)),
+                   8.0);
+  EXPECT_DOUBLE_EQ(UpdateCorrection(CostCorrection{}, fast, latest)
+                       .value()
+                       ->Factor(Key(0, spec::Pass::kForward, s)),
+                   0.125);
   // A quotient that overflows is clamped too.
   const std::vector<StageObservation> overflow = {
       {.module = 0, .shape = s, .predicted_uncorrected_s = 1e-300, .measured_s = 1e300}};
   EXPECT_DOUBLE_EQ(UpdateCorrection(CostCorrection{}, overflow, latest)
                        .value()
-                       ->Factor(Key(0, Pass::kForward, s)),
+                       ->Factor(Key(0, spec::Pass::kForward, s)),
                    8.0);
   const CorrectionRule tight{.alpha = 1, .min_ratio = 0.5, .max_ratio = 2};
-  EXPECT_DOUBLE_EQ(
-      UpdateCorrection(CostCorrection{}, slow, tight).value()->Factor(Key(0, Pass::kForward, s)),
-      2.0);
+  EXPECT_DOUBLE_EQ(UpdateCorrection(CostCorrection{}, slow, tight)
+                       .value()
+                       ->Factor(Key(0, spec::Pass::kForward, s)),
+                   2.0);
 }
 
 TEST(UpdateCorrection, UnobservedKeysKeepTheirFactors) {
   const TokenShape a = TokenShape::Uniform(1024), b = TokenShape::Uniform(4096);
-  auto previous = MakeOrDie({{.key = Key(0, Pass::kForward, b), .factor = 1.25, .observations = 5},
-                             {.key = Key(1, Pass::kForward, a), .factor = 0.8, .observations = 1}});
-  const std::vector<StageObservation> obs = {Observe(0, Pass::kForward, a, 2.0)};
+  auto previous =
+      MakeOrDie({{.key = Key(0, spec::Pass::kForward, b), .factor = 1.25, .observations = 5},
+                 {.key = Key(1, spec::Pass::kForward, a), .factor = 0.8, .observations = 1}});
+  const std::vector<StageObservation> obs = {Observe(0, spec::Pass::kForward, a, 2.0)};
   auto next = UpdateCorrection(*previous, obs);
   ASSERT_TRUE(next.ok());
   const CostCorrection& c = **next;
   EXPECT_EQ(c.entries().size(), 3u);
-  EXPECT_NEAR(c.Factor(Key(0, Pass::kForward, a)), std::pow(2.0, 0.6), 1e-12);
-  EXPECT_EQ(c.Factor(Key(0, Pass::kForward, b)), 1.25);
-  EXPECT_EQ(c.Find(Key(0, Pass::kForward, b))->observations, 5);
-  EXPECT_EQ(c.Factor(Key(1, Pass::kForward, a)), 0.8);
-  EXPECT_EQ(c.Factor(Key(0, Pass::kBackwardInput, a)), 1.0);
-  EXPECT_EQ(c.Factor(Key(2, Pass::kForward, a)), 1.0);
+  EXPECT_NEAR(c.Factor(Key(0, spec::Pass::kForward, a)), std::pow(2.0, 0.6), 1e-12);
+  EXPECT_EQ(c.Factor(Key(0, spec::Pass::kForward, b)), 1.25);
+  EXPECT_EQ(c.Find(Key(0, spec::Pass::kForward, b))->observations, 5);
+  EXPECT_EQ(c.Factor(Key(1, spec::Pass::kForward, a)), 0.8);
+  EXPECT_EQ(c.Factor(Key(0, spec::Pass::kBackwardInput, a)), 1.0);
+  EXPECT_EQ(c.Factor(Key(2, spec::Pass::kForward, a)), 1.0);
   // The previous correction is unchanged.
   EXPECT_EQ(previous->entries().size(), 2u);
-  EXPECT_EQ(previous->Factor(Key(0, Pass::kForward, a)), 1.0);
+  EXPECT_EQ(previous->Factor(Key(0, spec::Pass::kForward, a)), 1.0);
 }
 
 TEST(UpdateCorrection, RefusesBadObservationsAndRules) {
@@ -541,13 +549,13 @@ TEST(UpdateCorrection, RefusesBadObservationsAndRules) {
   };
   for (const Case& c : cases) {
     // A good observation first: the whole update is refused all the same.
-    const std::vector<StageObservation> obs = {Observe(0, Pass::kForward, s, 2), c.obs};
+    const std::vector<StageObservation> obs = {Observe(0, spec::Pass::kForward, s, 2), c.obs};
     auto result = UpdateCorrection(CostCorrection{}, obs);
     ASSERT_FALSE(result.ok()) << c.message;
     EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(result.status().message(), HasSubstr(c.message));
   }
-  const std::vector<StageObservation> good = {Observe(0, Pass::kForward, s, 2)};
+  const std::vector<StageObservation> good = {Observe(0, spec::Pass::kForward, s, 2)};
   EXPECT_FALSE(UpdateCorrection(CostCorrection{}, good, {.alpha = 0}).ok());
   EXPECT_FALSE(UpdateCorrection(CostCorrection{}, good, {.alpha = 1.5}).ok());
   EXPECT_FALSE(UpdateCorrection(CostCorrection{}, good, {.min_ratio = 0}).ok());
@@ -560,7 +568,7 @@ TEST(UpdateCorrection, RefusesBadObservationsAndRules) {
 
 TEST(UpdateCorrection, VersionsIncreaseAndNeverRepeat) {
   const TokenShape s = TokenShape::Uniform(512);
-  const std::vector<StageObservation> obs = {Observe(0, Pass::kForward, s, 2)};
+  const std::vector<StageObservation> obs = {Observe(0, spec::Pass::kForward, s, 2)};
   const CostCorrection empty;
   auto c1 = UpdateCorrection(empty, obs).value();
   auto c2 = UpdateCorrection(*c1, obs).value();
@@ -575,7 +583,8 @@ TEST(UpdateCorrection, VersionsIncreaseAndNeverRepeat) {
   EXPECT_EQ(c2->generation(), 2u);
   EXPECT_EQ(sibling->generation(), 2u);
   EXPECT_EQ(c3->generation(), 3u);
-  EXPECT_EQ(c3->Factor(Key(0, Pass::kForward, s)), c2->Factor(Key(0, Pass::kForward, s)));
+  EXPECT_EQ(c3->Factor(Key(0, spec::Pass::kForward, s)),
+            c2->Factor(Key(0, spec::Pass::kForward, s)));
   // Concurrent derivations never share a version either.
   std::vector<uint64_t> versions(8);
   std::vector<std::thread> threads;
@@ -600,12 +609,12 @@ TEST(UpdateCorrection, CorrectedModelConvergesOnMeasuredStageTimes) {
   ASSERT_TRUE(odd_u.ok() && usual_u.ok());
   for (int iteration = 1; iteration <= 3; ++iteration) {
     const std::vector<StageObservation> obs = {{.module = 1,
-                                                .pass = Pass::kForward,
+                                                .pass = spec::Pass::kForward,
                                                 .shape = odd,
                                                 .predicted_uncorrected_s = odd_u->forward_s,
                                                 .measured_s = 2.5 * odd_u->forward_s},
                                                {.module = 1,
-                                                .pass = Pass::kForward,
+                                                .pass = spec::Pass::kForward,
                                                 .shape = usual,
                                                 .predicted_uncorrected_s = usual_u->forward_s,
                                                 .measured_s = usual_u->forward_s}};

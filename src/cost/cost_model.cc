@@ -10,24 +10,6 @@
 
 namespace weft::cost {
 
-std::string_view RecomputeName(Recompute r) {
-  switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
-    case Recompute::kOffload: return "offload";
-  }
-  return "?";
-}
-
-StatusOr<Recompute> ParseRecompute(std::string_view name) {
-  for (Recompute r : kAllRecompute) {
-    if (RecomputeName(r) == name) return r;
-  }
-  return InvalidArgumentError(
-      fmt::format("recompute = '{}'; must be one of none, selective, full, offload", name));
-}
-
 void CostTotals::Accumulate(const CostTotals& o, int times) {
   const double t = times;
   forward_s += t * o.forward_s;
@@ -36,7 +18,7 @@ void CostTotals::Accumulate(const CostTotals& o, int times) {
   forward_flops += t * o.forward_flops;
   backward_input_flops += t * o.backward_input_flops;
   backward_weight_flops += t * o.backward_weight_flops;
-  for (int i = 0; i < kNumRecompute; ++i) {
+  for (int i = 0; i < spec::kNumRecompute; ++i) {
     activation_bytes[i] += t * o.activation_bytes[i];
     recompute_s[i] += t * o.recompute_s[i];
   }
@@ -107,11 +89,16 @@ std::string CacheKey(const spec::ModuleSpec& m, int layer, const TokenShape& s,
       m.attention_window_px, m.WindowedLayer(layer), s.window_sum_squared_tokens, m.output_pool);
 }
 
-double FactorOf(const PassFactors& f, Pass pass) {
+double FactorOf(const PassFactors& f, spec::Pass pass) {
   switch (pass) {
-    case Pass::kForward: return f.forward;
-    case Pass::kBackwardInput: return f.backward_input;
-    case Pass::kBackwardWeight: return f.backward_weight;
+    case spec::Pass::kForward:
+      return f.forward;
+    case spec::Pass::kBackwardInput:
+      return f.backward_input;
+    case spec::Pass::kBackwardWeight:
+      return f.backward_weight;
+    case spec::Pass::kBackward:
+      break;  // an Op is never kBackward (Op::pass)
   }
   return 1.0;
 }
@@ -155,13 +142,13 @@ StatusOr<LayerCost> CostModel::ComputeLayer(const spec::ModuleSpec& module, int 
     return std::nullopt;
   };
   for (Op& op : ops) {
-    if (op.kind == OpKind::kAttention && op.pass != Pass::kForward) {
+    if (op.kind == OpKind::kAttention && op.pass != spec::Pass::kForward) {
       op.hardware_flops_factor = options.attention_backward_hardware_factor;
     }
     const double analytical_s = OpLatency(op, cluster, options);
     op.latency_s = analytical_s;
     if (measured.empty() || op.kind == OpKind::kCollective) continue;
-    if (op.pass == Pass::kForward) {
+    if (op.pass == spec::Pass::kForward) {
       if (auto m = measured.Lookup(op.name, tp, tokens_per_rank); m.has_value()) {
         op.latency_s = *m;
         op.measured = true;
@@ -171,7 +158,7 @@ StatusOr<LayerCost> CostModel::ComputeLayer(const spec::ModuleSpec& module, int 
   }
   if (!measured_ratio.empty()) {
     for (Op& op : ops) {
-      if (op.pass == Pass::kForward || op.kind == OpKind::kCollective) continue;
+      if (op.pass == spec::Pass::kForward || op.kind == OpKind::kCollective) continue;
       if (auto r = ratio_of(op.name); r.has_value()) {
         op.latency_s *= *r;
         op.measured = true;
@@ -181,19 +168,21 @@ StatusOr<LayerCost> CostModel::ComputeLayer(const spec::ModuleSpec& module, int 
   double selective_s = 0, full_s = 0;
   for (const Op& op : ops) {
     switch (op.pass) {
-      case Pass::kForward:
+      case spec::Pass::kForward:
         cost.forward_s += op.latency_s;
         cost.forward_flops += op.flops;
         if (op.recomputed_by_selective) selective_s += op.latency_s;
         if (op.recomputed_by_full) full_s += op.latency_s;
         break;
-      case Pass::kBackwardInput:
+      case spec::Pass::kBackwardInput:
         cost.backward_input_s += op.latency_s;
         cost.backward_input_flops += op.flops;
         break;
-      case Pass::kBackwardWeight:
+      case spec::Pass::kBackwardWeight:
         cost.backward_weight_s += op.latency_s;
         cost.backward_weight_flops += op.flops;
+        break;
+      case spec::Pass::kBackward:  // BuildLayerOps splits every backward op (Op::pass)
         break;
     }
   }
@@ -207,7 +196,7 @@ StatusOr<LayerCost> CostModel::ComputeLayer(const spec::ModuleSpec& module, int 
       cost.offload_transfer_s = act.none_bytes / cluster.host_link_bandwidth_bytes_per_s;
     } else {
       // No host link: offloading is impossible; keep the activations on the GPU.
-      cost.activation_bytes[static_cast<int>(Recompute::kOffload)] = act.none_bytes;
+      cost.activation_bytes[static_cast<int>(spec::Recompute::kOffload)] = act.none_bytes;
     }
   }
   WEFT_ASSIGN_OR_RETURN(cost.parameters, LayerParametersPerRank(module, layer, parallel));
@@ -271,10 +260,13 @@ StatusOr<LayerCost> CostModel::Layer(const spec::ModelSpec& model, int module, i
   return cost;
 }
 
-StatusOr<ChunkCost> CostModel::Chunk(const spec::ModelSpec& model, int module, int first_layer,
-                                     int num_layers, const TokenShape& shape,
+StatusOr<ChunkCost> CostModel::Chunk(const spec::ModelSpec& model,
+                                     int module,
+                                     int first_layer,
+                                     int num_layers,
+                                     const TokenShape& shape,
                                      const spec::ModuleParallel& parallel,
-                                     Recompute recompute) const {
+                                     spec::Recompute recompute) const {
   WEFT_ASSIGN_OR_RETURN(BackwardMode backward, BackwardModeOf(model, module));
   const spec::ModuleSpec& m = model.modules[module];
   if (num_layers < 1 || first_layer < 0 || first_layer + num_layers > m.num_layers) {

@@ -41,7 +41,9 @@ spec::ModuleParallel Par(int tp, bool sp = false, int cp = 1, int dp = 1) {
   return {.module = "llm", .tp = tp, .pp = 1, .dp = dp, .cp = cp, .sequence_parallel = sp};
 }
 
-const Op& FindOp(const std::vector<Op>& ops, const std::string& name, Pass pass = Pass::kForward) {
+const Op& FindOp(const std::vector<Op>& ops,
+                 const std::string& name,
+                 spec::Pass pass = spec::Pass::kForward) {
   auto it = std::find_if(ops.begin(), ops.end(),
                          [&](const Op& o) { return o.name == name && o.pass == pass; });
   EXPECT_NE(it, ops.end()) << name;
@@ -127,7 +129,7 @@ TEST(CostModelFlops, WindowedLayersAttendWithinTheirWindows) {
   EXPECT_DOUBLE_EQ(estimated->forward_flops, linear + 4.0 * 3600 * 64 * h);
   // A chunk sums windowed and full layers by kind.
   const spec::ModelSpec model = OneModule(m);
-  auto chunk = cost.Chunk(model, 0, 0, 8, shape, Par(1), Recompute::kNone);
+  auto chunk = cost.Chunk(model, 0, 0, 8, shape, Par(1), spec::Recompute::kNone);
   ASSERT_TRUE(chunk.ok()) << chunk.status().ToString();
   CostTotals sum;
   for (int layer = 0; layer < 8; ++layer)
@@ -182,7 +184,7 @@ TEST(CostModelBackward, FrozenModulesFollowCornstarchRule) {
   ASSERT_TRUE(vit_layer.ok() && llm_layer.ok());
   EXPECT_EQ(vit_layer->backward_input_s, 0);
   EXPECT_EQ(vit_layer->backward_weight_s, 0);
-  EXPECT_EQ(vit_layer->ActivationBytes(Recompute::kNone), 0);  // nothing to differentiate
+  EXPECT_EQ(vit_layer->ActivationBytes(spec::Recompute::kNone), 0);  // nothing to differentiate
   EXPECT_GT(llm_layer->backward_input_s, 0);
   EXPECT_EQ(llm_layer->backward_weight_s, 0);
   // Input-gradient only: GEMMs ≈1× forward, attention 2× forward.
@@ -195,7 +197,7 @@ TEST(CostModelBackward, FrozenModulesFollowCornstarchRule) {
 
 TEST(CostModelCollectives, TensorParallelUsesAllReduceWithoutSpAndRsAgWithSp) {
   const spec::ModuleSpec m = Gpt(4, 4096, 32, 1000, true);
-  auto count = [&](bool sp, Pass pass, CollectiveKind kind) {
+  auto count = [&](bool sp, spec::Pass pass, CollectiveKind kind) {
     OpBuildContext ctx{.shape = TokenShape::Uniform(2048), .parallel = Par(4, sp)};
     int n = 0;
     // Keep the StatusOr alive: a range-for over `*temporary` would read a destroyed vector.
@@ -210,13 +212,13 @@ TEST(CostModelCollectives, TensorParallelUsesAllReduceWithoutSpAndRsAgWithSp) {
     }
     return n;
   };
-  EXPECT_EQ(count(false, Pass::kForward, CollectiveKind::kAllReduce), 2);
-  EXPECT_EQ(count(false, Pass::kBackwardInput, CollectiveKind::kAllReduce), 2);
-  EXPECT_EQ(count(true, Pass::kForward, CollectiveKind::kAllReduce), 0);
-  EXPECT_EQ(count(true, Pass::kForward, CollectiveKind::kAllGather), 2);
-  EXPECT_EQ(count(true, Pass::kForward, CollectiveKind::kReduceScatter), 2);
-  EXPECT_EQ(count(true, Pass::kBackwardInput, CollectiveKind::kAllGather), 2);
-  EXPECT_EQ(count(true, Pass::kBackwardInput, CollectiveKind::kReduceScatter), 2);
+  EXPECT_EQ(count(false, spec::Pass::kForward, CollectiveKind::kAllReduce), 2);
+  EXPECT_EQ(count(false, spec::Pass::kBackwardInput, CollectiveKind::kAllReduce), 2);
+  EXPECT_EQ(count(true, spec::Pass::kForward, CollectiveKind::kAllReduce), 0);
+  EXPECT_EQ(count(true, spec::Pass::kForward, CollectiveKind::kAllGather), 2);
+  EXPECT_EQ(count(true, spec::Pass::kForward, CollectiveKind::kReduceScatter), 2);
+  EXPECT_EQ(count(true, spec::Pass::kBackwardInput, CollectiveKind::kAllGather), 2);
+  EXPECT_EQ(count(true, spec::Pass::kBackwardInput, CollectiveKind::kReduceScatter), 2);
 }
 
 TEST(CollectiveLatency, FollowsRingFormula) {
@@ -276,11 +278,13 @@ TEST(ActivationMemory, OffloadKeepsNothingOnGpuAndCostsPcieTime) {
   auto layer = cost.ModuleLayer(Gpt(8, 4096, 32, 1000, true), 3, TokenShape::Uniform(4096),
                                 Par(2, true), BackwardMode::kFull);
   ASSERT_TRUE(layer.ok());
-  EXPECT_EQ(layer->ActivationBytes(Recompute::kOffload), 0);
+  EXPECT_EQ(layer->ActivationBytes(spec::Recompute::kOffload), 0);
   EXPECT_DOUBLE_EQ(layer->offload_transfer_s,
-                   layer->ActivationBytes(Recompute::kNone) / 55e9);
-  EXPECT_GT(layer->ActivationBytes(Recompute::kNone), layer->ActivationBytes(Recompute::kSelective));
-  EXPECT_GT(layer->ActivationBytes(Recompute::kSelective), layer->ActivationBytes(Recompute::kFull));
+                   layer->ActivationBytes(spec::Recompute::kNone) / 55e9);
+  EXPECT_GT(layer->ActivationBytes(spec::Recompute::kNone),
+            layer->ActivationBytes(spec::Recompute::kSelective));
+  EXPECT_GT(layer->ActivationBytes(spec::Recompute::kSelective),
+            layer->ActivationBytes(spec::Recompute::kFull));
   EXPECT_EQ(layer->recompute_s[0], 0);
   EXPECT_GT(layer->recompute_s[2], layer->recompute_s[1]);
   EXPECT_NEAR(layer->recompute_s[2], layer->forward_s, 1e-12);  // middle layer: all of it
@@ -307,17 +311,17 @@ TEST(CostModelChunk, IsTheSumOfItsLayersAndHitsTheCache) {
   const spec::ModelSpec model = OneModule(Gpt(6, 1024, 8, 5000, true));
   CostModel cost(ReferenceH100Dgx());
   const TokenShape shape = TokenShape::Uniform(1024, 2);
-  auto chunk = cost.Chunk(model, 0, 0, 6, shape, Par(2, true), Recompute::kFull);
+  auto chunk = cost.Chunk(model, 0, 0, 6, shape, Par(2, true), spec::Recompute::kFull);
   ASSERT_TRUE(chunk.ok()) << chunk.status().ToString();
   EXPECT_EQ(cost.cache_size(), 3);  // first, middle, last
   CostTotals sum;
   for (int layer = 0; layer < 6; ++layer) sum.Accumulate(*cost.Layer(model, 0, layer, shape, Par(2, true)));
   EXPECT_NEAR(chunk->forward_s, sum.forward_s, 1e-12);
-  EXPECT_NEAR(chunk->BackwardS(), sum.BackwardS(Recompute::kFull), 1e-12);
-  EXPECT_DOUBLE_EQ(chunk->ActivationBytes(), sum.ActivationBytes(Recompute::kFull));
+  EXPECT_NEAR(chunk->BackwardS(), sum.BackwardS(spec::Recompute::kFull), 1e-12);
+  EXPECT_DOUBLE_EQ(chunk->ActivationBytes(), sum.ActivationBytes(spec::Recompute::kFull));
   EXPECT_EQ(chunk->parameters, sum.parameters);
   EXPECT_EQ(cost.cache_hits(), 0);  // Layer computes its op list afresh
-  auto again = cost.Chunk(model, 0, 0, 6, shape, Par(2, true), Recompute::kFull);
+  auto again = cost.Chunk(model, 0, 0, 6, shape, Par(2, true), spec::Recompute::kFull);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(cost.cache_hits(), 3);
   EXPECT_EQ(again->forward_s, chunk->forward_s);
@@ -356,12 +360,12 @@ TEST(CostModelMeasured, TableReplacesForwardAndScalesBackward) {
   double a_fwd = 0, a_bwd = 0, b_fwd = 0, b_bwd = 0;
   for (const Op& op : a->ops) {
     if (op.name != "mlp_up") continue;
-    (op.pass == Pass::kForward ? a_fwd : a_bwd) += op.latency_s;
+    (op.pass == spec::Pass::kForward ? a_fwd : a_bwd) += op.latency_s;
   }
   for (const Op& op : b->ops) {
     if (op.name != "mlp_up") continue;
     EXPECT_TRUE(op.measured);
-    (op.pass == Pass::kForward ? b_fwd : b_bwd) += op.latency_s;
+    (op.pass == spec::Pass::kForward ? b_fwd : b_bwd) += op.latency_s;
   }
   EXPECT_DOUBLE_EQ(b_fwd, 2e-3);
   EXPECT_NEAR(b_bwd, a_bwd * 2e-3 / a_fwd, 1e-15);

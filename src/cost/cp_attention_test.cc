@@ -22,7 +22,7 @@ spec::ModuleParallel Par(int cp) {
   return {.module = "llm", .tp = 1, .pp = 1, .dp = 1, .cp = cp, .sequence_parallel = false};
 }
 
-const Op& FindOp(const std::vector<Op>& ops, const std::string& name, Pass pass) {
+const Op& FindOp(const std::vector<Op>& ops, const std::string& name, spec::Pass pass) {
   auto it = std::find_if(ops.begin(), ops.end(),
                          [&](const Op& o) { return o.name == name && o.pass == pass; });
   EXPECT_NE(it, ops.end()) << name;
@@ -53,7 +53,7 @@ TEST(CpCostModel, AttentionCostsTheWorstRank) {
     OpBuildContext ctx{.shape = shape, .parallel = Par(cp), .cp_distribution = method};
     auto ops = BuildLayerOps(llm, 1, ctx);
     EXPECT_TRUE(ops.ok()) << ops.status().ToString();
-    return FindOp(*ops, "attention", Pass::kForward).flops;
+    return FindOp(*ops, "attention", spec::Pass::kForward).flops;
   };
   const double balanced = flops(std::nullopt, 2);
   EXPECT_DOUBLE_EQ(flops(std::nullopt, 1) / 2, balanced);

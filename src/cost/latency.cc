@@ -105,7 +105,7 @@ double OpLatency(const Op& op, const spec::ClusterSpec& cluster, const CostOptio
       const double memory_s = op.hbm_bytes / (alpha.memory * hbm);
       return std::max(compute_s, memory_s) +
              op.attention_segment_heads * options.attention_segment_head_s *
-                 (op.pass == Pass::kForward ? 1.0 : 2.0) +
+                 (op.pass == spec::Pass::kForward ? 1.0 : 2.0) +
              options.kernel_launch_s;
     }
     case OpKind::kMemory: {

@@ -105,15 +105,6 @@ StatusOr<BackwardMode> BackwardModeOf(const spec::ModelSpec& model, int module) 
   return BackwardMode::kNone;
 }
 
-std::string_view PassName(Pass pass) {
-  switch (pass) {
-    case Pass::kForward: return "fwd";
-    case Pass::kBackwardInput: return "bwd_input";
-    case Pass::kBackwardWeight: return "bwd_weight";
-  }
-  return "?";
-}
-
 std::string_view OpKindName(OpKind kind) {
   switch (kind) {
     case OpKind::kGemm: return "gemm";
@@ -245,12 +236,12 @@ class Builder {
     if (m <= 0 || n <= 0 || k <= 0) return;
     const double flops = 2 * m * n * k;
     const double bytes = kBf16Bytes * (m * k + k * n + m * n);
-    Push(GemmOp(name, Pass::kForward, m, n, k, flops, bytes, extra));
+    Push(GemmOp(name, spec::Pass::kForward, m, n, k, flops, bytes, extra));
     if (ctx_.backward != BackwardMode::kNone && input_grad) {
-      Push(GemmOp(name, Pass::kBackwardInput, m, k, n, flops, bytes, extra));
+      Push(GemmOp(name, spec::Pass::kBackwardInput, m, k, n, flops, bytes, extra));
     }
     if (ctx_.backward == BackwardMode::kFull) {
-      Push(GemmOp(name, Pass::kBackwardWeight, k, n, m, flops, bytes, extra));
+      Push(GemmOp(name, spec::Pass::kBackwardWeight, k, n, m, flops, bytes, extra));
     }
   }
 
@@ -265,10 +256,10 @@ class Builder {
     op.hbm_bytes = bytes;
     op.recomputed_by_selective = selective;
     op.recomputed_by_full = !extra;
-    op.pass = Pass::kForward;
+    op.pass = spec::Pass::kForward;
     Push(op);
     if (ctx_.backward != BackwardMode::kNone && bwd_factor > 0) {
-      op.pass = Pass::kBackwardInput;
+      op.pass = spec::Pass::kBackwardInput;
       op.hbm_bytes = bytes * bwd_factor;
       Push(op);
     }
@@ -282,7 +273,7 @@ class Builder {
     op.kind = OpKind::kMemory;
     op.memory_class = cls;
     op.hbm_bytes = bytes;
-    op.pass = Pass::kBackwardWeight;
+    op.pass = spec::Pass::kBackwardWeight;
     op.recomputed_by_full = false;
     Push(op);
   }
@@ -299,10 +290,10 @@ class Builder {
     op.attention_mean_tokens = mean_tokens;
     op.attention_segment_heads = segment_heads;
     op.recomputed_by_selective = true;
-    op.pass = Pass::kForward;
+    op.pass = spec::Pass::kForward;
     Push(op);
     if (ctx_.backward != BackwardMode::kNone) {
-      op.pass = Pass::kBackwardInput;
+      op.pass = spec::Pass::kBackwardInput;
       op.flops = 2 * flops;
       op.hbm_bytes = bwd_bytes;
       op.hardware_flops_factor = bwd_hw_factor;
@@ -323,12 +314,12 @@ class Builder {
     op.inter_node = inter_node;
     op.recomputed_by_full = !extra;
     if (fwd) {
-      op.pass = Pass::kForward;
+      op.pass = spec::Pass::kForward;
       op.collective = *fwd;
       Push(op);
     }
     if (bwd && ctx_.backward != BackwardMode::kNone) {
-      op.pass = Pass::kBackwardInput;
+      op.pass = spec::Pass::kBackwardInput;
       op.collective = *bwd;
       Push(op);
     }
@@ -361,8 +352,14 @@ class Builder {
   std::vector<Op> Take() { return std::move(ops_); }
 
  private:
-  static Op GemmOp(const std::string& name, Pass pass, double m, double n, double k, double flops,
-                   double bytes, bool extra) {
+  static Op GemmOp(const std::string& name,
+                   spec::Pass pass,
+                   double m,
+                   double n,
+                   double k,
+                   double flops,
+                   double bytes,
+                   bool extra) {
     Op op;
     op.name = name;
     op.pass = pass;

@@ -156,7 +156,7 @@ StatusOr<ThroughputTable> ThroughputTable::Analytical(const spec::ModelSpec& mod
           LlmPoint p{.seq_tokens = static_cast<double>(tokens)};
           for (const Op& op : c.ops) {
             if (op.kind != OpKind::kAttention) continue;
-            (op.pass == Pass::kForward ? p.attention_forward_s : p.attention_backward_s) +=
+            (op.pass == spec::Pass::kForward ? p.attention_forward_s : p.attention_backward_s) +=
                 op.latency_s;
           }
           // Output extras: the last layer minus a middle one at the same shape.
@@ -181,7 +181,7 @@ StatusOr<ThroughputTable> ThroughputTable::Analytical(const spec::ModelSpec& mod
       }
       t.memory[tp] = {.parameters_per_layer = static_cast<double>(largest.parameters),
                       .activation_bytes_per_unit =
-                          units > 0 ? largest.ActivationBytes(Recompute::kNone) / units : 0};
+                          units > 0 ? largest.ActivationBytes(spec::Recompute::kNone) / units : 0};
     }
     if (!t.memory.empty()) table.modules_.push_back(std::move(t));
   }

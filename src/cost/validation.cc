@@ -85,11 +85,11 @@ StatusOr<double> ForwardOpLatency(const spec::ModuleSpec& module, int layer, Tok
   WEFT_ASSIGN_OR_RETURN(std::vector<Op> ops, BuildLayerOps(module, layer, ctx));
   double latency_s = 0;
   bool found = false;
-  bool pass_seen[3] = {false, false, false};  // a layer may hold the op twice (residual_add)
+  bool pass_seen[spec::kNumPass] = {};  // a layer may hold the op twice (residual_add)
   for (Op& op : ops) {
     if (op.name != name || pass_seen[static_cast<int>(op.pass)]) continue;
     pass_seen[static_cast<int>(op.pass)] = true;
-    if (op.kind == OpKind::kAttention && op.pass != Pass::kForward) {
+    if (op.kind == OpKind::kAttention && op.pass != spec::Pass::kForward) {
       op.hardware_flops_factor = options.attention_backward_hardware_factor;
     }
     latency_s += OpLatency(op, cluster, options);

@@ -51,34 +51,6 @@ class ReadyIds {
 
 }  // namespace
 
-std::string_view PassShortName(Pass pass) {
-  switch (pass) {
-    case Pass::kForward:
-      return "F";
-    case Pass::kBackward:
-      return "B";
-    case Pass::kBackwardInput:
-      return "Bi";
-    case Pass::kBackwardWeight:
-      return "W";
-  }
-  return "?";
-}
-
-std::string_view RecomputeName(Recompute recompute) {
-  switch (recompute) {
-    case Recompute::kNone:
-      return "none";
-    case Recompute::kSelective:
-      return "selective";
-    case Recompute::kFull:
-      return "full";
-    case Recompute::kOffload:
-      return "offload";
-  }
-  return "?";
-}
-
 GroupId StageGraph::AddGroup(DeviceGroup group) {
   finalized_ = false;
   groups_.push_back(std::move(group));
@@ -141,10 +113,10 @@ std::string StageGraph::StageName(StageId id) const {
   // Compiled formats: a plan names every compute (CompilePlan), a runtime-parsed format string
   // cost more than the rest of the name.
   if (s.module >= 0 && s.module < static_cast<int>(module_names_.size())) {
-    return fmt::format(FMT_COMPILE("g{} {} mb{}.{} c{} {}"), s.group, PassShortName(s.pass),
+    return fmt::format(FMT_COMPILE("g{} {} mb{}.{} c{} {}"), s.group, spec::PassShortName(s.pass),
                        s.microbatch, s.sub_microbatch, s.chunk, module_names_[s.module]);
   }
-  return fmt::format(FMT_COMPILE("g{} {} mb{}.{} c{} m{}"), s.group, PassShortName(s.pass),
+  return fmt::format(FMT_COMPILE("g{} {} mb{}.{} c{} m{}"), s.group, spec::PassShortName(s.pass),
                      s.microbatch, s.sub_microbatch, s.chunk, s.module);
 }
 

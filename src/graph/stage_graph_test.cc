@@ -241,8 +241,12 @@ TEST(StageGraph, StageNameReadsAsGroupPassMicrobatchChunkModule) {
   g.AddGroup({});
   g.AddGroup({});
   g.SetModuleNames({"vit", "llm"});
-  g.AddStage({.group = 1, .module = 1, .chunk = 2, .microbatch = 3, .sub_microbatch = 1,
-              .pass = Pass::kBackwardInput});
+  g.AddStage({.group = 1,
+              .module = 1,
+              .chunk = 2,
+              .microbatch = 3,
+              .sub_microbatch = 1,
+              .pass = spec::Pass::kBackwardInput});
   g.AddStage({.module = 7});
   EXPECT_EQ(g.StageName(0), "g1 Bi mb3.1 c2 llm");
   EXPECT_EQ(g.StageName(1), "g0 F mb0.0 c0 m7");

@@ -20,9 +20,9 @@
 namespace weft::plan {
 namespace {
 
-using graph::Pass;
 using graph::StageGraph;
 using sched::ScheduleKind;
+using spec::Pass;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 

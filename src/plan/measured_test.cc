@@ -42,7 +42,7 @@ TEST(Measured, StagesCarryThePlansStageAndShape) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->stage, plan.ranks[1].actions[8].stage);
   EXPECT_EQ(s->stage.microbatch, 1);
-  EXPECT_EQ(s->stage.pass, graph::Pass::kForward);
+  EXPECT_EQ(s->stage.pass, spec::Pass::kForward);
   EXPECT_EQ(s->replica, 0);
   EXPECT_EQ(s->group, 1);
   EXPECT_EQ(s->instance_begin, 0);

@@ -40,22 +40,30 @@ bool IsWeightGradient(ActionKind kind) {
   return kind == ActionKind::kBackward || kind == ActionKind::kBackwardWeight;
 }
 
-ActionKind ComputeKindOf(graph::Pass pass) {
+ActionKind ComputeKindOf(spec::Pass pass) {
   switch (pass) {
-    case graph::Pass::kForward: return ActionKind::kForward;
-    case graph::Pass::kBackward: return ActionKind::kBackward;
-    case graph::Pass::kBackwardInput: return ActionKind::kBackwardInput;
-    case graph::Pass::kBackwardWeight: return ActionKind::kBackwardWeight;
+    case spec::Pass::kForward:
+      return ActionKind::kForward;
+    case spec::Pass::kBackward:
+      return ActionKind::kBackward;
+    case spec::Pass::kBackwardInput:
+      return ActionKind::kBackwardInput;
+    case spec::Pass::kBackwardWeight:
+      return ActionKind::kBackwardWeight;
   }
   return ActionKind::kForward;
 }
 
-graph::Pass PassOf(ActionKind compute_kind) {
+spec::Pass PassOf(ActionKind compute_kind) {
   switch (compute_kind) {
-    case ActionKind::kBackward: return graph::Pass::kBackward;
-    case ActionKind::kBackwardInput: return graph::Pass::kBackwardInput;
-    case ActionKind::kBackwardWeight: return graph::Pass::kBackwardWeight;
-    default: return graph::Pass::kForward;
+    case ActionKind::kBackward:
+      return spec::Pass::kBackward;
+    case ActionKind::kBackwardInput:
+      return spec::Pass::kBackwardInput;
+    case ActionKind::kBackwardWeight:
+      return spec::Pass::kBackwardWeight;
+    default:
+      return spec::Pass::kForward;
   }
 }
 

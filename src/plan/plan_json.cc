@@ -26,8 +26,6 @@ using internal::json;
 using internal::kMaxInt32;
 using internal::Reader;
 
-constexpr graph::Recompute kAllRecompute[] = {graph::Recompute::kNone, graph::Recompute::kSelective,
-                                              graph::Recompute::kFull, graph::Recompute::kOffload};
 constexpr int64_t kMaxShapeDim = kMaxInt32;  // 2^31 - 1
 constexpr size_t kMaxShapeRank = 8;
 
@@ -88,7 +86,7 @@ class PlanWriter : public internal::JsonWriter {
       Raw(R"(,"outputs":)");
       IntList(a.outputs);
       Raw(R"(,"recompute":)");
-      String(graph::RecomputeName(a.recompute));
+      String(spec::RecomputeName(a.recompute));
       if (a.recompute_layers != std::array<int16_t, 4>{}) {
         Raw(R"(,"recompute_layers":)");  // [none, selective, full, offload] layers
         IntList(a.recompute_layers);
@@ -255,8 +253,7 @@ size_t EstimatedJsonBytes(const ExecutionPlan& plan) {
   return bytes;
 }
 
-
-StatusOr<graph::Pass> ParsePass(const std::string& path, const json& v) {
+StatusOr<spec::Pass> ParsePass(const std::string& path, const json& v) {
   if (v.is_string()) {
     auto kind = ParseActionKind(v.get<std::string>());
     if (kind.ok() && IsCompute(*kind)) return PassOf(*kind);
@@ -396,8 +393,8 @@ StatusOr<Action> ActionFromJson(const json& j, const std::string& path, const Re
     std::string recompute = "none";
     WEFT_RETURN_IF_ERROR(Reader::String(j, path, "recompute", &recompute, false));
     bool found = false;
-    for (graph::Recompute r : kAllRecompute) {
-      if (graph::RecomputeName(r) == recompute) {
+    for (spec::Recompute r : spec::kAllRecompute) {
+      if (spec::RecomputeName(r) == recompute) {
         a.recompute = r;
         found = true;
       }

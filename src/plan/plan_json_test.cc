@@ -35,7 +35,7 @@ ExecutionPlan RichPlan() {
   plan.num_replicas = 4;
   plan.ranks[0].memory_capacity_bytes = 80LL << 30;
   plan.ranks[0].static_bytes = 12345678901;
-  plan.ranks[0].actions[0].recompute = graph::Recompute::kSelective;
+  plan.ranks[0].actions[0].recompute = spec::Recompute::kSelective;
   plan.ranks[0].actions[0].recompute_layers = {1, 3, 0, 0};
   plan.ranks[0].actions[0].activation_alloc_bytes = 1 << 20;
   plan.ranks[0].actions[0].latency_s = 0.1 + 0.2;  // not exactly representable in decimal

@@ -21,10 +21,10 @@
 namespace weft::plan {
 namespace {
 
-using graph::Pass;
 using graph::StageGraph;
 using graph::StageId;
 using sched::ScheduleKind;
+using spec::Pass;
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kGiB = int64_t{1} << 30;

@@ -20,8 +20,13 @@ inline Action Compute(ActionKind kind, int mb, std::vector<BufferId> inputs,
   return a;
 }
 
-inline Action Comm(ActionKind kind, BufferId buffer, int peer, int mb, graph::Pass pass,
-                   int chunk = 0, int module = 0) {
+inline Action Comm(ActionKind kind,
+                   BufferId buffer,
+                   int peer,
+                   int mb,
+                   spec::Pass pass,
+                   int chunk = 0,
+                   int module = 0) {
   Action a;
   a.kind = kind;
   a.stage = StageRef{.module = module, .chunk = chunk, .microbatch = mb, .sub_microbatch = 0,
@@ -31,7 +36,7 @@ inline Action Comm(ActionKind kind, BufferId buffer, int peer, int mb, graph::Pa
   return a;
 }
 
-inline Action Free(BufferId buffer, int mb, graph::Pass pass) {
+inline Action Free(BufferId buffer, int mb, spec::Pass pass) {
   return Comm(ActionKind::kFree, buffer, -1, mb, pass);
 }
 
@@ -114,8 +119,8 @@ inline void SetBufferEnds(ExecutionPlan& plan) {
 // Buffers: activations 0,1 (rank 0) -> 10,11 (rank 1); gradients 20,21 (rank 1) -> 30,31 (rank 0).
 inline ExecutionPlan TwoRankOneFOneB() {
   using enum ActionKind;
-  constexpr auto F = graph::Pass::kForward;
-  constexpr auto B = graph::Pass::kBackward;
+  constexpr auto F = spec::Pass::kForward;
+  constexpr auto B = spec::Pass::kBackward;
   ExecutionPlan plan;
   plan.model = "toy";
   plan.strategy = "1f1b";

@@ -47,13 +47,21 @@ graph::StageGraph MultiModuleSlotGraph(int m, int encoder_group = 0, int llm_gro
   for (int mb = 0; mb < m; ++mb) {
     graph::StageId f[3], b[3];
     for (int i = 0; i < 3; ++i) {
-      f[i] = g.AddStage({.group = group_of[i], .module = i, .chunk = 0, .microbatch = mb,
-                         .pass = graph::Pass::kForward, .latency_s = 1e-3,
+      f[i] = g.AddStage({.group = group_of[i],
+                         .module = i,
+                         .chunk = 0,
+                         .microbatch = mb,
+                         .pass = spec::Pass::kForward,
+                         .latency_s = 1e-3,
                          .activation_alloc_bytes = kGiB / 8});
     }
     for (int i = 2; i >= 0; --i) {
-      b[i] = g.AddStage({.group = group_of[i], .module = i, .chunk = 0, .microbatch = mb,
-                         .pass = graph::Pass::kBackward, .latency_s = 2e-3,
+      b[i] = g.AddStage({.group = group_of[i],
+                         .module = i,
+                         .chunk = 0,
+                         .microbatch = mb,
+                         .pass = spec::Pass::kBackward,
+                         .latency_s = 2e-3,
                          .activation_free_bytes = kGiB / 8});
     }
     for (int i = 0; i < 3; ++i) g.AddEdge(f[i], b[i]);

@@ -205,8 +205,9 @@ class Validator {
       note_weight_gradient(last_weight_gradient, i);
       if (IsCompute(a.kind)) {
         if (a.stage.pass != PassOf(a.kind)) {
-          return Error(r, i, fmt::format("stage pass {} does not match the action kind",
-                                         graph::PassShortName(a.stage.pass)));
+          return Error(r, i,
+                       fmt::format("stage pass {} does not match the action kind",
+                                   spec::PassShortName(a.stage.pass)));
         }
         for (BufferId id : a.inputs) {
           const int index = FindBuffer(r, id);
@@ -448,9 +449,9 @@ class Validator {
       if (it == runs.end()) return -1;
       const Runs& run = it->second;
       switch (s.pass) {
-        case graph::Pass::kForward:
+        case spec::Pass::kForward:
           return run.forward;
-        case graph::Pass::kBackwardWeight:
+        case spec::Pass::kBackwardWeight:
           return run.weight;
         default: {
           if (run.backward < 0) return -1;

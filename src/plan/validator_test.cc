@@ -96,8 +96,8 @@ TEST(ValidatePlan, DtypeMismatchIsAnError) {
 TEST(ValidatePlan, WaitingBeforeSendingDeadlocksAndNamesStuckRanks) {
   // Both ranks wait for the other's data before producing their own.
   ExecutionPlan plan = TwoRankOneFOneB();
-  constexpr auto F = graph::Pass::kForward;
-  constexpr auto B = graph::Pass::kBackward;
+  constexpr auto F = spec::Pass::kForward;
+  constexpr auto B = spec::Pass::kBackward;
   plan.ranks[0].buffers = {{0, testing::Act(), ""}, {30, testing::Act(), ""}};
   plan.ranks[0].actions = {
       testing::Comm(kIrecv, 30, 1, 0, B),    testing::Comm(kWaitRecv, 30, 1, 0, B),
@@ -121,8 +121,8 @@ TEST(ValidatePlan, WaitingBeforeSendingDeadlocksAndNamesStuckRanks) {
 TEST(ValidatePlan, RendezvousDeadlockOnWaitSend) {
   // rank 0: isend a; wait_send a; irecv g; wait_recv g.   rank 1: isend g; wait_send g; irecv a
   // ... Both wait_sends block because neither receiver has posted its irecv.
-  constexpr auto F = graph::Pass::kForward;
-  constexpr auto B = graph::Pass::kBackward;
+  constexpr auto F = spec::Pass::kForward;
+  constexpr auto B = spec::Pass::kBackward;
   ExecutionPlan plan;
   plan.ranks.resize(2);
   plan.ranks[0].buffers = {{0, testing::Act(), ""}, {1, testing::Act(), ""}};
@@ -281,7 +281,7 @@ TEST(ValidatePlan, ComputesMustBeTheEndsOfTheBuffersTheyTouch) {
             "rank 1 action 2 (forward m0 c0 mb0): reads buf 10 whose consumer is rank 1 forward m0 "
             "c0 mb1");
   plan = TwoRankOneFOneB();
-  plan.ranks[0].buffers[0].producer.stage.pass = graph::Pass::kBackward;
+  plan.ranks[0].buffers[0].producer.stage.pass = spec::Pass::kBackward;
   EXPECT_EQ(ValidatePlan(plan).status().message(),
             "rank 0 action 0 (forward m0 c0 mb0): writes buf 0 whose producer is rank 0 backward "
             "m0 c0 mb0");

@@ -10,15 +10,15 @@
 namespace weft::planning {
 namespace {
 
-unsigned Bit(cost::Recompute level) { return 1u << static_cast<unsigned>(level); }
+unsigned Bit(spec::Recompute level) { return 1u << static_cast<unsigned>(level); }
 
-// "none", "selective+full", ... in cost::kAllRecompute order; "" for no bits.
+// "none", "selective+full", ... in spec::kAllRecompute order; "" for no bits.
 std::string LevelNames(unsigned bits) {
   std::string out;
-  for (cost::Recompute level : cost::kAllRecompute) {
+  for (spec::Recompute level : spec::kAllRecompute) {
     if ((bits & Bit(level)) == 0) continue;
     if (!out.empty()) out += "+";
-    out += cost::RecomputeName(level);
+    out += spec::RecomputeName(level);
   }
   return out;
 }
@@ -40,12 +40,10 @@ void ConfigurationUsage::Add(const IterationPlan& plan) {
         recompute_levels.resize(stage.module + 1, 0);
       }
       unsigned bits = 0;
-      for (cost::Recompute level : cost::kAllRecompute) {
+      for (spec::Recompute level : spec::kAllRecompute) {
         if (stage.recompute_layers[static_cast<int>(level)] > 0) bits |= Bit(level);
       }
-      // graph::Recompute numbers the levels as cost::Recompute does.
-      recompute_levels[stage.module] |=
-          bits != 0 ? bits : Bit(static_cast<cost::Recompute>(stage.recompute));
+      recompute_levels[stage.module] |= bits != 0 ? bits : Bit(stage.recompute);
     }
   }
   if (!plan.assignment.replicas.empty()) {
@@ -104,8 +102,8 @@ report::StrategyConfiguration DescribeConfiguration(const Job& job,
       mc.recompute = LevelNames(used);
     } else {
       mc.recompute = m < static_cast<int>(plan.recompute.size())
-                         ? std::string(cost::RecomputeName(plan.recompute[m]))
-                         : std::string(cost::RecomputeName(cost::Recompute::kNone));
+                         ? std::string(spec::RecomputeName(plan.recompute[m]))
+                         : std::string(spec::RecomputeName(spec::Recompute::kNone));
     }
     config.modules.push_back(std::move(mc));
   }

@@ -34,7 +34,7 @@ StaticPlan FoldedPlan() {
               {.module = 1, .first_layer = 16, .num_layers = 16, .group = 1, .chunk = 0},
               {.module = 1, .first_layer = 0, .num_layers = 16, .group = 0, .chunk = 1}};
   p.parallel = {{.module = "vision", .tp = 1, .dp = 2}, {.module = "llm", .tp = 4, .dp = 2}};
-  plan.recompute = {cost::Recompute::kNone, cost::Recompute::kSelective};
+  plan.recompute = {spec::Recompute::kNone, spec::Recompute::kSelective};
   return plan;
 }
 
@@ -114,7 +114,7 @@ IterationPlan PlanWithStages(const std::vector<graph::Stage>& llm_stages,
   IterationPlan plan;
   ReplicaPlan replica;
   replica.graph.AddGroup({});
-  replica.graph.AddStage({.module = 0, .recompute = graph::Recompute::kNone});
+  replica.graph.AddStage({.module = 0, .recompute = spec::Recompute::kNone});
   for (const graph::Stage& s : llm_stages) replica.graph.AddStage(s);
   plan.replicas.push_back(std::move(replica));
   for (int n : microbatches_per_replica) {
@@ -126,14 +126,14 @@ IterationPlan PlanWithStages(const std::vector<graph::Stage>& llm_stages,
 TEST(DescribeConfiguration, RecomputeAndMicrobatchesAreWhatThePlannedIterationsUsed) {
   ConfigurationUsage usage;
   // Iteration 0: the memory policy recomputed the llm fully; replicas got 4 and 3 microbatches.
-  usage.Add(PlanWithStages({{.module = 1, .recompute = graph::Recompute::kFull}}, {4, 3}));
+  usage.Add(PlanWithStages({{.module = 1, .recompute = spec::Recompute::kFull}}, {4, 3}));
   report::StrategyConfiguration c = DescribeConfiguration(TwoModuleJob(), FoldedPlan(), &usage);
   EXPECT_EQ(c.modules[0].recompute, "none");
   EXPECT_EQ(c.modules[1].recompute, "full");  // not the static plan's "selective"
   EXPECT_EQ(c.microbatches_min, 3);
   EXPECT_EQ(c.microbatches_max, 4);
   // Iteration 1: per-layer options (2 layers none, 3 offloaded) and 5 microbatches.
-  graph::Stage per_layer{.module = 1, .recompute = graph::Recompute::kFull};
+  graph::Stage per_layer{.module = 1, .recompute = spec::Recompute::kFull};
   per_layer.recompute_layers = {2, 0, 0, 3};
   usage.Add(PlanWithStages({per_layer}, {5}));
   c = DescribeConfiguration(TwoModuleJob(), FoldedPlan(), &usage);

@@ -336,20 +336,23 @@ struct StagePricing {
 
 // Sets `st`'s latency, FLOPs, activation bytes and recompute from its chunk cost under
 // `recompute` (the same numbers whether the graph is built once or as a variant).
-void PriceStage(const StagePricing& p, const cost::ChunkCost& c, cost::Recompute recompute,
-                const GraphBuildOptions& options, graph::Stage& st) {
+void PriceStage(const StagePricing& p,
+                const cost::ChunkCost& c,
+                spec::Recompute recompute,
+                const GraphBuildOptions& options,
+                graph::Stage& st) {
   // Offload: the stages compute only; the simulator runs the copies (Stage::offload_bytes).
-  const bool offload = recompute == cost::Recompute::kOffload && c.offload_transfer_s > 0;
+  const bool offload = recompute == spec::Recompute::kOffload && c.offload_transfer_s > 0;
   const int64_t act =
       p.has_backward ? static_cast<int64_t>(c.CostTotals::ActivationBytes(recompute)) : 0;
   const int64_t kept =
       p.has_weight ? static_cast<int64_t>(act * options.weight_grad_activation_fraction) : 0;
   const int64_t offloaded =
       offload && p.has_backward
-          ? static_cast<int64_t>(c.CostTotals::ActivationBytes(cost::Recompute::kNone))
+          ? static_cast<int64_t>(c.CostTotals::ActivationBytes(spec::Recompute::kNone))
           : 0;
   const double backward_s = c.CostTotals::BackwardS(recompute);
-  st.recompute = static_cast<graph::Recompute>(static_cast<int>(recompute));
+  st.recompute = recompute;
   st.offload_bytes = p.role == StageRole::kBackwardWeight ? 0 : offloaded;
   switch (p.role) {
     case StageRole::kForward:
@@ -560,14 +563,14 @@ class DraftBuilder {
       f.module = i;
       f.chunk = chunk.chunk;
       f.microbatch = state.microbatch;
-      f.pass = graph::Pass::kForward;
+      f.pass = spec::Pass::kForward;
       f.samples = flow.samples;
       flow.forward.push_back(g.AddStage(f));
       flow.group.push_back(chunk.group);
       flow.chunk_output_bytes.push_back(0);
       flow.weight.push_back(-1);
       if (has_backward) {
-        f.pass = options_.split_backward ? graph::Pass::kBackwardInput : graph::Pass::kBackward;
+        f.pass = options_.split_backward ? spec::Pass::kBackwardInput : spec::Pass::kBackward;
         flow.backward.push_back(g.AddStage(f));
       } else {
         flow.backward.push_back(-1);
@@ -730,7 +733,7 @@ class DraftBuilder {
                           cost_model_.Chunk(model_, i, 0, model_.modules[i].num_layers,
                                             ShapeOf(w, k, k + 1, 0), placement_.parallel[i]));
     const bool backward = mode_[i] != cost::BackwardMode::kNone;
-    return c.forward_s + (backward ? c.CostTotals::BackwardS(cost::Recompute::kNone) : 0.0);
+    return c.forward_s + (backward ? c.CostTotals::BackwardS(spec::Recompute::kNone) : 0.0);
   }
 
   // The replicas of module i that take microbatch `state.microbatch` (unfolded placements; else
@@ -841,7 +844,7 @@ class DraftBuilder {
       f.chunk = chunk.chunk;
       f.microbatch = state.microbatch;
       f.sub_microbatch = s;
-      f.pass = graph::Pass::kForward;
+      f.pass = spec::Pass::kForward;
       f.instance_begin = begin;
       f.instance_end = end;
       f.samples = flow.samples;
@@ -856,16 +859,16 @@ class DraftBuilder {
       graph::Stage bs = f;
       if (options_.split_backward) {
         pricing.has_weight = mode_[i] == cost::BackwardMode::kFull && c.backward_weight_s > 0;
-        bs.pass = graph::Pass::kBackwardInput;
+        bs.pass = spec::Pass::kBackwardInput;
         flow.backward.push_back(add(bs, StageRole::kBackwardInput));
         if (pricing.has_weight) {
-          bs.pass = graph::Pass::kBackwardWeight;
+          bs.pass = spec::Pass::kBackwardWeight;
           flow.weight.push_back(add(bs, StageRole::kBackwardWeight));
         } else {
           flow.weight.push_back(-1);
         }
       } else {
-        bs.pass = graph::Pass::kBackward;
+        bs.pass = spec::Pass::kBackward;
         flow.backward.push_back(add(bs, StageRole::kBackward));
         flow.weight.push_back(-1);
       }
@@ -984,14 +987,14 @@ class DraftBuilder {
 // The finalized graph of `draft` with module i's stages priced at recompute[i] (kNone when
 // missing). The draft's stages, edges and sample sets are copied as they are.
 StatusOr<graph::StageGraph> MakeGraph(const GraphDraft& draft,
-                                      const std::vector<cost::Recompute>& recompute,
+                                      const std::vector<spec::Recompute>& recompute,
                                       const GraphBuildOptions& options) {
   const graph::StageGraph& d = draft.graph;
   std::vector<graph::Stage> stages(d.stages().begin(), d.stages().end());
   for (const StagePricing& p : draft.pricing) {
-    const cost::Recompute level = p.module < static_cast<int>(recompute.size())
+    const spec::Recompute level = p.module < static_cast<int>(recompute.size())
                                       ? recompute[p.module]
-                                      : cost::Recompute::kNone;
+                                      : spec::Recompute::kNone;
     PriceStage(p, draft.costs[p.cost], level, options, stages[p.stage]);
   }
   return d.WithStages(std::move(stages));
@@ -1011,10 +1014,14 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
 }
 
 StatusOr<std::vector<graph::StageGraph>> BuildStageGraphVariants(
-    const spec::ModelSpec& model, const Placement& placement, const spec::Batch& batch,
-    const Microbatches& microbatches, const cost::CostModel& cost_model,
-    const data::WorkloadOptions& workload, const GraphBuildOptions& options,
-    const std::vector<std::vector<cost::Recompute>>& recompute_by_variant) {
+    const spec::ModelSpec& model,
+    const Placement& placement,
+    const spec::Batch& batch,
+    const Microbatches& microbatches,
+    const cost::CostModel& cost_model,
+    const data::WorkloadOptions& workload,
+    const GraphBuildOptions& options,
+    const std::vector<std::vector<spec::Recompute>>& recompute_by_variant) {
   DraftBuilder builder(model, placement, batch, cost_model, workload, options);
   WEFT_ASSIGN_OR_RETURN(GraphDraft draft, builder.Build(microbatches));
   std::vector<graph::StageGraph> out;

@@ -84,9 +84,12 @@ StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
 }
 
 StatusOr<IterationPlan> PlanReplicaVariants(
-    const Job& job, const StaticPlan& plan, const IterationInput& input,
-    const std::vector<std::vector<cost::Recompute>>& extra_recompute,
-    const ReplicaVariantsScheduleFn& schedule, int threads) {
+    const Job& job,
+    const StaticPlan& plan,
+    const IterationInput& input,
+    const std::vector<std::vector<spec::Recompute>>& extra_recompute,
+    const ReplicaVariantsScheduleFn& schedule,
+    int threads) {
   const auto start = std::chrono::steady_clock::now();
   const Placement& placement = plan.placement;
   const spec::Batch& batch = input.batch;
@@ -148,7 +151,7 @@ StatusOr<IterationPlan> PlanReplicaVariants(
                                               *job.cost_model, job.workload, o));
         built.push_back(std::move(g));
       } else {
-        std::vector<std::vector<cost::Recompute>> levels = {o.recompute};
+        std::vector<std::vector<spec::Recompute>> levels = {o.recompute};
         levels.insert(levels.end(), extra_recompute.begin(), extra_recompute.end());
         WEFT_ASSIGN_OR_RETURN(built, BuildStageGraphVariants(job.model, plan.placement, batch,
                                                              microbatches, *job.cost_model,

@@ -80,7 +80,7 @@ Status JobOptions::Validate() const {
       }
     }
   }
-  if (!recompute.empty() && !cost::ParseRecompute(recompute).ok()) {
+  if (!recompute.empty() && !spec::ParseRecompute(recompute).ok()) {
     return InvalidArgumentError("recompute = " + QuoteForMessage(recompute, 40) +
                                 "; must be none, selective or full");
   }
@@ -278,7 +278,7 @@ StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options) {
     job.parallel.num_microbatches = microbatches;
   }
   if (!options.recompute.empty()) {
-    WEFT_ASSIGN_OR_RETURN(setup->recompute_floor, cost::ParseRecompute(options.recompute));
+    WEFT_ASSIGN_OR_RETURN(setup->recompute_floor, spec::ParseRecompute(options.recompute));
   }
   setup->first_stage_llm_layers = options.first_stage_llm_layers;
   setup->last_stage_llm_layers = options.last_stage_llm_layers;

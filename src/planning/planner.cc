@@ -51,9 +51,8 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetu
   p->strategy_ = std::move(strategy);
   p->static_plan_ = std::move(static_plan);
   p->options_ = std::move(options);
-  const bool fixed = std::any_of(p->static_plan_.recompute.begin(),
-                                 p->static_plan_.recompute.end(),
-                                 [](cost::Recompute r) { return r != cost::Recompute::kNone; });
+  const bool fixed = std::any_of(p->static_plan_.recompute.begin(), p->static_plan_.recompute.end(),
+                                 [](spec::Recompute r) { return r != spec::Recompute::kNone; });
   p->memory_policy_ = p->strategy_->Traits().manages_memory ? MemoryPolicy::kStrategy
                       : fixed                       ? MemoryPolicy::kFixed
                                                     : MemoryPolicy::kFirstUniformLevelThatFits;
@@ -82,8 +81,7 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetu
     }
     p->memory_policy_ = MemoryPolicy::kFixed;
     if (p->static_plan_.recompute.empty()) {
-      p->static_plan_.recompute.assign(p->setup_->job.model.modules.size(),
-                                       cost::Recompute::kNone);
+      p->static_plan_.recompute.assign(p->setup_->job.model.modules.size(), spec::Recompute::kNone);
     }
   }
   if (p->setup_->first_stage_llm_layers > 0 || p->setup_->last_stage_llm_layers > 0) {
@@ -105,12 +103,12 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetu
       }
     }
   }
-  if (p->setup_->recompute_floor != cost::Recompute::kNone &&
+  if (p->setup_->recompute_floor != spec::Recompute::kNone &&
       p->memory_policy_ != MemoryPolicy::kFirstUniformLevelThatFits) {
     return InvalidArgumentError(fmt::format(
         "--recompute-granularity {}: strategy '{}' chooses recomputation itself ({}); the flag "
         "sets the uniform level of rule-based strategies",
-        cost::RecomputeName(p->setup_->recompute_floor), p->strategy_->Name(),
+        spec::RecomputeName(p->setup_->recompute_floor), p->strategy_->Name(),
         MemoryPolicyName(p->memory_policy_)));
   }
   return p;
@@ -218,22 +216,9 @@ StatusOr<PlanState> Planner::Observe(const PlanState& current,
     WEFT_ASSIGN_OR_RETURN(cost::TokenShape shape,
                           StageTokenShape(job.model, *planned.plan.batch, replica.microbatches,
                                           job.workload, st));
-    std::vector<cost::Pass> passes;
-    switch (st.pass) {
-      case graph::Pass::kForward:
-        passes = {cost::Pass::kForward};
-        break;
-      case graph::Pass::kBackward:
-        passes = {cost::Pass::kBackwardInput, cost::Pass::kBackwardWeight};
-        break;
-      case graph::Pass::kBackwardInput:
-        passes = {cost::Pass::kBackwardInput};
-        break;
-      case graph::Pass::kBackwardWeight:
-        passes = {cost::Pass::kBackwardWeight};
-        break;
-    }
-    for (cost::Pass pass : passes) {
+    // One observation per pass the cost model prices (a kBackward stage: its input and weight
+    // gradients, each with the whole stage's ratio).
+    for (spec::Pass pass : spec::PassParts(st.pass)) {
       const double factor = priced.Factor(st.module, pass, shape);
       observations.push_back({.module = st.module,
                               .pass = pass,
@@ -296,12 +281,12 @@ StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
       fallback && memory_policy_ == MemoryPolicy::kStrategy
           ? MemoryPolicy::kFirstUniformLevelThatFits
           : memory_policy_;
-  std::vector<cost::Recompute> levels{cost::Recompute::kNone};
+  std::vector<spec::Recompute> levels{spec::Recompute::kNone};
   if (policy == MemoryPolicy::kFirstUniformLevelThatFits) {
     // From the job's floor (JobOptions::recompute) up: none, selective, full.
     levels.clear();
-    for (cost::Recompute r :
-         {cost::Recompute::kNone, cost::Recompute::kSelective, cost::Recompute::kFull}) {
+    for (spec::Recompute r :
+         {spec::Recompute::kNone, spec::Recompute::kSelective, spec::Recompute::kFull}) {
       if (static_cast<int>(r) >= static_cast<int>(setup_->recompute_floor)) levels.push_back(r);
     }
   }
@@ -309,7 +294,7 @@ StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
   if (b.seed == 0) b.seed = job.seed;
   PlannedIteration out;
   double plan_time_s = 0;
-  for (cost::Recompute level : levels) {
+  for (spec::Recompute level : levels) {
     StaticPlan variant = static_plan_;
     if (policy == MemoryPolicy::kFirstUniformLevelThatFits) {
       variant.recompute.assign(job.model.modules.size(), level);
@@ -332,18 +317,17 @@ StatusOr<PlannedIteration> Planner::ApplyMemoryPolicy(const spec::Batch& batch,
     out.plan.assignment = assignment;
     plan_time_s += out.plan.plan_time_s;
     WEFT_ASSIGN_OR_RETURN(out.evaluation, Evaluate(out.plan, sim));
-    out.recompute_used = policy == MemoryPolicy::kFirstUniformLevelThatFits
-                             ? level
-                             : cost::Recompute::kNone;
+    out.recompute_used =
+        policy == MemoryPolicy::kFirstUniformLevelThatFits ? level : spec::Recompute::kNone;
     if (!out.evaluation.oom) break;
   }
   out.plan.plan_time_s = plan_time_s;
   out.outcome = MakePlanOutcome(out.evaluation.oom,
                                 fallback ? FallbackReason::kRequested : FallbackReason::kNone);
   if (policy == MemoryPolicy::kFirstUniformLevelThatFits &&
-      out.recompute_used != cost::Recompute::kNone) {
+      out.recompute_used != spec::Recompute::kNone) {
     out.plan.notes += std::string(out.plan.notes.empty() ? "" : "; ") + "recompute " +
-                      std::string(cost::RecomputeName(out.recompute_used)) +
+                      std::string(spec::RecomputeName(out.recompute_used)) +
                       (out.evaluation.oom ? " (still out of memory)" : " to fit memory");
   }
   return out;
@@ -379,7 +363,7 @@ StatusOr<std::vector<MeasuredStage>> Planner::MatchMeasured(
           std::to_string(m.group) + " is module " + std::to_string(m.stage.module) + " chunk " +
           std::to_string(m.stage.chunk) + " microbatch " + std::to_string(m.stage.microbatch) +
           " sub-microbatch " + std::to_string(m.stage.sub_microbatch) + " pass " +
-          std::string(graph::PassShortName(m.stage.pass)) + " (a record of another plan?)");
+          std::string(spec::PassShortName(m.stage.pass)) + " (a record of another plan?)");
     }
     out.push_back({.replica = m.replica, .stage = found, .measured_s = m.measured_s});
   }

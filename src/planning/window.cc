@@ -58,12 +58,12 @@ StatusOr<DecoupledGraph> DecoupleThroughPool(const spec::ModelSpec& model,
           model.modules[to.module].name, model.modules[from.module].name, g.StageName(edge.from),
           g.StageName(edge.to)));
     }
-    if (from.pass != graph::Pass::kForward || to.pass != graph::Pass::kForward) {
+    if (from.pass != spec::Pass::kForward || to.pass != spec::Pass::kForward) {
       return FailedPreconditionError(fmt::format(
           "pool: edge {} -> {} leaves producer '{}' from a {} stage; a pool decouples frozen "
           "(forward-only) producers",
           g.StageName(edge.from), g.StageName(edge.to), model.modules[from.module].name,
-          graph::PassShortName(from.pass)));
+          spec::PassShortName(from.pass)));
     }
     int64_t bytes = edge.bytes;
     if (edge.rows >= 0) {

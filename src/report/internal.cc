@@ -147,10 +147,10 @@ std::string FormatNumber(double value, int significant) {
 
 std::string ModuleColor(int module) { return HslToHex(ModuleHue(module), 0.62, 0.55); }
 
-std::string StageColor(int module, graph::Pass pass) {
+std::string StageColor(int module, spec::Pass pass) {
   double lightness = 0.74;  // forward: light
-  if (pass == graph::Pass::kBackward || pass == graph::Pass::kBackwardInput) lightness = 0.46;
-  if (pass == graph::Pass::kBackwardWeight) lightness = 0.32;
+  if (pass == spec::Pass::kBackward || pass == spec::Pass::kBackwardInput) lightness = 0.46;
+  if (pass == spec::Pass::kBackwardWeight) lightness = 0.32;
   return HslToHex(ModuleHue(module), 0.62, lightness);
 }
 

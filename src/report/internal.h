@@ -25,7 +25,7 @@ std::string FormatNumber(double value, int significant = 4);
 
 // Colour of a stage box, "#rrggbb": hue by module, lightness by pass (forward light, backward
 // darker, weight-gradient darkest). Deterministic.
-std::string StageColor(int module, graph::Pass pass);
+std::string StageColor(int module, spec::Pass pass);
 // Base colour of a module (the legend).
 std::string ModuleColor(int module);
 // Colour and dash pattern ("" = solid) of the i-th series of a chart: kSeriesColors distinct

@@ -136,7 +136,7 @@ StatusOr<std::string> TimelineSvg(const graph::StageGraph& graph,
   const auto x_of = [&](double t_s) { return left + std::clamp(t_s / end_s, 0.0, 1.0) * plot_w; };
 
   // Legend entries: modules in index order, passes that occur.
-  std::map<int, std::set<graph::Pass>> module_passes;
+  std::map<int, std::set<spec::Pass>> module_passes;
   for (const graph::Stage& s : graph.stages()) module_passes[s.module].insert(s.pass);
   bool has_tail = false;
   if (options.show_group_tail) {
@@ -252,11 +252,11 @@ StatusOr<std::string> TimelineSvg(const graph::StageGraph& graph,
           "{}</text>",
           Px(left - 6), Px(y + 6), XmlEscape(internal::ModuleName(graph, module)));
       double x = left;
-      for (graph::Pass pass : passes) {
-        std::string_view text = pass == graph::Pass::kForward         ? "forward"
-                                : pass == graph::Pass::kBackward      ? "backward"
-                                : pass == graph::Pass::kBackwardInput ? "backward (input)"
-                                                                      : "backward (weight)";
+      for (spec::Pass pass : passes) {
+        std::string_view text = pass == spec::Pass::kForward         ? "forward"
+                                : pass == spec::Pass::kBackward      ? "backward"
+                                : pass == spec::Pass::kBackwardInput ? "backward (input)"
+                                                                     : "backward (weight)";
         svg += swatch(x, internal::StageColor(module, pass), text);
         x += 140;
       }

@@ -33,7 +33,7 @@ inline SmallCase MakeSmallCase() {
               .grad_sync_bytes = 100 * kMiB, .label = "enc/pp0"});
   g.AddGroup({.first_gpu = 1, .num_gpus = 1, .dp = 2, .static_bytes = 3 * kGiB,
               .label = "llm/pp1"});
-  using graph::Pass;
+  using spec::Pass;
   const auto add = [&](int group, int module, Pass pass, double latency_s) {
     return g.AddStage({.group = group, .module = module, .microbatch = 0, .pass = pass,
                        .latency_s = latency_s, .activation_alloc_bytes = kGiB,

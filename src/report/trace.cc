@@ -15,12 +15,16 @@ constexpr int kIterationTid = 3;  // window traces: each group's span of each it
 constexpr int kSendTidBase = 1000;
 
 // chrome://tracing honours cname (a fixed palette); Perfetto colours by event name instead.
-std::string_view PassCname(graph::Pass pass) {
+std::string_view PassCname(spec::Pass pass) {
   switch (pass) {
-    case graph::Pass::kForward: return "rail_load";
-    case graph::Pass::kBackward: return "rail_animation";
-    case graph::Pass::kBackwardInput: return "rail_animation";
-    case graph::Pass::kBackwardWeight: return "rail_idle";
+    case spec::Pass::kForward:
+      return "rail_load";
+    case spec::Pass::kBackward:
+      return "rail_animation";
+    case spec::Pass::kBackwardInput:
+      return "rail_animation";
+    case spec::Pass::kBackwardWeight:
+      return "rail_idle";
   }
   return "generic_work";
 }
@@ -109,21 +113,21 @@ void AppendTimeline(const graph::StageGraph& graph,
     const graph::Stage& s = graph.stage(id);
     const sim::StageTiming& t = timeline.stages[id];
     const std::string module = internal::ModuleName(graph, s.module);
-    const std::string_view pass = graph::PassShortName(s.pass);
+    const std::string_view pass = spec::PassShortName(s.pass);
     json args = {{"stage", id},
                  {"module", module},
                  {"chunk", s.chunk},
                  {"microbatch", internal::MicrobatchLabel(s)},
                  {"pass", pass},
                  {"group", s.group},
-                 {"recompute", graph::RecomputeName(s.recompute)},
+                 {"recompute", spec::RecomputeName(s.recompute)},
                  {"latency_s", s.latency_s},
                  {"flops", s.flops},
                  {"activation_alloc_bytes", s.activation_alloc_bytes},
                  {"activation_free_bytes", s.activation_free_bytes}};
     tag(args);
     json e = Complete(fmt::format("{} {}", module, pass),
-                      graph::IsBackward(s.pass) ? "stage,backward" : "stage,forward",
+                      spec::IsBackward(s.pass) ? "stage,backward" : "stage,forward",
                       pid_of(s.group), kComputeTid, t.start_s, t.end_s, offset_s, std::move(args));
     e["cname"] = PassCname(s.pass);
     events.push_back(std::move(e));
@@ -165,11 +169,11 @@ void AppendTimeline(const graph::StageGraph& graph,
                    {"bytes", t.bytes},
                    {"link", sim::LinkKindName(t.link)}};
       tag(args);
-      json e = Complete(fmt::format("send {} {} mb{}", internal::ModuleName(graph, from.module),
-                                    graph::PassShortName(from.pass),
-                                    internal::MicrobatchLabel(from)),
-                        "transfer", pid_of(t.src_group), kSendTidBase + t.dst_group, t.start_s,
-                        t.end_s, offset_s, std::move(args));
+      json e =
+          Complete(fmt::format("send {} {} mb{}", internal::ModuleName(graph, from.module),
+                               spec::PassShortName(from.pass), internal::MicrobatchLabel(from)),
+                   "transfer", pid_of(t.src_group), kSendTidBase + t.dst_group, t.start_s, t.end_s,
+                   offset_s, std::move(args));
       e["cname"] = "generic_work";
       events.push_back(std::move(e));
     }

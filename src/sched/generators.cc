@@ -10,9 +10,9 @@ namespace weft::sched {
 namespace {
 
 using graph::GroupId;
-using graph::Pass;
 using graph::StageGraph;
 using graph::StageId;
+using spec::Pass;
 
 // Slot kinds. Under ZB-H1 weight-gradient stages form their own slots; otherwise they are appended
 // to the backward slot of the same (microbatch, chunk).

@@ -9,9 +9,9 @@
 namespace weft::sched {
 namespace {
 
-using graph::Pass;
 using graph::StageGraph;
 using graph::StageId;
+using spec::Pass;
 using ::testing::HasSubstr;
 
 // "F0 F1 B0 ..." (pass and microbatch; chunk appended as ":c" when > 0) for one group's order.
@@ -19,7 +19,7 @@ std::string Describe(const StageGraph& g, const std::vector<StageId>& order) {
   std::string out;
   for (StageId s : order) {
     const graph::Stage& st = g.stage(s);
-    std::string pass(graph::PassShortName(st.pass));
+    std::string pass(spec::PassShortName(st.pass));
     if (pass == "Bi") pass = "B";
     out += fmt::format("{}{}{} ", pass, st.microbatch, st.chunk > 0 ? fmt::format(":{}", st.chunk) : "");
   }

@@ -116,7 +116,7 @@ TEST(PlannerService, ReturnsSearchedPlansInBatchOrder) {
     // The searched plan is the strategy's own: zb-h1 splits backward into B and W.
     bool has_w = false;
     for (const auto& s : served->planned.plan.replicas[0].graph.stages()) {
-      has_w = has_w || s.pass == graph::Pass::kBackwardWeight;
+      has_w = has_w || s.pass == spec::Pass::kBackwardWeight;
     }
     EXPECT_TRUE(has_w);
   }
@@ -161,7 +161,7 @@ TEST(PlannerService, ServedPlansFollowThePlannersMemoryPolicy) {
   ASSERT_TRUE(batches.ok());
   auto direct = (*planner)->Plan(batches->front());
   ASSERT_TRUE(direct.ok()) << direct.status().ToString();
-  ASSERT_NE(direct->recompute_used, cost::Recompute::kNone) << "meant to need recomputation";
+  ASSERT_NE(direct->recompute_used, spec::Recompute::kNone) << "meant to need recomputation";
   PlannerService service(**planner, {.threads = 1});
   ASSERT_TRUE(service.Submit(batches->front()).ok());
   auto served = service.Get(0, steady_clock::now() + std::chrono::seconds(120));
@@ -461,7 +461,7 @@ TEST(PlannerService, ReportedStageTimesCorrectLaterPlans) {
   }
   ASSERT_GE(vision, 0);
   auto is_slow = [&](const graph::Stage& st) {
-    return st.module == vision && st.pass == graph::Pass::kForward && st.latency_s > 0;
+    return st.module == vision && st.pass == spec::Pass::kForward && st.latency_s > 0;
   };
   auto batch_of = [&](int64_t iteration) {
     spec::Batch b = batches->front();  // the same samples every iteration: the same shapes
@@ -523,7 +523,7 @@ TEST(PlannerService, ReportedStageTimesCorrectLaterPlans) {
   ServedPlan s0 = get(0);
   base = s0.planned;
   for (const plan::MeasuredStage& stage : compute_stages(s0)) {
-    const bool slow = stage.stage.module == vision && stage.stage.pass == graph::Pass::kForward;
+    const bool slow = stage.stage.module == vision && stage.stage.pass == spec::Pass::kForward;
     truth_s[key_of(stage)] = stage.planned_s * (slow ? 3.0 : 1.0);
   }
   ASSERT_TRUE(Eventually([&] { return service.SearchDone(1); }));

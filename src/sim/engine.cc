@@ -252,14 +252,14 @@ void MakeOffloadItems(const StageGraph& graph, OffloadItems& c) {
     if (fs.offload_bytes <= 0) continue;
     if (!c.any) c.item_of.assign(n, -1);
     c.any = true;
-    if (fs.pass != graph::Pass::kForward) continue;
+    if (fs.pass != spec::Pass::kForward) continue;
     const int32_t k = static_cast<int32_t>(c.items.size());
     c.items.push_back({f, -1});
     c.item_of[f] = k;
     for (EdgeId e : graph.out_edges(f)) {
       const StageId b = graph.edge(e).to;
       const graph::Stage& bs = stages[b];
-      if (graph::IsBackward(bs.pass) && bs.group == fs.group && bs.module == fs.module &&
+      if (spec::IsBackward(bs.pass) && bs.group == fs.group && bs.module == fs.module &&
           bs.chunk == fs.chunk && bs.microbatch == fs.microbatch &&
           bs.sub_microbatch == fs.sub_microbatch && bs.offload_bytes > 0 && c.item_of[b] < 0) {
         c.items[k].backward = b;

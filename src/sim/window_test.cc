@@ -16,10 +16,10 @@
 namespace weft::sim {
 namespace {
 
-using graph::Pass;
 using graph::StageGraph;
 using graph::StageId;
 using sched::ScheduleKind;
+using spec::Pass;
 using ::testing::HasSubstr;
 
 constexpr int64_t kGiB = int64_t{1} << 30;

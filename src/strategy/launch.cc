@@ -66,7 +66,8 @@ StatusOr<Sizes> SizesOf(const planning::Planner& planner) {
   return s;
 }
 
-StatusOr<LaunchFile> Megatron(const planning::Planner& planner, cost::Recompute recompute,
+StatusOr<LaunchFile> Megatron(const planning::Planner& planner,
+                              spec::Recompute recompute,
                               std::string_view header) {
   const std::string name(planner.strategy().Name());
   if (name != "megatron-1f1b" && name != "megatron-vpp") {
@@ -106,9 +107,9 @@ StatusOr<LaunchFile> Megatron(const planning::Planner& planner, cost::Recompute 
   text += fmt::format("--global-batch-size {}\n", s.gbs);
   text += fmt::format("--seq-length {}\n", planner.setup().context_tokens);
   if (s.tp > 1 && s.sequence_parallel) text += "--sequence-parallel\n";
-  if (recompute == cost::Recompute::kSelective) {
+  if (recompute == spec::Recompute::kSelective) {
     text += "--recompute-granularity selective\n";
-  } else if (recompute == cost::Recompute::kFull) {
+  } else if (recompute == spec::Recompute::kFull) {
     text += "--recompute-granularity full\n--recompute-method uniform\n--recompute-num-layers 1\n";
   }
   if (s.pp > 1 && !layers.empty()) {
@@ -124,8 +125,10 @@ StatusOr<LaunchFile> Megatron(const planning::Planner& planner, cost::Recompute 
   return LaunchFile{.text = text};
 }
 
-StatusOr<LaunchFile> Torchtitan(const planning::Planner& planner, cost::Recompute recompute,
-                                std::string_view header, std::string_view companion_path) {
+StatusOr<LaunchFile> Torchtitan(const planning::Planner& planner,
+                                spec::Recompute recompute,
+                                std::string_view header,
+                                std::string_view companion_path) {
   const std::string name(planner.strategy().Name());
   WEFT_ASSIGN_OR_RETURN(Sizes s, SizesOf(planner));
   const bool fsdp = name == "fsdp";
@@ -183,9 +186,9 @@ StatusOr<LaunchFile> Torchtitan(const planning::Planner& planner, cost::Recomput
     }
   }
   text += fmt::format("\n[activation_checkpoint]\nmode = \"{}\"\n",
-                      recompute == cost::Recompute::kNone ? "none"
-                      : recompute == cost::Recompute::kFull ? "full"
-                                                             : "selective");
+                      recompute == spec::Recompute::kNone   ? "none"
+                      : recompute == spec::Recompute::kFull ? "full"
+                                                            : "selective");
   out.text = text;
   return out;
 }
@@ -209,7 +212,8 @@ StatusOr<LaunchFile> Mimo(const planning::Planner& planner, std::string_view hea
   return LaunchFile{.text = planning::MimoConfigToYaml(*config, batch)};
 }
 
-StatusOr<LaunchFile> Weft(const planning::Planner& planner, cost::Recompute recompute,
+StatusOr<LaunchFile> Weft(const planning::Planner& planner,
+                          spec::Recompute recompute,
                           std::string_view header) {
   WEFT_ASSIGN_OR_RETURN(Sizes s, SizesOf(planner));
   const planning::JobSetup& setup = planner.setup();
@@ -223,9 +227,9 @@ StatusOr<LaunchFile> Weft(const planning::Planner& planner, cost::Recompute reco
   text += fmt::format("--tp {}\n--cp {}\n--pp {}\n--dp {}\n--microbatches {}\n", s.tp, s.cp, s.pp,
                       s.dp, s.microbatches);
   text += fmt::format("--global-batch-size {}\n--seq-length {}\n", s.gbs, setup.context_tokens);
-  if (recompute != cost::Recompute::kNone &&
+  if (recompute != spec::Recompute::kNone &&
       planner.memory_policy() == planning::MemoryPolicy::kFirstUniformLevelThatFits) {
-    text += fmt::format("--recompute-granularity {}\n", cost::RecomputeName(recompute));
+    text += fmt::format("--recompute-granularity {}\n", spec::RecomputeName(recompute));
   }
   return LaunchFile{.text = text};
 }
@@ -271,8 +275,10 @@ std::vector<LaunchFormat> LaunchFormatsFor(std::string_view strategy) {
   return out;
 }
 
-StatusOr<LaunchFile> EmitLaunch(LaunchFormat format, const planning::Planner& planner,
-                                cost::Recompute recompute, std::string_view header,
+StatusOr<LaunchFile> EmitLaunch(LaunchFormat format,
+                                const planning::Planner& planner,
+                                spec::Recompute recompute,
+                                std::string_view header,
                                 std::string_view companion_path) {
   switch (format) {
     case LaunchFormat::kMegatron:

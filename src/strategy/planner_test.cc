@@ -61,13 +61,13 @@ TEST(Planner, UniformLevelPolicyRecomputesUntilThePlanFits) {
   ASSERT_TRUE(batches.ok()) << batches.status().ToString();
   auto planned = planner->Plan(batches->front());
   ASSERT_TRUE(planned.ok()) << planned.status().ToString();
-  EXPECT_NE(planned->recompute_used, cost::Recompute::kNone)
+  EXPECT_NE(planned->recompute_used, spec::Recompute::kNone)
       << "the instance is meant to need recomputation";
   EXPECT_FALSE(planned->evaluation.oom);
   auto fallback = planner->Fallback(batches->front());
   ASSERT_TRUE(fallback.ok()) << fallback.status().ToString();
   EXPECT_FALSE(fallback->evaluation.oom);
-  EXPECT_NE(fallback->recompute_used, cost::Recompute::kNone);
+  EXPECT_NE(fallback->recompute_used, spec::Recompute::kNone);
 }
 
 // The data assignment is part of the plan: every replica keeps its microbatches, together they
@@ -192,11 +192,11 @@ TEST(Planner, CollectivesInACycleAreADeadlock) {
     for (int m = 0; m < 2; ++m) {
       plan::Action fwd;
       fwd.kind = plan::ActionKind::kForward;
-      fwd.stage = {.module = m, .pass = graph::Pass::kForward};
+      fwd.stage = {.module = m, .pass = spec::Pass::kForward};
       p.ranks[r].actions.push_back(fwd);
       plan::Action bwd;
       bwd.kind = plan::ActionKind::kBackward;
-      bwd.stage = {.module = m, .pass = graph::Pass::kBackward};
+      bwd.stage = {.module = m, .pass = spec::Pass::kBackward};
       p.ranks[r].actions.push_back(bwd);
     }
     for (int k = 0; k < 2; ++k) {
@@ -284,14 +284,14 @@ TEST(Planner, ObservedStagesCorrectTheirPredictionsAndNoOthers) {
   };
   std::optional<cost::ShapeBucket> slow;
   for (const auto& st : g0.stages()) {
-    if (st.module == vision && st.pass == graph::Pass::kForward && st.latency_s > 0) {
+    if (st.module == vision && st.pass == spec::Pass::kForward && st.latency_s > 0) {
       slow = bucket_of(st);
       break;
     }
   }
   ASSERT_TRUE(slow.has_value());
   auto is_slow = [&](const graph::Stage& st) {
-    return st.module == vision && st.pass == graph::Pass::kForward && st.latency_s > 0 &&
+    return st.module == vision && st.pass == spec::Pass::kForward && st.latency_s > 0 &&
            bucket_of(st) == *slow;
   };
   // "Measured": 3× the original prediction on the slowed stages, the prediction elsewhere.

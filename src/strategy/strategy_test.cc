@@ -159,10 +159,10 @@ TEST(BuildStageGraph, VariantsEqualOneBuildPerRecomputeLevel) {
     auto split = SplitBatch(batches->front(), job.DataParallelSize(), job.parallel.num_microbatches);
     ASSERT_TRUE(split.ok());
     const int n = static_cast<int>(job.model.modules.size());
-    std::vector<std::vector<cost::Recompute>> levels;
-    for (auto level : cost::kAllRecompute) levels.emplace_back(n, level);
-    levels.push_back(std::vector<cost::Recompute>(n, cost::Recompute::kNone));
-    levels.back()[0] = cost::Recompute::kFull;  // per-module levels too
+    std::vector<std::vector<spec::Recompute>> levels;
+    for (auto level : spec::kAllRecompute) levels.emplace_back(n, level);
+    levels.push_back(std::vector<spec::Recompute>(n, spec::Recompute::kNone));
+    levels.back()[0] = spec::Recompute::kFull;  // per-module levels too
     for (bool split_backward : {false, true}) {
       GraphBuildOptions options;
       options.sub_microbatch_size.assign(n, 2);
@@ -224,7 +224,7 @@ TEST(BuildStageGraph, FanInFeedsTheLlmFromEveryEncoder) {
   const int llm = *setup->job.model.FindModule("llm");
   bool fan_in = false;
   for (int s = 0; s < g.num_stages(); ++s) {
-    if (g.stage(s).module != llm || g.stage(s).pass != graph::Pass::kForward) continue;
+    if (g.stage(s).module != llm || g.stage(s).pass != spec::Pass::kForward) continue;
     std::set<int> from;
     for (auto e : g.in_edges(s)) from.insert(g.stage(g.edge(e).from).module);
     from.erase(llm);
@@ -268,7 +268,7 @@ TEST(BuildStageGraph, SubMicrobatchEdgesCarryExactlyTheRoutedTokens) {
   for (int e = 0; e < g->num_edges(); ++e) {
     const auto& from = g->stage(g->edge(e).from);
     const auto& to = g->stage(g->edge(e).to);
-    if (from.pass != graph::Pass::kForward || from.module == to.module) continue;
+    if (from.pass != spec::Pass::kForward || from.module == to.module) continue;
     feeds[{from.module, from.sub_microbatch}].insert(to.sub_microbatch);
     sent_bytes[from.module] += g->edge(e).bytes;
   }
@@ -307,7 +307,7 @@ TEST(Strategies, FrozenEncodersWithoutTrainableUpstreamHaveNoBackward) {
   const auto& model = setup->job.model;
   for (const auto& stage : plan->replicas[0].graph.stages()) {
     const auto& m = model.modules[stage.module];
-    if (m.IsEncoder() && m.frozen) EXPECT_EQ(stage.pass, graph::Pass::kForward);
+    if (m.IsEncoder() && m.frozen) EXPECT_EQ(stage.pass, spec::Pass::kForward);
   }
 }
 

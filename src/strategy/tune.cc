@@ -66,7 +66,7 @@ std::string PlanSignature(const planning::Planner& planner) {
 struct Evaluated {
   double time_s = 0;
   bool oom = false;
-  cost::Recompute recompute = cost::Recompute::kNone;
+  spec::Recompute recompute = spec::Recompute::kNone;
   int64_t peak_memory_bytes = 0;
 };
 
@@ -115,10 +115,10 @@ std::vector<int> Divisors(int n) {
 }
 
 // The recompute the memory policy kept, for reports: the strategy's own when it manages memory.
-std::string RecomputeText(const planning::Planner& planner, cost::Recompute r) {
+std::string RecomputeText(const planning::Planner& planner, spec::Recompute r) {
   if (planner.memory_policy() == planning::MemoryPolicy::kStrategy) return "strategy's own";
   if (planner.memory_policy() == planning::MemoryPolicy::kFixed) return "static plan's";
-  return std::string(cost::RecomputeName(r));
+  return std::string(spec::RecomputeName(r));
 }
 
 bool Better(const TuneCandidate& a, const TuneCandidate& b) {

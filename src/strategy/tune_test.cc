@@ -116,7 +116,7 @@ TEST(JobFlags, RecomputeFloorIsForRuleBasedStrategies) {
   ASSERT_TRUE(megatron.ok()) << megatron.status().message();
   auto planned = (*megatron)->Plan((*megatron)->job().profile_batches.front());
   ASSERT_TRUE(planned.ok());
-  EXPECT_EQ(planned->recompute_used, cost::Recompute::kFull);
+  EXPECT_EQ(planned->recompute_used, spec::Recompute::kFull);
   auto dip = MakePlanner(o, "dip");
   ASSERT_FALSE(dip.ok());
   EXPECT_NE(dip.status().message().find("chooses recomputation itself"), std::string::npos);

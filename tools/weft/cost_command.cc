@@ -352,17 +352,21 @@ int Run(const CostArgs& args) {
                         module_total.activation_bytes[2] / 1048576.0,
                         module_total.StateBytes() / 1048576.0);
     total_fwd += module_total.forward_s;
-    total_bwd += module_total.BackwardS(cost::Recompute::kNone);
+    total_bwd += module_total.BackwardS(spec::Recompute::kNone);
     total_state += module_total.StateBytes();
     total_act += module_total.activation_bytes[0];
-    out["modules"].push_back({{"name", m.name}, {"kind", spec::ModuleKindName(m.kind)},
-                              {"tp", par.tp}, {"tokens", shape->tokens},
-                              {"backward", cost::BackwardModeName(*mode)}, {"layers", layers},
-                              {"total", {{"forward_s", module_total.forward_s},
-                                         {"backward_s", module_total.BackwardS(cost::Recompute::kNone)},
-                                         {"forward_flops", module_total.forward_flops},
-                                         {"activation_bytes", module_total.activation_bytes[0]},
-                                         {"state_bytes", module_total.StateBytes()}}}});
+    out["modules"].push_back({{"name", m.name},
+                              {"kind", spec::ModuleKindName(m.kind)},
+                              {"tp", par.tp},
+                              {"tokens", shape->tokens},
+                              {"backward", cost::BackwardModeName(*mode)},
+                              {"layers", layers},
+                              {"total",
+                               {{"forward_s", module_total.forward_s},
+                                {"backward_s", module_total.BackwardS(spec::Recompute::kNone)},
+                                {"forward_flops", module_total.forward_flops},
+                                {"activation_bytes", module_total.activation_bytes[0]},
+                                {"state_bytes", module_total.StateBytes()}}}});
   }
   out["total"] = {{"forward_s", total_fwd}, {"backward_s", total_bwd},
                   {"state_bytes", total_state}, {"activation_bytes", total_act}};

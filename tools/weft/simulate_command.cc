@@ -196,7 +196,7 @@ nlohmann::json IterationSummaryJson(int64_t iteration, const planning::PlannedIt
           {"peak_memory_bytes", e.peak_memory_bytes},
           {"oom", e.oom},
           {"plan_time_s", p.plan.plan_time_s},
-          {"recompute_used", std::string(cost::RecomputeName(p.recompute_used))},
+          {"recompute_used", std::string(spec::RecomputeName(p.recompute_used))},
           {"num_replicas", static_cast<int>(p.plan.replicas.size())},
           {"slowest_replica", e.slowest_replica},
           {"notes", p.plan.notes}};

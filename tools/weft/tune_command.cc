@@ -90,15 +90,15 @@ int RunTune(TuneArgs& args) {
       chosen->best.Apply(args.options.job, result->global_batch_sequences);
   auto planner = strategy::MakePlanner(job, chosen->strategy, {.budget = *budget});
   if (!planner.ok()) return ReportError(planner.status());
-  auto recompute = cost::ParseRecompute(chosen->best.recompute);
+  auto recompute = spec::ParseRecompute(chosen->best.recompute);
   const std::string header = fmt::format(
       "weft tune: {} on {} x {} GPUs, data {}: {} at {} ({:.3f} s/iteration simulated, "
       "recompute {})",
       result->model, result->gpus, result->cluster, result->data, chosen->strategy,
       chosen->best.Describe(), chosen->best.time_s, chosen->best.recompute);
-  auto file = strategy::EmitLaunch(*format, **planner,
-                                   recompute.ok() ? *recompute : cost::Recompute::kNone, header,
-                                   args.out + ".csv");
+  auto file =
+      strategy::EmitLaunch(*format, **planner, recompute.ok() ? *recompute : spec::Recompute::kNone,
+                           header, args.out + ".csv");
   if (!file.ok()) return ReportError(file.status());
   if (!file->companion_text.empty()) {
     if (Status s = WriteFileAtomically(args.out + ".csv", file->companion_text); !s.ok()) {

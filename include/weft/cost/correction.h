@@ -68,10 +68,12 @@ struct StageObservation;
 struct CorrectionRule;
 
 // What one factor is keyed by. `module` indexes the ModelSpec's modules (the model the
-// CostModel prices: a correction belongs to one model).
+// CostModel prices: a correction belongs to one model). `pass` is one the cost model prices
+// separately: kForward, kBackwardInput or kBackwardWeight, never kBackward (a kBackward stage
+// has a factor per part: spec::PassParts).
 struct CorrectionKey {
   int module = 0;
-  Pass pass = Pass::kForward;
+  spec::Pass pass = spec::Pass::kForward;
   ShapeBucket bucket;
   auto operator<=>(const CorrectionKey&) const = default;
 };
@@ -95,14 +97,16 @@ class CostCorrection {
   CostCorrection() = default;
 
   // A correction with the given factors (tests, tools, a correction restored from a log).
-  // Fails on a negative module, a bucket ShapeBucketOf cannot give (outside [−1, 255] ×
-  // [−1, 127]), a factor that is not finite and > 0, negative observations or two entries with
-  // one key. Takes a fresh version; generation 0.
+  // Fails on a negative module, a pass that is not kForward, kBackwardInput or kBackwardWeight,
+  // a bucket ShapeBucketOf cannot give (outside [−1, 255] × [−1, 127]), a factor that is not
+  // finite and > 0, negative observations or two entries with one key. Takes a fresh version;
+  // generation 0.
   static StatusOr<std::shared_ptr<const CostCorrection>> Make(std::vector<CorrectionEntry> entries);
 
-  // The factor of one key; 1 where the key has no entry.
+  // The factor of one key; 1 where the key has no entry (so 1 for a kBackward key, which none
+  // has: ask for each of spec::PassParts(pass)).
   double Factor(const CorrectionKey& key) const;
-  double Factor(int module, Pass pass, const TokenShape& shape) const {
+  double Factor(int module, spec::Pass pass, const TokenShape& shape) const {
     return Factor({.module = module, .pass = pass, .bucket = ShapeBucketOf(shape)});
   }
   // The three factors of `module` at `shape` (what CostModel applies to a layer or chunk).
@@ -140,13 +144,14 @@ class CostCorrection {
 // One measured stage: its compute time on the GPU (kernel time of the stage, not time spent
 // waiting for inputs) against the cost model's *uncorrected* prediction for it (a model without
 // correction: CostModel::WithCorrection(nullptr), or the corrected time divided by its factor).
-// A backward stage that runs input and weight gradients as one piece reports two observations,
-// one per pass, both with the whole backward's predicted and measured times (the rule reads
-// only their ratio). A stage whose time is the sum of items priced separately (DFLOP prices each
-// data item's shape) reports one observation per item shape, each with the stage's ratio.
+// A backward stage that runs input and weight gradients as one piece (spec::Pass::kBackward)
+// reports two observations, one per pass of spec::PassParts (kBackward itself is refused),
+// both with the whole backward's predicted and measured times (the rule reads only their ratio).
+// A stage whose time is the sum of items priced separately (DFLOP prices each data item's shape)
+// reports one observation per item shape, each with the stage's ratio.
 struct StageObservation {
   int module = 0;
-  Pass pass = Pass::kForward;
+  spec::Pass pass = spec::Pass::kForward;
   TokenShape shape;                    // the shape the planner priced (bucketed by ShapeBucketOf)
   double predicted_uncorrected_s = 0;  // > 0, finite
   double measured_s = 0;               // > 0, finite

@@ -5,7 +5,7 @@
 //   cost::CostModel model(cluster);
 //   auto chunk = model.Chunk(vlm, vlm.FindModule("llm").value(), 0, 8,
 //                            cost::TokenShape::Uniform(8192), parallel.For("llm"));
-//   double step_s = chunk->forward_s + chunk->BackwardS(cost::Recompute::kSelective);
+//   double step_s = chunk->forward_s + chunk->BackwardS(spec::Recompute::kSelective);
 //
 // Measured correction (cost/correction.h): `model.WithCorrection(c)` is a view of the same model
 // whose Layer/Chunk times are multiplied by c's factors for their module, pass and shape bucket;
@@ -39,21 +39,6 @@
 
 namespace weft::cost {
 
-// What a layer keeps between its forward and backward (graph / sched choose one per stage):
-//  kNone      — every activation the backward needs (Korthikanti's "no recompute").
-//  kSelective — the attention core and the MLP activation function are recomputed in backward:
-//               their outputs (attention output O, activation output) are not stored; without
-//               flash attention this also drops the s² score tensors (Korthikanti's selective).
-//  kFull      — only the layer input is stored; the whole forward is recomputed in backward.
-//  kOffload   — activations are copied to host memory over PCIe and back for backward:
-//               GPU bytes ≈ 0, transfer time at ClusterSpec::host_link_bandwidth_bytes_per_s.
-enum class Recompute { kNone = 0, kSelective = 1, kFull = 2, kOffload = 3 };
-inline constexpr int kNumRecompute = 4;
-inline constexpr std::array<Recompute, kNumRecompute> kAllRecompute = {
-    Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOffload};
-std::string_view RecomputeName(Recompute r);  // "none", "selective", "full", "offload"
-StatusOr<Recompute> ParseRecompute(std::string_view name);
-
 // Per-TP-rank totals shared by a layer and a chunk.
 struct CostTotals {
   double forward_s = 0;
@@ -63,9 +48,9 @@ struct CostTotals {
   double backward_input_flops = 0;
   double backward_weight_flops = 0;
   // Activation bytes held from forward to backward on this rank, per Recompute (index = enum).
-  std::array<double, kNumRecompute> activation_bytes{};
+  std::array<double, spec::kNumRecompute> activation_bytes{};
   // Extra time each strategy adds to the backward (recomputation; 0 for kNone and kOffload).
-  std::array<double, kNumRecompute> recompute_s{};
+  std::array<double, spec::kNumRecompute> recompute_s{};
   // kOffload: time to copy the activations one way over PCIe (0 if the cluster has no host link).
   double offload_transfer_s = 0;
   int64_t parameters = 0;          // parameters held by this rank
@@ -73,11 +58,11 @@ struct CostTotals {
   double gradient_bytes = 0;       // trainable only (CostOptions::gradient_bytes_per_param)
   double optimizer_bytes = 0;      // trainable only, /DP under ZeRO-1
 
-  double BackwardS(Recompute r) const {
+  double BackwardS(spec::Recompute r) const {
     return backward_input_s + backward_weight_s + recompute_s[static_cast<int>(r)];
   }
   double StateBytes() const { return parameter_bytes + gradient_bytes + optimizer_bytes; }
-  double ActivationBytes(Recompute r) const { return activation_bytes[static_cast<int>(r)]; }
+  double ActivationBytes(spec::Recompute r) const { return activation_bytes[static_cast<int>(r)]; }
   void Accumulate(const CostTotals& other, int times = 1);
 };
 
@@ -93,7 +78,7 @@ struct ChunkCost : CostTotals {
   int first_layer = 0;
   int num_layers = 0;
   BackwardMode backward = BackwardMode::kFull;
-  Recompute recompute = Recompute::kNone;     // the strategy the caller asked about
+  spec::Recompute recompute = spec::Recompute::kNone;  // the strategy the caller asked about
   double output_activation_bytes = 0;          // sent to the next pipeline stage
   // Convenience for the caller's strategy.
   double BackwardS() const { return CostTotals::BackwardS(recompute); }
@@ -150,7 +135,7 @@ class CostModel {
                             int num_layers,
                             const TokenShape& shape,
                             const spec::ModuleParallel& parallel,
-                            Recompute recompute = Recompute::kNone) const;
+                            spec::Recompute recompute = spec::Recompute::kNone) const;
 
   // Same as Layer, without a ModelSpec (for tests and tools): the caller states the mode.
   StatusOr<LayerCost> ModuleLayer(const spec::ModuleSpec& module,

@@ -14,6 +14,7 @@
 #include "weft/cp/distribution.h"
 #include "weft/spec/model.h"
 #include "weft/spec/parallel.h"
+#include "weft/spec/work.h"
 
 namespace weft::cost {
 
@@ -54,9 +55,6 @@ std::string_view BackwardModeName(BackwardMode mode);
 // Fails if `module` is out of range.
 StatusOr<BackwardMode> BackwardModeOf(const spec::ModelSpec& model, int module);
 
-enum class Pass { kForward, kBackwardInput, kBackwardWeight };
-std::string_view PassName(Pass pass);  // "fwd", "bwd_input", "bwd_weight"
-
 enum class OpKind {
   kGemm,        // dense matrix multiply (dims in Op::gemm_*)
   kAttention,   // fused attention core (flash attention): QKᵀ, softmax, ·V
@@ -77,7 +75,9 @@ std::string_view CollectiveKindName(CollectiveKind kind);
 // convention of Megatron-LM); memory-bound kernels have flops = 0 and are timed by their bytes.
 struct Op {
   std::string name;          // "qkv_proj", "attention", "mlp_up", "tp_all_reduce", ...
-  Pass pass = Pass::kForward;
+  // kForward, kBackwardInput or kBackwardWeight: BuildLayerOps splits every backward operator
+  // into its input and weight gradients, so no operator is spec::Pass::kBackward.
+  spec::Pass pass = spec::Pass::kForward;
   OpKind kind = OpKind::kGemm;
   double flops = 0;          // model FLOPs (2·m·n·k per GEMM; attention: 4·Σs²·d·heads, halved if causal)
   double hbm_bytes = 0;      // bytes read + written in HBM
@@ -95,7 +95,7 @@ struct Op {
   CollectiveKind collective = CollectiveKind::kAllReduce;
   int group_size = 1;        // ranks in the collective
   bool inter_node = false;   // the collective's group spans nodes
-  bool recomputed_by_selective = false;  // re-run in backward under Recompute::kSelective
+  bool recomputed_by_selective = false;  // re-run in backward under spec::Recompute::kSelective
   bool recomputed_by_full = true;        // re-run under kFull (false: first/last-layer extras)
   double latency_s = 0;      // filled by the cost model
   bool measured = false;     // latency taken (or scaled) from a measured table

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "weft/common/status.h"
+#include "weft/spec/work.h"
 
 namespace weft::graph {
 
@@ -30,22 +31,6 @@ using EdgeId = int32_t;
 // A set of batch samples (indices into the iteration's spec::Batch::samples, ascending) in the
 // graph's table (StageGraph::sample_set). -1 = unknown (a graph built without a batch).
 using SampleSetId = int32_t;
-
-enum class Pass : uint8_t {
-  kForward,
-  kBackward,        // input-gradient and weight-gradient work together
-  kBackwardInput,   // "B" of zero-bubble schedules: input gradient only
-  kBackwardWeight,  // "W" of zero-bubble schedules: weight gradient only
-};
-// "F", "B", "Bi", "W".
-std::string_view PassShortName(Pass pass);
-// kBackward, kBackwardInput or kBackwardWeight. Inline: schedulers ask it per stage visit.
-inline bool IsBackward(Pass pass) { return pass != Pass::kForward; }
-
-// Memory strategy of a stage; only a label for reports here (the caller prices it into
-// latency_s and the activation bytes).
-enum class Recompute : uint8_t { kNone, kSelective, kFull, kOffload };
-std::string_view RecomputeName(Recompute recompute);
 
 // A device group = the TP×CP GPUs that act as one pipeline rank, replicated `dp` times (the
 // replicas are folded: simulated once, counted `dp` times for GPUs and FLOPs).
@@ -83,7 +68,7 @@ struct Stage {
                              // chunk earliest in the model); schedule generators interleave by it
   int microbatch = 0;
   int sub_microbatch = 0;    // modality-specific slice of the microbatch (DIP); 0 if unused
-  Pass pass = Pass::kForward;
+  spec::Pass pass = spec::Pass::kForward;
   double latency_s = 0;      // compute time on the group
   double flops = 0;          // model FLOPs of one replica (for MFU); 0 if unknown
   int64_t activation_alloc_bytes = 0;  // per GPU, allocated when the stage starts
@@ -92,7 +77,7 @@ struct Stage {
   // backward (H2D prefetch) on the group's copy stream; the simulator prices the copies
   // (docs/simulator.md "Offload"). Not in activation_*_bytes. 0 = nothing offloaded.
   int64_t offload_bytes = 0;
-  Recompute recompute = Recompute::kNone;
+  spec::Recompute recompute = spec::Recompute::kNone;
   // Per-layer memory options (DIP §5.3): how many of the chunk's layers use none / selective /
   // full / offload (index = Recompute), layers in that order; all zero = every layer `recompute`.
   std::array<int16_t, 4> recompute_layers{};

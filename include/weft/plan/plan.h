@@ -62,8 +62,8 @@ bool IsP2pPost(ActionKind kind);  // kIsend or kIrecv
 // kBackward or kBackwardWeight: the computes after which a module's gradients are complete.
 bool IsWeightGradient(ActionKind kind);
 // The compute action kind of a pass (kForward for Pass::kForward, ...), and back.
-ActionKind ComputeKindOf(graph::Pass pass);
-graph::Pass PassOf(ActionKind compute_kind);
+ActionKind ComputeKindOf(spec::Pass pass);
+spec::Pass PassOf(ActionKind compute_kind);
 
 enum class DType : uint8_t { kBf16, kFp32 };
 std::string_view DTypeName(DType dtype);  // "bf16", "fp32"
@@ -90,7 +90,7 @@ struct StageRef {
   int chunk = 0;           // local chunk index on the rank (0 = earliest in the model)
   int microbatch = 0;
   int sub_microbatch = 0;  // 0 if the strategy has no sub-microbatches
-  graph::Pass pass = graph::Pass::kForward;  // for compute actions it equals the action's pass
+  spec::Pass pass = spec::Pass::kForward;  // for compute actions it equals the action's pass
   friend bool operator==(const StageRef&, const StageRef&) = default;
 };
 
@@ -100,7 +100,7 @@ struct Action {
   // Compute actions only.
   std::vector<BufferId> inputs;   // buffers read; must be ready (produced here or waited for)
   std::vector<BufferId> outputs;  // buffers written; allocated by this action
-  graph::Recompute recompute = graph::Recompute::kNone;
+  spec::Recompute recompute = spec::Recompute::kNone;
   std::array<int16_t, 4> recompute_layers{};  // per-layer mix (graph::Stage); all 0 = uniform
   int64_t activation_alloc_bytes = 0;  // stashed activation bytes allocated by this stage
   int64_t activation_free_bytes = 0;   // stashed activation bytes released by this stage

@@ -18,7 +18,7 @@ namespace weft::planning {
 
 // What planned iterations used, accumulated over iterations.
 struct ConfigurationUsage {
-  // Per model module: bit (1 << cost::Recompute) for each level some stage (or, with per-layer
+  // Per model module: bit (1 << spec::Recompute) for each level some stage (or, with per-layer
   // options, some layer) of the module used.
   std::vector<unsigned> recompute_levels;
   // Microbatches per backbone DP replica (the plan's assignment), fewest and most seen; 0 = none.

@@ -31,7 +31,7 @@ namespace weft::planning {
 
 struct GraphBuildOptions {
   std::vector<int> sub_microbatch_size;        // per module; empty / 0 = whole microbatch
-  std::vector<cost::Recompute> recompute;      // per module; empty = kNone
+  std::vector<spec::Recompute> recompute;      // per module; empty = kNone
   bool split_backward = false;                 // B (input) and W (weight) as separate stages
   // A module with no work in a microbatch (no images) still gets zero-time stages on its chunks,
   // as a static pipeline (Megatron) passes the microbatch through every stage; keeps the rank
@@ -98,10 +98,14 @@ StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
 // further variant costs a copy and a Finalize. Variant v equals BuildStageGraph with
 // options.recompute = recompute_by_variant[v].
 StatusOr<std::vector<graph::StageGraph>> BuildStageGraphVariants(
-    const spec::ModelSpec& model, const Placement& placement, const spec::Batch& batch,
-    const Microbatches& microbatches, const cost::CostModel& cost_model,
-    const data::WorkloadOptions& workload, const GraphBuildOptions& options,
-    const std::vector<std::vector<cost::Recompute>>& recompute_by_variant);
+    const spec::ModelSpec& model,
+    const Placement& placement,
+    const spec::Batch& batch,
+    const Microbatches& microbatches,
+    const cost::CostModel& cost_model,
+    const data::WorkloadOptions& workload,
+    const GraphBuildOptions& options,
+    const std::vector<std::vector<spec::Recompute>>& recompute_by_variant);
 
 // The token shape the graph builder priced `stage` of a graph built from `microbatches` (its
 // module's workload instances [instance_begin, instance_end) of its microbatch; context tokens

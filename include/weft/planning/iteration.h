@@ -51,9 +51,12 @@ StatusOr<IterationPlan> PlanReplicas(const Job& job, const StaticPlan& plan,
 using ReplicaVariantsScheduleFn = std::function<StatusOr<sched::Schedule>(
     int replica, std::vector<graph::StageGraph>& variants)>;
 StatusOr<IterationPlan> PlanReplicaVariants(
-    const Job& job, const StaticPlan& plan, const IterationInput& input,
-    const std::vector<std::vector<cost::Recompute>>& extra_recompute,
-    const ReplicaVariantsScheduleFn& schedule, int threads);
+    const Job& job,
+    const StaticPlan& plan,
+    const IterationInput& input,
+    const std::vector<std::vector<spec::Recompute>>& extra_recompute,
+    const ReplicaVariantsScheduleFn& schedule,
+    int threads);
 
 // Simulates every replica of an iteration plan. The iteration time is the slowest replica's.
 struct IterationEvaluation {
@@ -112,7 +115,7 @@ PlanOutcome MakePlanOutcome(bool oom, FallbackReason fallback, std::string detai
 struct PlannedIteration {
   IterationPlan plan;
   IterationEvaluation evaluation;
-  cost::Recompute recompute_used = cost::Recompute::kNone;
+  spec::Recompute recompute_used = spec::Recompute::kNone;
   PlanOutcome outcome = {};
 };
 

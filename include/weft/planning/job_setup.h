@@ -92,7 +92,7 @@ struct JobSetup {
   std::string notes;                                              // given vs used
   // The lowest uniform recompute level the planner's memory policy tries (JobOptions::recompute;
   // rule-based strategies only: Planner::Create refuses it for one that manages memory).
-  cost::Recompute recompute_floor = cost::Recompute::kNone;
+  spec::Recompute recompute_floor = spec::Recompute::kNone;
   int first_stage_llm_layers = 0, last_stage_llm_layers = 0;  // JobOptions' (0 = unchecked)
 };
 StatusOr<std::unique_ptr<JobSetup>> MakeJobSetup(const JobOptions& options);

@@ -117,7 +117,7 @@ struct StaticPlan {
   std::string description;  // one line: partition and schedule rule
   // Per module: sub-microbatch size in instances (0 = whole microbatch), recompute strategy.
   std::vector<int> sub_microbatch_size;
-  std::vector<cost::Recompute> recompute;
+  std::vector<spec::Recompute> recompute;
   bool split_backward = false;     // B and W as separate stages (zero-bubble)
   bool keep_empty_stages = false;  // see GraphBuildOptions::keep_empty_stages
   int num_microbatches = 0;  // per anchor (LLM) replica; 0 = the job's (a user placement sets it)

@@ -33,8 +33,10 @@ struct LaunchFile {
 // `recompute`: the uniform level the memory policy kept for the configuration.
 // `companion_path`: where the caller writes LaunchFile::companion_text (the TOML names it).
 // FailedPrecondition naming the reason when the format cannot run the strategy's plan.
-StatusOr<LaunchFile> EmitLaunch(LaunchFormat format, const planning::Planner& planner,
-                                cost::Recompute recompute, std::string_view header,
+StatusOr<LaunchFile> EmitLaunch(LaunchFormat format,
+                                const planning::Planner& planner,
+                                spec::Recompute recompute,
+                                std::string_view header,
                                 std::string_view companion_path = "");
 
 }  // namespace weft::strategy

@@ -157,8 +157,8 @@ Status Simulate(const Job& job, const spec::Batch& batch, Candidate& c) {
   WEFT_ASSIGN_OR_RETURN(Placement placement,
                         planning::BuildPlacement(c.spec, job.model, job.cluster, *job.cost_model));
   StaticPlan plan = MakeStaticPlan(std::move(placement), "cornstarch candidate", job.model);
-  for (cost::Recompute level :
-       {cost::Recompute::kNone, cost::Recompute::kSelective, cost::Recompute::kFull}) {
+  for (spec::Recompute level :
+       {spec::Recompute::kNone, spec::Recompute::kSelective, spec::Recompute::kFull}) {
     plan.recompute.assign(job.model.modules.size(), level);
     WEFT_ASSIGN_OR_RETURN(Assignment assignment, planning::DefaultAssignmentFor(job, plan, batch));
     WEFT_ASSIGN_OR_RETURN(IterationPlan it,
@@ -170,7 +170,7 @@ Status Simulate(const Job& job, const spec::Batch& batch, Candidate& c) {
     c.iteration_s = e.iteration_time_s;
     c.samples_per_s = e.samples_per_s;
     c.oom = e.oom;
-    c.recompute = std::string(cost::RecomputeName(level));
+    c.recompute = std::string(spec::RecomputeName(level));
     if (!e.oom) break;
   }
   return OkStatus();

@@ -147,11 +147,8 @@ StatusOr<double> PlannerCorrectionFactor(const Job& job, const spec::Batch& batc
   WEFT_ASSIGN_OR_RETURN(
       cost::TokenShape shape,
       planning::StageTokenShape(job.model, batch, microbatches, job.workload, stage));
-  const cost::Pass pass = stage.pass == graph::Pass::kForward ? cost::Pass::kForward
-                          : stage.pass == graph::Pass::kBackwardWeight
-                              ? cost::Pass::kBackwardWeight
-                              : cost::Pass::kBackwardInput;
-  return factors.Factor(stage.module, pass, shape);
+  // A kBackward stage takes its input gradient's factor (the first of its spec::PassParts).
+  return factors.Factor(stage.module, spec::PassParts(stage.pass).front(), shape);
 }
 
 StatusOr<std::shared_ptr<const CorrectionState>> ObserveCorrection(

@@ -133,7 +133,7 @@ StatusOr<MeasuredRun> MeasureInjected(const planning::Planner& planner,
             factor, PlannerCorrectionFactor(job, batch, replica.microbatches, factors, st));
       }
       double t = st.latency_s / factor;
-      if (st.module == roles.llm && st.pass == graph::Pass::kForward) {
+      if (st.module == roles.llm && st.pass == spec::Pass::kForward) {
         std::vector<int> items;
         for (int32_t s : replica.graph.sample_set(st.samples)) {
           if (s >= 0 && s < static_cast<int32_t>(item_of_sample.size())) {

@@ -886,11 +886,11 @@ StatusOr<IterationPlan> DipStrategy::PlanIteration(const Job& job, const StaticP
 
 // The uniform recompute levels the memory optimizer reads, after none: selective, full[,
 // offload].
-std::vector<std::vector<cost::Recompute>> MemoryLevels(const Job& job, bool offload) {
-  std::vector<std::vector<cost::Recompute>> levels;
-  for (auto level : cost::kAllRecompute) {
-    if (level == cost::Recompute::kNone) continue;
-    if (level == cost::Recompute::kOffload && !offload) continue;
+std::vector<std::vector<spec::Recompute>> MemoryLevels(const Job& job, bool offload) {
+  std::vector<std::vector<spec::Recompute>> levels;
+  for (auto level : spec::kAllRecompute) {
+    if (level == spec::Recompute::kNone) continue;
+    if (level == spec::Recompute::kOffload && !offload) continue;
     levels.emplace_back(job.model.modules.size(), level);
   }
   return levels;
@@ -905,7 +905,7 @@ StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const Static
                                                     const std::function<bool()>& hurry,
                                                     const AfterSearch& after_search) const {
   StaticPlan fast = plan;
-  fast.recompute.assign(job.model.modules.size(), cost::Recompute::kNone);
+  fast.recompute.assign(job.model.modules.size(), spec::Recompute::kNone);
   // The step-2 variants come from the same draft when they would be built with the same options
   // (RecomputeVariants sets the sub-microbatch sizes only; one replica per graph).
   const bool share_draft =
@@ -913,7 +913,7 @@ StatusOr<IterationPlan> DipStrategy::PlanFastGraphs(const Job& job, const Static
   return PlanReplicaVariants(
       job, fast, {.batch = batch, .assignment = assignment},
       share_draft ? MemoryLevels(job, options_.memory_offload)
-                  : std::vector<std::vector<cost::Recompute>>{},
+                  : std::vector<std::vector<spec::Recompute>>{},
       [&](int r, std::vector<graph::StageGraph>& variants) -> StatusOr<sched::Schedule> {
         const auto step1_start = std::chrono::steady_clock::now();
         // With the variants the fast graph has the step-2 graphs' shape (one draft).
@@ -940,9 +940,9 @@ StatusOr<std::vector<graph::StageGraph>> RecomputeVariants(const Job& job, const
                                                            const spec::Batch& batch,
                                                            const Microbatches& microbatches,
                                                            bool offload) {
-  std::vector<std::vector<cost::Recompute>> levels;
-  for (auto level : cost::kAllRecompute) {
-    if (level == cost::Recompute::kOffload && !offload) continue;
+  std::vector<std::vector<spec::Recompute>> levels;
+  for (auto level : spec::kAllRecompute) {
+    if (level == spec::Recompute::kOffload && !offload) continue;
     levels.emplace_back(job.model.modules.size(), level);
   }
   GraphBuildOptions o;
@@ -1064,12 +1064,12 @@ StatusOr<IterationPlan> DipStrategy::PlanUniformLevels(const Job& job, const Sta
   // when it names one (non-empty), else the fastest of none / selective / full whose plan fits (a
   // memory-capped schedule without recomputation can be slower than one with it).
   const int num_modules = static_cast<int>(job.model.modules.size());
-  std::vector<std::vector<cost::Recompute>> levels;
+  std::vector<std::vector<spec::Recompute>> levels;
   if (!plan.recompute.empty()) {
     levels.push_back(plan.recompute);
   } else {
-    for (auto level : {cost::Recompute::kNone, cost::Recompute::kSelective,
-                       cost::Recompute::kFull}) {
+    for (auto level :
+         {spec::Recompute::kNone, spec::Recompute::kSelective, spec::Recompute::kFull}) {
       levels.emplace_back(num_modules, level);
     }
   }
@@ -1140,8 +1140,8 @@ StatusOr<IterationPlan> DipStrategy::PlanUniformLevels(const Job& job, const Sta
     std::string chosen;
     for (int l : best_level) {
       chosen += std::string(chosen.empty() ? "" : ", ") +
-                std::string(cost::RecomputeName(levels[l].empty() ? cost::Recompute::kNone
-                                                                  : levels[l][0]));
+                std::string(
+                    spec::RecomputeName(levels[l].empty() ? spec::Recompute::kNone : levels[l][0]));
     }
     int still_oom = 0;
     for (const Score& score : best_scores) still_oom += score.oom ? 1 : 0;

@@ -84,13 +84,13 @@ TEST(DualQueueSchedule, AlternatesForwardAndBackwardLike1F1BWhenBothAreReady) {
   const auto& last = s->order[1];
   ASSERT_EQ(last.size(), 8u);
   for (size_t i = 0; i < last.size(); ++i) {
-    EXPECT_EQ(graph::IsBackward(g.stage(last[i]).pass), i % 2 == 1) << i;
+    EXPECT_EQ(spec::IsBackward(g.stage(last[i]).pass), i % 2 == 1) << i;
     EXPECT_EQ(g.stage(last[i]).microbatch, static_cast<int>(i / 2));
   }
   // The first group starts with two forwards (warmup), then alternates.
   const auto& first = s->order[0];
-  EXPECT_EQ(g.stage(first[0]).pass, graph::Pass::kForward);
-  EXPECT_EQ(g.stage(first[1]).pass, graph::Pass::kForward);
+  EXPECT_EQ(g.stage(first[0]).pass, spec::Pass::kForward);
+  EXPECT_EQ(g.stage(first[1]).pass, spec::Pass::kForward);
   // Simulated time matches 1F1B on this pipeline.
   auto one_f_one_b = sched::MakeSchedule(sched::ScheduleKind::kOneFOneB, g);
   ASSERT_TRUE(one_f_one_b.ok());

@@ -141,7 +141,7 @@ StatusOr<sched::Schedule> DualQueueSchedule(const graph::StageGraph& g,
   // Queues stage s of group `gi`; returns whether it is a forward.
   const auto make_ready = [&](graph::StageId s, int gi) {
     const graph::Stage& st = g.stage(s);
-    const bool forward = st.pass == graph::Pass::kForward;
+    const bool forward = st.pass == spec::Pass::kForward;
     const double key = options.priority_key.empty() ? static_cast<double>(st.microbatch)
                                                     : options.priority_key[s];
     if (forward) {
@@ -276,7 +276,7 @@ StatusOr<sched::Schedule> DualQueueSchedule(const graph::StageGraph& g,
     const graph::StageId s = pick->id;
     const double start = std::max(t_last, pick->t_start_s);
     const graph::Stage& st = g.stage(s);
-    last_forward[gi] = st.pass == graph::Pass::kForward;
+    last_forward[gi] = st.pass == spec::Pass::kForward;
     std::vector<ReadyStage>& q = last_forward[gi] ? queues.forward : queues.backward;
     q[pick - q.data()] = q.back();
     q.pop_back();

@@ -65,7 +65,7 @@ StatusOr<sched::Schedule> ReferenceDualQueueSchedule(const graph::StageGraph& g,
     return held[gi] + g.stage(s).activation_alloc_bytes <= cap_of(gi);
   };
   auto eligible = [&](int gi, graph::StageId s, bool ignore_cap) {
-    return graph::IsBackward(g.stage(s).pass) || ignore_cap || forward_allowed(gi, s);
+    return spec::IsBackward(g.stage(s).pass) || ignore_cap || forward_allowed(gi, s);
   };
 
   // Per group: the earliest start among its eligible ready stages (under the cap / ignoring it).
@@ -113,7 +113,7 @@ StatusOr<sched::Schedule> ReferenceDualQueueSchedule(const graph::StageGraph& g,
     double t_fw = std::numeric_limits<double>::infinity(), t_bw = t_fw;
     for (graph::StageId s : q) {
       if (!eligible(gi, s, ignore_cap)) continue;
-      double& t = graph::IsBackward(g.stage(s).pass) ? t_bw : t_fw;
+      double& t = spec::IsBackward(g.stage(s).pass) ? t_bw : t_fw;
       t = std::min(t, t_start[s]);
     }
     int pick = -1;
@@ -123,7 +123,7 @@ StatusOr<sched::Schedule> ReferenceDualQueueSchedule(const graph::StageGraph& g,
       for (int idx = 0; idx < static_cast<int>(q.size()); ++idx) {
         const graph::StageId s = q[idx];
         if (!eligible(gi, s, ignore_cap) || t_start[s] > t_last[gi]) continue;
-        if (graph::IsBackward(g.stage(s).pass) != want_backward) continue;
+        if (spec::IsBackward(g.stage(s).pass) != want_backward) continue;
         if (pick < 0 || before(s, q[pick])) pick = idx;
       }
     }
@@ -152,7 +152,7 @@ StatusOr<sched::Schedule> ReferenceDualQueueSchedule(const graph::StageGraph& g,
     const double start = std::max(t_last[gi], t_start[s]);
     end[s] = start + st.latency_s;
     t_last[gi] = end[s];
-    last_forward[gi] = !graph::IsBackward(st.pass);
+    last_forward[gi] = !spec::IsBackward(st.pass);
     held[gi] += st.activation_alloc_bytes - st.activation_free_bytes;
     out.order[gi].push_back(s);
     dirty[gi] = 1;
@@ -190,8 +190,8 @@ RandomCase MakeRandomCase(std::mt19937_64& rng, const spec::ClusterSpec* cluster
   }
   const int n = uniform(1, 120);
   for (int s = 0; s < n; ++s) {
-    const auto pass = static_cast<graph::Pass>(uniform(0, 3));  // F, B, Bi or W
-    const bool backward = graph::IsBackward(pass);
+    const auto pass = static_cast<spec::Pass>(uniform(0, 3));  // F, B, Bi or W
+    const bool backward = spec::IsBackward(pass);
     c.graph.AddStage({
         .group = uniform(0, num_groups - 1),
         .microbatch = uniform(0, 5),

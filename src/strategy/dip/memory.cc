@@ -16,7 +16,7 @@
 namespace weft::strategy::dip {
 namespace {
 
-constexpr int kOffload = static_cast<int>(graph::Recompute::kOffload);
+constexpr int kOffload = static_cast<int>(spec::Recompute::kOffload);
 
 // The backward stage that frees `f`'s activations (same group, module, chunk and slice).
 int FreeingStage(const graph::StageGraph& g, int f) {
@@ -24,7 +24,7 @@ int FreeingStage(const graph::StageGraph& g, int f) {
   for (graph::EdgeId e : g.out_edges(f)) {
     const int to = g.edge(e).to;
     const graph::Stage& ts = g.stage(to);
-    if (graph::IsBackward(ts.pass) && ts.group == fs.group && ts.module == fs.module &&
+    if (spec::IsBackward(ts.pass) && ts.group == fs.group && ts.module == fs.module &&
         ts.chunk == fs.chunk && ts.microbatch == fs.microbatch &&
         ts.sub_microbatch == fs.sub_microbatch &&
         ts.activation_free_bytes == fs.activation_alloc_bytes) {
@@ -192,7 +192,7 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(std::span<const graph::StageGr
   m.options_begin_.push_back(0);
   for (int f = 0; f < n; ++f) {
     const graph::Stage& fs = base.stage(f);
-    if (fs.pass != graph::Pass::kForward || fs.activation_alloc_bytes <= 0) continue;
+    if (fs.pass != spec::Pass::kForward || fs.activation_alloc_bytes <= 0) continue;
     const int b = FreeingStage(base, f);
     if (b < 0) continue;
     bool same_pair = true;
@@ -230,7 +230,7 @@ StatusOr<MemoryOptimizer> MemoryOptimizer::Create(std::span<const graph::StageGr
           if (c.layers[o] > 0) ++kinds;
           if (c.layers[o] > c.layers[dominant]) dominant = o;
         }
-        m.stage_recompute_.push_back({static_cast<graph::Recompute>(dominant), kinds > 1});
+        m.stage_recompute_.push_back({static_cast<spec::Recompute>(dominant), kinds > 1});
       }
       m.options_begin_.push_back(static_cast<int>(m.live_options_.size()));
     }

@@ -207,7 +207,7 @@ graph::StageGraph WithOffload(const graph::StageGraph& g, int64_t bytes) {
     graph::Stage copy = st;
     copy.activation_alloc_bytes = copy.activation_free_bytes = 0;
     copy.offload_bytes = bytes;
-    copy.recompute = graph::Recompute::kOffload;
+    copy.recompute = spec::Recompute::kOffload;
     out.AddStage(copy);
   }
   for (const auto& e : g.edges()) out.AddEdge(e);
@@ -250,7 +250,7 @@ TEST(MemoryOptimizer, AReplicaThatFitsWithoutOptionsGetsNone) {
     EXPECT_EQ(choice->layers_by_option, (std::array<int64_t, 4>{2 * mbs * 4, 0, 0, 0}));
     EXPECT_NEAR(choice->extra_s, 0, 1e-12);
     for (const auto& st : choice->graph.stages()) {
-      EXPECT_EQ(st.recompute, graph::Recompute::kNone);
+      EXPECT_EQ(st.recompute, spec::Recompute::kNone);
       EXPECT_EQ(st.offload_bytes, 0);
     }
   }
@@ -305,9 +305,9 @@ TEST(MemoryOptimizer, OffloadIsPricedAndLimitedByHostMemory) {
     int64_t host = 0, peak = 0;
     for (auto id : order->order[g]) {
       const auto& st = choice->graph.stage(id);
-      if (st.pass == graph::Pass::kForward) host += st.offload_bytes;
+      if (st.pass == spec::Pass::kForward) host += st.offload_bytes;
       peak = std::max(peak, host);
-      if (st.pass != graph::Pass::kForward) host -= st.offload_bytes;
+      if (st.pass != spec::Pass::kForward) host -= st.offload_bytes;
     }
     EXPECT_LE(peak, 3 * kGB / 2);
   }

@@ -44,7 +44,7 @@ StatusOr<sched::Schedule> SequentialSchedule(const graph::StageGraph& g) {
   std::iota(ids.begin(), ids.end(), 0);
   auto key = [&](graph::StageId id) {
     const graph::Stage& st = g.stage(id);
-    const bool backward = graph::IsBackward(st.pass);
+    const bool backward = spec::IsBackward(st.pass);
     return std::make_tuple(st.microbatch, backward ? 1 : 0, backward ? -st.chunk : st.chunk,
                            st.sub_microbatch, static_cast<int>(st.pass));
   };
@@ -188,7 +188,7 @@ class FsdpStrategy final : public Strategy {
       if (compute_s <= 0) continue;  // no rank runs the unit in this microbatch: no collective
       const UnitCollectives& c = comm.at(ref.chunk);
       step.all_gather_s = c.all_gather_s;
-      if (graph::IsBackward(ref.pass) && mode_of.at(ref.module) == cost::BackwardMode::kFull) {
+      if (spec::IsBackward(ref.pass) && mode_of.at(ref.module) == cost::BackwardMode::kFull) {
         step.reduce_scatter_s = c.reduce_scatter_s;
       }
       comm_s += step.all_gather_s + step.reduce_scatter_s;

@@ -112,7 +112,7 @@ HandTimes Hand(const JobSetup& setup, int64_t tokens) {
     auto c = job.cost_model->Layer(job.model, llm, l, cost::TokenShape::Uniform(tokens), p);
     EXPECT_TRUE(c.ok());
     h.f.push_back(c->forward_s);
-    h.b.push_back(c->BackwardS(cost::Recompute::kNone));
+    h.b.push_back(c->BackwardS(spec::Recompute::kNone));
     h.gather.push_back(0.5 * c->parameter_bytes / bw + link.latency_s + base);
     h.reduce_scatter.push_back(0.5 * c->gradient_bytes / bw + link.latency_s + base);
     optimizer_traffic += 2 * c->optimizer_bytes + c->gradient_bytes + c->parameter_bytes;
@@ -145,7 +145,7 @@ TEST(FsdpTinyLm, ComputeBoundIterationEqualsTheHandComputation) {
   ASSERT_LT(max_comm, *std::min_element(h.b.begin(), h.b.end()));
   auto planned = PlanTiny(std::move(setup), kTokens);
   ASSERT_TRUE(planned.ok()) << planned.status().ToString();
-  ASSERT_EQ(planned->recompute_used, cost::Recompute::kNone);
+  ASSERT_EQ(planned->recompute_used, spec::Recompute::kNone);
   ASSERT_EQ(planned->plan.replicas.size(), 2u);
   // Layer 0's gather exposed, then F0..F3 and B3..B0 back to back, then layer 0's reduce-scatter.
   const double expected = h.gather[0] + Sum(h.f) + Sum(h.b) + h.reduce_scatter[0];
@@ -167,7 +167,7 @@ TEST(FsdpTinyLm, CommunicationBoundIterationEqualsTheHandComputation) {
   ASSERT_LT(max_compute, *std::min_element(h.reduce_scatter.begin(), h.reduce_scatter.end()));
   auto planned = PlanTiny(std::move(setup), kTokens);
   ASSERT_TRUE(planned.ok()) << planned.status().ToString();
-  ASSERT_EQ(planned->recompute_used, cost::Recompute::kNone);
+  ASSERT_EQ(planned->recompute_used, spec::Recompute::kNone);
   // The communication stream never idles: 4 gathers forward, 4 backward, 4 reduce-scatters.
   const double expected = 2 * Sum(h.gather) + Sum(h.reduce_scatter);
   const auto& group = planned->evaluation.timelines[0].groups[0];

@@ -51,7 +51,7 @@ TEST(ManualPlacement, HeterogeneousDpIsOneGraphWithAGatherAndPerModuleSyncs) {
   int gathers = 0;
   for (int s = 0; s < g.num_stages(); ++s) {
     const auto& st = g.stage(s);
-    if (st.module != 2 || st.pass != graph::Pass::kForward || st.group != 2) continue;
+    if (st.module != 2 || st.pass != spec::Pass::kForward || st.group != 2) continue;
     std::set<int> from_groups;
     for (graph::EdgeId e : g.in_edges(s)) {
       const auto& from = g.stage(g.edge(e).from);

@@ -24,7 +24,7 @@ constexpr const char* kRule =
 
 struct Evaluated {
   double mean_s = 0;
-  cost::Recompute recompute = cost::Recompute::kNone;
+  spec::Recompute recompute = spec::Recompute::kNone;
   bool fits = false;
 };
 
@@ -32,8 +32,8 @@ struct Evaluated {
 // at which every batch fits (the last level tried when none does).
 StatusOr<Evaluated> Evaluate(const Job& job, const StaticPlan& base) {
   Evaluated out;
-  for (cost::Recompute level :
-       {cost::Recompute::kNone, cost::Recompute::kSelective, cost::Recompute::kFull}) {
+  for (spec::Recompute level :
+       {spec::Recompute::kNone, spec::Recompute::kSelective, spec::Recompute::kFull}) {
     StaticPlan plan = base;
     plan.recompute.assign(job.model.modules.size(), level);
     double total_s = 0;
@@ -194,14 +194,15 @@ class MegatronMimoStrategy final : public Strategy {
                                                                       job.cluster,
                                                                       *job.cost_model));
     const std::string description = fmt::format(
-        "Megatron MIMO, multimodule 1F1B, layers even within each module; {}; chosen before training from {} configs ({} rejected by the checks) "
+        "Megatron MIMO, multimodule 1F1B, layers even within each module; {}; chosen before "
+        "training from {} configs ({} rejected by the checks) "
         "by the rule: {}{}; {:.4g} s mean on {} profile batch(es) with recompute {}{}",
-        planning::DescribeMimoConfig(choice.config),
-        choice.configs_evaluated, choice.configs_rejected, kRule,
-        choice.gpu_step > 1 ? fmt::format(" (GPU shares in steps of {}·TP·CP here)", choice.gpu_step)
-                            : "",
-        choice.mean_iteration_s,
-        job.profile_batches.size(), cost::RecomputeName(choice.recompute),
+        planning::DescribeMimoConfig(choice.config), choice.configs_evaluated,
+        choice.configs_rejected, kRule,
+        choice.gpu_step > 1
+            ? fmt::format(" (GPU shares in steps of {}·TP·CP here)", choice.gpu_step)
+            : "",
+        choice.mean_iteration_s, job.profile_batches.size(), spec::RecomputeName(choice.recompute),
         choice.fits ? "" : " (none fits memory)");
     // The plan is exactly the one its MIMO config gives as a user placement (strategy manual):
     // the job's microbatches per LLM replica (fewer when its DP leaves fewer sequences).

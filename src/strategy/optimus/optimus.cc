@@ -26,7 +26,7 @@ StatusOr<sched::Schedule> OptimusOrder(const graph::StageGraph& g,
     for (int s = 0; s < g.num_stages(); ++s) {
       const auto& st = g.stage(s);
       if (st.group != gi) continue;
-      const bool fwd = st.pass == graph::Pass::kForward;
+      const bool fwd = st.pass == spec::Pass::kForward;
       if (is_encoder[st.module]) {
         (fwd ? enc_f : enc_b).push_back(s);
       } else {
@@ -39,10 +39,10 @@ StatusOr<sched::Schedule> OptimusOrder(const graph::StageGraph& g,
       if (x.microbatch != y.microbatch) return x.microbatch < y.microbatch;
       if (x.sub_microbatch != y.sub_microbatch) return x.sub_microbatch < y.sub_microbatch;
       // Forward chunks in layer order, backward chunks in reverse.
-      if (x.chunk != y.chunk) return x.pass == graph::Pass::kForward ? x.chunk < y.chunk
-                                                                     : x.chunk > y.chunk;
+      if (x.chunk != y.chunk)
+        return x.pass == spec::Pass::kForward ? x.chunk < y.chunk : x.chunk > y.chunk;
       // Same slot: forward in data-flow order, backward in reverse.
-      return x.pass == graph::Pass::kForward ? a < b : a > b;
+      return x.pass == spec::Pass::kForward ? a < b : a > b;
     };
     std::stable_sort(enc_f.begin(), enc_f.end(), by_flow);
     std::stable_sort(enc_b.begin(), enc_b.end(), by_flow);

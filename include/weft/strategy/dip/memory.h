@@ -128,7 +128,7 @@ class MemoryOptimizer {
   // Per candidate, flat as live_options_: the stages' Recompute (the option of most layers) and
   // whether its layers mix options (then the stages name the per-option layer counts).
   struct StageRecompute {
-    graph::Recompute dominant = graph::Recompute::kNone;
+    spec::Recompute dominant = spec::Recompute::kNone;
     bool mixed = false;
   };
   std::vector<StageRecompute> stage_recompute_;

@@ -40,7 +40,7 @@ struct MimoChoice {
   planning::MimoConfig config;
   planning::PlacementSpec spec;
   double mean_iteration_s = 0;  // over the profile batches, with `recompute`
-  cost::Recompute recompute = cost::Recompute::kNone;  // first uniform level that fit
+  spec::Recompute recompute = spec::Recompute::kNone;  // first uniform level that fit
   bool fits = false;
   int configs_evaluated = 0;  // passed the checks and simulated
   int configs_rejected = 0;   // enumerated but failed Megatron-Bridge's or weft's checks
