@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,8 +60,11 @@ class PyPlannerService {
     WEFT_ASSIGN_OR_RETURN(out.served, service_->Get(iteration, deadline));
     out.batch = batch;
     // Kept for report(): the plan and the state it was made in (the oldest go beyond a bound).
-    served_[iteration] = out.served;
-    while (static_cast<int>(served_.size()) > kMaxServedKept) served_.erase(served_.begin());
+    {
+      std::lock_guard<std::mutex> lock(served_mutex_);  // get() and report() release the GIL
+      served_[iteration] = out.served;
+      while (static_cast<int>(served_.size()) > kMaxServedKept) served_.erase(served_.begin());
+    }
     return world_ ? CompileWorldPlan(*planner_, iteration, out.served.planned, out.compiled)
                   : CompileReplica0(*planner_, iteration, out.served.planned, out.compiled);
   }
@@ -86,6 +90,7 @@ class PyPlannerService {
   Status Report(int64_t iteration,
                 const std::string& measured_json,
                 const cost::CorrectionRule& rule) {
+    std::lock_guard<std::mutex> lock(served_mutex_);
     auto found = served_.find(iteration);
     if (found == served_.end()) {
       return FailedPreconditionError(
@@ -129,6 +134,7 @@ class PyPlannerService {
   std::unique_ptr<service::PlannerService> service_;
   bool world_ = false;  // get() compiles the world plan (weft.plan(world=True))
   static constexpr int kMaxServedKept = 8;  // plans hold graphs: keep few
+  std::mutex served_mutex_;
   std::map<int64_t, service::ServedPlan> served_;  // served, not yet reported
 };
 
