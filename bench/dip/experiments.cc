@@ -619,7 +619,7 @@ StatusOr<ExperimentResult> SubbatchExperiment(const ExperimentOptions& o) {
   if (encoders.empty()) {
     return InvalidArgumentError("subbatch: model " + job.model + " has no encoder module");
   }
-  auto auto_strategy = MakeDipStrategy(DipVariant::kFull);
+  WEFT_ASSIGN_OR_RETURN(auto auto_strategy, MakeDipStrategy(DipVariant::kFull));
   WEFT_ASSIGN_OR_RETURN(StaticPlan auto_plan, auto_strategy->Prepare(setup->job));
   const int chosen = auto_plan.sub_microbatch_size[encoders[0]];
   if (std::find(sizes.begin(), sizes.end(), chosen) == sizes.end()) sizes.push_back(chosen);
@@ -640,9 +640,8 @@ StatusOr<ExperimentResult> SubbatchExperiment(const ExperimentOptions& o) {
     DipOptions opts;
     opts.sub_microbatch_size_override.assign(model.modules.size(), 0);
     for (int e : encoders) opts.sub_microbatch_size_override[e] = size;
-    WEFT_ASSIGN_OR_RETURN(auto planner,
-                          Planner::Create(setup, MakeDipStrategy(DipVariant::kFull, opts),
-                                          {.budget = budget}));
+    WEFT_ASSIGN_OR_RETURN(auto dip, MakeDipStrategy(DipVariant::kFull, opts));
+    WEFT_ASSIGN_OR_RETURN(auto planner, Planner::Create(setup, std::move(dip), {.budget = budget}));
     Row row{size, {}, 0, false};
     for (const auto& batch : batches) {
       WEFT_ASSIGN_OR_RETURN(PlannedIteration p, planner->Plan(batch));
@@ -1086,8 +1085,9 @@ StatusOr<DipOnlyResult> RunDipWithCostOptions(const JobOptions& job, const cost:
   owned->job.cost_model = owned->cost_model.get();
   std::shared_ptr<const JobSetup> setup(std::move(owned));
   WEFT_ASSIGN_OR_RETURN(auto batches, MakeIterationBatches(*setup, 0, iterations));
-  WEFT_ASSIGN_OR_RETURN(auto planner, Planner::Create(setup, MakeDipStrategy(DipVariant::kFull),
-                                                      {.budget = PaperBudget(o)}));
+  WEFT_ASSIGN_OR_RETURN(auto dip, MakeDipStrategy(DipVariant::kFull));
+  WEFT_ASSIGN_OR_RETURN(auto planner,
+                        Planner::Create(setup, std::move(dip), {.budget = PaperBudget(o)}));
   DipOnlyResult out;
   for (const auto& batch : batches) {
     WEFT_ASSIGN_OR_RETURN(PlannedIteration p, planner->Plan(batch));

@@ -151,6 +151,42 @@ std::vector<GradReduce> GradReducesOf(const graph::StageGraph& graph,
 
 }  // namespace
 
+Status CompileOptions::Validate() const {
+  if (iteration < 0) {
+    return InvalidArgumentError(fmt::format("options.iteration = {}; must be >= 0", iteration));
+  }
+  if (dtype != DType::kBf16 && dtype != DType::kFp32) {
+    return InvalidArgumentError(
+        fmt::format("options.dtype = {}; must be bf16 or fp32", static_cast<int>(dtype)));
+  }
+  for (size_t m = 0; m < hidden_size_by_module.size(); ++m) {
+    if (hidden_size_by_module[m] < 0) {
+      return InvalidArgumentError(fmt::format(
+          "options.hidden_size_by_module[{}] = {}; must be >= 0", m, hidden_size_by_module[m]));
+    }
+  }
+  if (memory_capacity_bytes < 0) {
+    return InvalidArgumentError(
+        fmt::format("options.memory_capacity_bytes = {}; must be >= 0 (0 = the timeline's)",
+                    memory_capacity_bytes));
+  }
+  if (num_replicas < 1 || replica < 0 || replica >= num_replicas) {
+    return InvalidArgumentError(fmt::format(
+        "options.replica = {}, options.num_replicas = {}; need 0 <= replica < num_replicas",
+        replica, num_replicas));
+  }
+  for (size_t g = 0; g < grad_sync_bytes_by_rank_module.size(); ++g) {
+    for (size_t m = 0; m < grad_sync_bytes_by_rank_module[g].size(); ++m) {
+      if (grad_sync_bytes_by_rank_module[g][m] < 0) {
+        return InvalidArgumentError(
+            fmt::format("options.grad_sync_bytes_by_rank_module[{}][{}] = {}; must be >= 0", g, m,
+                        grad_sync_bytes_by_rank_module[g][m]));
+      }
+    }
+  }
+  return OkStatus();
+}
+
 StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
                                     const sched::Schedule& schedule,
                                     const sim::Timeline& timeline,
@@ -163,33 +199,12 @@ StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,
         "graph and schedule first)",
         timeline.stages.size(), graph.num_stages()));
   }
-  if (options.num_replicas < 1 || options.replica < 0 || options.replica >= options.num_replicas) {
-    return InvalidArgumentError(fmt::format(
-        "options.replica = {}, options.num_replicas = {}; need 0 <= replica < num_replicas",
-        options.replica, options.num_replicas));
-  }
-  if (!options.grad_sync_bytes_by_rank_module.empty()) {
-    const auto& table = options.grad_sync_bytes_by_rank_module;
-    if (static_cast<int>(table.size()) != graph.num_groups()) {
-      return InvalidArgumentError(fmt::format(
-          "options.grad_sync_bytes_by_rank_module has {} rows; the graph has {} groups",
-          table.size(), graph.num_groups()));
-    }
-    for (size_t g = 0; g < table.size(); ++g) {
-      for (size_t m = 0; m < table[g].size(); ++m) {
-        if (table[g][m] < 0) {
-          return InvalidArgumentError(fmt::format(
-              "options.grad_sync_bytes_by_rank_module[{}][{}] = {}; must be >= 0", g, m,
-              table[g][m]));
-        }
-      }
-    }
-  }
-  for (size_t m = 0; m < options.hidden_size_by_module.size(); ++m) {
-    if (options.hidden_size_by_module[m] < 0) {
-      return InvalidArgumentError(fmt::format("options.hidden_size_by_module[{}] = {}; must be >= 0",
-                                              m, options.hidden_size_by_module[m]));
-    }
+  WEFT_RETURN_IF_ERROR(options.Validate());
+  const auto& table = options.grad_sync_bytes_by_rank_module;
+  if (!table.empty() && static_cast<int>(table.size()) != graph.num_groups()) {
+    return InvalidArgumentError(
+        fmt::format("options.grad_sync_bytes_by_rank_module has {} rows; the graph has {} groups",
+                    table.size(), graph.num_groups()));
   }
 
   const int num_groups = graph.num_groups();

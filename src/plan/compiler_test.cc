@@ -336,6 +336,33 @@ TEST(CompilePlan, FanInGraphCompilesValidatesAndIsRefusedByTorchExport) {
                         "from 2 stages"));
 }
 
+TEST(CompileOptionsValidate, DefaultsAreValidAndEachBadFieldIsNamedWithItsRule) {
+  EXPECT_TRUE(CompileOptions{}.Validate().ok());
+  const struct {
+    CompileOptions options;
+    const char* message;
+  } cases[] = {
+      {{.iteration = -1}, "options.iteration = -1; must be >= 0"},
+      {{.dtype = static_cast<DType>(7)}, "options.dtype = 7; must be bf16 or fp32"},
+      {{.hidden_size_by_module = {8, -1}}, "options.hidden_size_by_module[1] = -1; must be >= 0"},
+      {{.memory_capacity_bytes = -1},
+       "options.memory_capacity_bytes = -1; must be >= 0 (0 = the timeline's)"},
+      {{.replica = 0, .num_replicas = 0},
+       "options.replica = 0, options.num_replicas = 0; need 0 <= replica < num_replicas"},
+      {{.grad_sync_bytes_by_rank_module = {{1}, {0, -2}}},
+       "options.grad_sync_bytes_by_rank_module[1][1] = -2; must be >= 0"},
+  };
+  for (const auto& c : cases) {
+    const Status s = c.options.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.message;
+    EXPECT_EQ(s.message(), c.message);
+  }
+  // CompilePlan checks them before compiling (a negative iteration: a plan its reader refuses).
+  Compiled c = CompileRule(2, 1, 2, ScheduleKind::kOneFOneB, false);
+  EXPECT_EQ(CompilePlan(c.graph, c.schedule, c.timeline, {.iteration = -1}).status().message(),
+            "options.iteration = -1; must be >= 0");
+}
+
 TEST(CompilePlan, RejectsATimelineOfAnotherGraph) {
   Compiled c = CompileRule(2, 1, 2, ScheduleKind::kOneFOneB, false);
   sim::Timeline wrong = c.timeline;

@@ -1,5 +1,7 @@
 #include "weft/planning/graph_builder.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -1002,12 +1004,42 @@ StatusOr<graph::StageGraph> MakeGraph(const GraphDraft& draft,
 
 }  // namespace
 
+Status GraphBuildOptions::Validate() const {
+  for (size_t i = 0; i < sub_microbatch_size.size(); ++i) {
+    if (sub_microbatch_size[i] < 0) {
+      return InvalidArgumentError(
+          fmt::format("sub_microbatch_size[{}] = {}; must be >= 0 (0 = the whole microbatch)", i,
+                      sub_microbatch_size[i]));
+    }
+  }
+  for (size_t i = 0; i < recompute.size(); ++i) {
+    if (static_cast<int>(recompute[i]) >= spec::kNumRecompute) {
+      return InvalidArgumentError(
+          fmt::format("recompute[{}] = {}; must be none, selective, full or offload", i,
+                      static_cast<int>(recompute[i])));
+    }
+  }
+  if (!(weight_grad_activation_fraction >= 0 && weight_grad_activation_fraction <= 1)) {
+    return InvalidArgumentError(
+        fmt::format("weight_grad_activation_fraction = {}; must be in [0, 1]",
+                    weight_grad_activation_fraction));
+  }
+  for (size_t k = 0; k < anchor_replica.size(); ++k) {
+    if (anchor_replica[k] < 0) {
+      return InvalidArgumentError(
+          fmt::format("anchor_replica[{}] = {}; must be >= 0", k, anchor_replica[k]));
+    }
+  }
+  return OkStatus();
+}
+
 StatusOr<graph::StageGraph> BuildStageGraph(const spec::ModelSpec& model,
                                             const Placement& placement, const spec::Batch& batch,
                                             const Microbatches& microbatches,
                                             const cost::CostModel& cost_model,
                                             const data::WorkloadOptions& workload,
                                             const GraphBuildOptions& options) {
+  WEFT_RETURN_IF_ERROR(options.Validate());
   DraftBuilder builder(model, placement, batch, cost_model, workload, options);
   WEFT_ASSIGN_OR_RETURN(GraphDraft draft, builder.Build(microbatches));
   return MakeGraph(draft, options.recompute, options);
@@ -1022,6 +1054,7 @@ StatusOr<std::vector<graph::StageGraph>> BuildStageGraphVariants(
     const data::WorkloadOptions& workload,
     const GraphBuildOptions& options,
     const std::vector<std::vector<spec::Recompute>>& recompute_by_variant) {
+  WEFT_RETURN_IF_ERROR(options.Validate());
   DraftBuilder builder(model, placement, batch, cost_model, workload, options);
   WEFT_ASSIGN_OR_RETURN(GraphDraft draft, builder.Build(microbatches));
   std::vector<graph::StageGraph> out;

@@ -27,12 +27,25 @@ std::string_view MemoryPolicyName(MemoryPolicy policy) {
   return "?";
 }
 
+Status PlannerOptions::Validate() const {
+  WEFT_RETURN_IF_ERROR(budget.Validate());
+  WEFT_RETURN_IF_ERROR(sim.Validate().WithPrefix("sim"));
+  if (memory_policy.has_value() && *memory_policy != MemoryPolicy::kFixed) {
+    return InvalidArgumentError(fmt::format(
+        "memory_policy = {}; must be unset or kFixed (the others follow from the strategy and "
+        "the static plan)",
+        *memory_policy == MemoryPolicy::kStrategy ? "kStrategy" : "kFirstUniformLevelThatFits"));
+  }
+  return OkStatus();
+}
+
 StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetup> setup,
                                                    std::unique_ptr<Strategy> strategy,
                                                    PlannerOptions options) {
   if (setup == nullptr || strategy == nullptr) {
     return InvalidArgumentError("Planner::Create: setup and strategy are required");
   }
+  WEFT_RETURN_IF_ERROR(options.Validate());
   WEFT_ASSIGN_OR_RETURN(StaticPlan fixed, strategy->Prepare(setup->job));
   return Create(std::move(setup), std::move(strategy), std::move(fixed), std::move(options));
 }
@@ -45,7 +58,7 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetu
     return InvalidArgumentError("Planner::Create: a job with a cost model and a strategy are "
                                 "required");
   }
-  WEFT_RETURN_IF_ERROR(options.budget.Validate());
+  WEFT_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<Planner> p(new Planner());
   p->setup_ = std::move(setup);
   p->strategy_ = std::move(strategy);
@@ -73,12 +86,7 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(std::shared_ptr<const JobSetu
     p->grad_sync_bytes_by_group_module_[chunk.group][chunk.module] +=
         static_cast<int64_t>(c.gradient_bytes);
   }
-  if (p->options_.memory_policy.has_value()) {
-    if (*p->options_.memory_policy != MemoryPolicy::kFixed) {
-      return InvalidArgumentError(
-          "PlannerOptions::memory_policy may only force kFixed (the others follow from the "
-          "strategy and the static plan)");
-    }
+  if (p->options_.memory_policy.has_value()) {  // kFixed (PlannerOptions::Validate)
     p->memory_policy_ = MemoryPolicy::kFixed;
     if (p->static_plan_.recompute.empty()) {
       p->static_plan_.recompute.assign(p->setup_->job.model.modules.size(), spec::Recompute::kNone);

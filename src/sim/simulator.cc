@@ -1,7 +1,11 @@
 #include "weft/sim/simulator.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <string_view>
 
 #include "engine.h"
 #include "weft/sim/window.h"
@@ -80,6 +84,32 @@ double OptimizerStepTimeS(const graph::DeviceGroup& group, const spec::ClusterSp
   return static_cast<double>(group.optimizer_bytes) / bw;
 }
 
+Status SimOptions::Validate() const {
+  auto bad = [](std::string_view field, auto value, std::string_view rule) {
+    return InvalidArgumentError(fmt::format("{} = {}; {}", field, value, rule));
+  };
+  auto finite_non_negative = [](double v) { return v >= 0 && std::isfinite(v); };
+  if (!finite_non_negative(model_flops)) {
+    return bad("model_flops", model_flops, "must be finite and >= 0 (0 = the stages' FLOPs)");
+  }
+  if (num_gpus < 0) return bad("num_gpus", num_gpus, "must be >= 0 (0 = the groups' GPUs)");
+  if (capacity_bytes < 0) {
+    return bad("capacity_bytes", capacity_bytes, "must be >= 0 (0 = the cluster's GPU memory)");
+  }
+  if (!finite_non_negative(samples_per_iteration)) {
+    return bad("samples_per_iteration", samples_per_iteration,
+               "must be finite and >= 0 (0 = unknown)");
+  }
+  if (!finite_non_negative(tokens_per_iteration)) {
+    return bad("tokens_per_iteration", tokens_per_iteration,
+               "must be finite and >= 0 (0 = unknown)");
+  }
+  if (buffer_element_bytes < 1) {
+    return bad("buffer_element_bytes", buffer_element_bytes, "must be >= 1 (1 = exact bytes)");
+  }
+  return OkStatus();
+}
+
 Simulator::Simulator() : engine_(std::make_unique<internal::Engine>()) {}
 Simulator::~Simulator() = default;
 Simulator::Simulator(Simulator&&) noexcept = default;
@@ -89,6 +119,7 @@ StatusOr<Timeline> Simulator::Simulate(const StageGraph& graph,
                                        const sched::Schedule& schedule,
                                        const spec::ClusterSpec& cluster,
                                        const SimOptions& options) {
+  WEFT_RETURN_IF_ERROR(options.Validate());
   const internal::EngineIteration iteration{.graph = &graph,
                                             .schedule = &schedule,
                                             .samples = options.samples_per_iteration,

@@ -51,6 +51,7 @@ Truncation MserTruncation(std::span<const double> x) {
 }
 
 Status WindowOptions::Validate() const {
+  WEFT_RETURN_IF_ERROR(sim.Validate().WithPrefix("options.sim"));
   if (warmup_iterations < 0) {
     return InvalidArgumentError(
         fmt::format("options.warmup_iterations = {}; must be >= 0", warmup_iterations));

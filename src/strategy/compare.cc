@@ -137,13 +137,35 @@ StatusOr<std::unique_ptr<planning::Planner>> MakePlanner(const JobOptions& job,
                                    std::move(options));
 }
 
+Status CompareOptions::Validate() const {
+  WEFT_RETURN_IF_ERROR(job.Validate());
+  if (iterations < 1) {
+    return InvalidArgumentError(fmt::format("iterations = {}; must be >= 1", iterations));
+  }
+  for (size_t i = 0; i < strategies.size(); ++i) {
+    if (strategies[i].empty()) {
+      return InvalidArgumentError(fmt::format("strategies[{}] = ''; must be a strategy name", i));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (strategies[j] == strategies[i]) {
+        return InvalidArgumentError(fmt::format(
+            "strategies[{}] = '{}'; must not repeat strategies[{}]", i, strategies[i], j));
+      }
+    }
+  }
+  WEFT_RETURN_IF_ERROR(budget.Validate());
+  if (keep_timeline_of_iteration < -1) {
+    return InvalidArgumentError(
+        fmt::format("keep_timeline_of_iteration = {}; must be >= -1 (-1 = the last)",
+                    keep_timeline_of_iteration));
+  }
+  return OkStatus();
+}
+
 StatusOr<CompareRun> RunComparison(const CompareOptions& options) {
+  WEFT_RETURN_IF_ERROR(options.Validate());
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<JobSetup> owned, MakeJobSetup(options.job));
   std::shared_ptr<const JobSetup> setup(std::move(owned));
-  if (options.iterations <= 0) {
-    return InvalidArgumentError("--iterations = " + std::to_string(options.iterations) +
-                                "; must be > 0");
-  }
   std::vector<std::string> names =
       options.strategies.empty() ? StrategyNames() : options.strategies;
   // A user placement is compared too: "how good is my setup, and what would weft do?".

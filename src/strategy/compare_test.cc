@@ -10,6 +10,46 @@ namespace {
 
 int SumOf(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), 0); }
 
+TEST(CompareOptionsValidate, DefaultsAreValid) { EXPECT_TRUE(CompareOptions{}.Validate().ok()); }
+
+TEST(CompareOptionsValidate, EachBadFieldIsNamedWithItsRule) {
+  auto message = [](auto change) {
+    CompareOptions o;
+    change(o);
+    const Status s = o.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    return s.message();
+  };
+  EXPECT_EQ(message([](CompareOptions& o) { o.job.gpus = -1; }),
+            "gpus = -1; must be in [0, 16384] (0 = the model's setup)");
+  EXPECT_EQ(message([](CompareOptions& o) { o.iterations = 0; }), "iterations = 0; must be >= 1");
+  EXPECT_EQ(message([](CompareOptions& o) {
+              o.strategies = {"gpipe", ""};
+            }),
+            "strategies[1] = ''; must be a strategy name");
+  EXPECT_EQ(message([](CompareOptions& o) {
+              o.strategies = {"dip", "gpipe", "dip"};
+            }),
+            "strategies[2] = 'dip'; must not repeat strategies[0]");
+  EXPECT_EQ(message([](CompareOptions& o) { o.budget.threads = 0; }),
+            "budget threads = 0; must be in [1, 256]");
+  EXPECT_EQ(message([](CompareOptions& o) { o.keep_timeline_of_iteration = -2; }),
+            "keep_timeline_of_iteration = -2; must be >= -1 (-1 = the last)");
+}
+
+// A bad budget fails the comparison with its message (it used to become one error row per
+// strategy: Planner::Create refused it for each).
+TEST(CompareOptionsValidate, RunComparisonChecksTheOptionsFirst) {
+  CompareOptions o;
+  o.job.model = "tiny-vlm";
+  o.iterations = 1;
+  o.strategies = {"megatron-1f1b"};
+  o.budget.threads = 0;
+  auto run = RunComparison(o);
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().message(), "budget threads = 0; must be in [1, 256]");
+}
+
 // Every strategy that ran carries its configuration: every module of the model, in order, with
 // all of its layers, and the backbone over the job's pipeline ranks.
 TEST(RunComparison, EveryResultCarriesTheConfigurationItRan) {

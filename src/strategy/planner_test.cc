@@ -41,6 +41,14 @@ TEST(Planner, MemoryPolicyIsDecidedOnceFromStrategyAndStaticPlan) {
                    .ok());
 }
 
+TEST(Planner, CreateRefusesBadOptionsWithTheirMessage) {
+  auto bad =
+      strategy::MakePlanner({.model = "tiny-vlm"}, "megatron-1f1b", {.sim = {.num_gpus = -1}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "sim: num_gpus = -1; must be >= 0 (0 = the groups' GPUs)");
+}
+
 TEST(Planner, UnknownStrategyOrModelFailsWithTheName) {
   auto s = strategy::MakePlanner({.model = "tiny-vlm"}, "no-such-strategy");
   ASSERT_FALSE(s.ok());

@@ -69,6 +69,12 @@ struct CompileOptions {
   // gradient bytes of the module's chunks on the group); exact bytes of the all_reduce_grads
   // actions. Empty = split each group's grad_sync_bytes (see above); a short row = 0 bytes.
   std::vector<std::vector<int64_t>> grad_sync_bytes_by_rank_module = {};
+
+  // iteration >= 0, dtype one of DType, hidden_size_by_module, memory_capacity_bytes and
+  // grad_sync_bytes_by_rank_module entries >= 0, 0 <= replica < num_replicas; else
+  // InvalidArgument "options.<field> = <value>; <rule>". CompilePlan checks it first (and the
+  // table's rows against the graph).
+  Status Validate() const;
 };
 
 StatusOr<ExecutionPlan> CompilePlan(const graph::StageGraph& graph,

@@ -58,6 +58,12 @@ struct GraphBuildOptions {
   // when the strategy's schedule rule cannot order the cost-balanced graph (a replica holding
   // microbatches out of the rule's warm-up pattern), and says so in the iteration's notes.
   bool balance_dispatch = true;
+
+  // sub_microbatch_size and anchor_replica entries >= 0, recompute entries one of the four
+  // levels, weight_grad_activation_fraction in [0, 1]; else InvalidArgument "<field> = <value>;
+  // <rule>". producer_replicas is checked against the placement when the graph is built.
+  // BuildStageGraph and BuildStageGraphVariants check it first.
+  Status Validate() const;
 };
 
 struct BatchSplit {

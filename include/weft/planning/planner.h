@@ -56,6 +56,11 @@ struct PlannerOptions {
   // compare strategies on the same graphs). Unset: kStrategy for a strategy that manages memory,
   // kFixed when the static plan sets a recompute level, else kFirstUniformLevelThatFits.
   std::optional<MemoryPolicy> memory_policy = std::nullopt;
+
+  // budget (PlanBudget::Validate), sim (SimOptions::Validate, prefixed "sim: ") and
+  // memory_policy unset or kFixed; else InvalidArgument naming the field and the rule.
+  // Planner::Create checks it first.
+  Status Validate() const;
 };
 
 // MeasuredStage (one measured graph stage) is declared in planning/strategy.h.

@@ -58,9 +58,15 @@ struct SimOptions {
   // Boundary buffers hold whole elements of this size (the compiled plan's dtype, bf16): an
   // edge of `bytes` occupies ceil(bytes / size) · size. 1 = exact bytes.
   int64_t buffer_element_bytes = 2;
+
+  // model_flops, samples_per_iteration and tokens_per_iteration finite and >= 0, num_gpus and
+  // capacity_bytes >= 0, buffer_element_bytes >= 1; else InvalidArgument "<field> = <value>;
+  // <rule>". Simulate and SimulateWindow (WindowOptions::Validate) check it first.
+  Status Validate() const;
 };
 
-// Fails with InvalidArgument if the graph is not finalized or the schedule is invalid, with
+// Fails with InvalidArgument if the options are invalid (SimOptions::Validate), the graph is not
+// finalized or the schedule is invalid, with
 // FailedPrecondition "deadlock: group 1 waits at order[1][4] = <stage> for <pred> (group 2), ..."
 // if the orders are inconsistent with cross-group dependencies.
 StatusOr<Timeline> Simulate(const graph::StageGraph& graph,

@@ -50,6 +50,11 @@ struct CompareOptions {
   int keep_timeline_of_iteration = -1;  // iteration whose graph+timeline is kept (-1 = last)
   // Called after each (strategy, iteration) with a one-line progress message.
   std::function<void(const std::string&)> progress;
+
+  // job (JobOptions::Validate), iterations >= 1, strategies non-empty names without repeats,
+  // budget (PlanBudget::Validate), keep_timeline_of_iteration >= -1; else InvalidArgument
+  // "<field> = <value>; <rule>". RunComparison checks it first.
+  Status Validate() const;
 };
 
 // A kept graph + timeline of one iteration of one strategy (for traces and the HTML report).

@@ -11,7 +11,7 @@ namespace weft::strategy::internal {
 
 struct RegistryEntry {
   std::string_view name;
-  std::function<std::unique_ptr<Strategy>()> make;
+  std::function<StatusOr<std::unique_ptr<Strategy>>()> make;
 };
 
 const std::vector<RegistryEntry>& Registry();

@@ -2,13 +2,13 @@
 // reordering and the §5.3 per-layer memory optimization (memory.h) (PlanIteration).
 #include "weft/strategy/dip/dip.h"
 
-#include "weft/common/parallel.h"
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <functional>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -17,17 +17,17 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 
-#include <fmt/format.h>
-
 #include "weft/algo/mcts.h"
+#include "weft/common/parallel.h"
 #include "weft/data/workload.h"
+#include "weft/planning/graph_builder.h"
 #include "weft/sched/generators.h"
 #include "weft/sched/partition.h"
 #include "weft/sim/simulator.h"
 #include "weft/strategy/common.h"
-#include "weft/planning/graph_builder.h"
 #include "weft/strategy/dip/memory.h"
 
 namespace weft::strategy::dip {
@@ -1159,8 +1159,40 @@ StatusOr<IterationPlan> DipStrategy::PlanUniformLevels(const Job& job, const Sta
 }  // namespace
 }  // namespace internal
 
-std::unique_ptr<Strategy> MakeDipStrategy(DipVariant variant, DipOptions options) {
-  return std::make_unique<internal::DipStrategy>(variant, options);
+Status DipOptions::Validate() const {
+  auto bad = [](std::string_view field, auto value, std::string_view rule) {
+    return InvalidArgumentError(fmt::format("{} = {}; {}", field, value, rule));
+  };
+  if (!(efficiency_threshold > 0 && efficiency_threshold <= 1)) {
+    return bad("efficiency_threshold", efficiency_threshold, "must be in (0, 1]");
+  }
+  if (max_sub_microbatch_size < 1) {
+    return bad("max_sub_microbatch_size", max_sub_microbatch_size, "must be >= 1");
+  }
+  if (max_segments < 1) return bad("max_segments", max_segments, "must be >= 1");
+  if (!(mcts_alpha > 0) || std::isinf(mcts_alpha)) {
+    return bad("mcts_alpha", mcts_alpha, "must be finite and > 0");
+  }
+  if (!(mcts_beta >= 0) || std::isinf(mcts_beta)) {
+    return bad("mcts_beta", mcts_beta, "must be finite and >= 0");
+  }
+  if (mcts_rollouts < 1) return bad("mcts_rollouts", mcts_rollouts, "must be >= 1");
+  if (!(mcts_incumbent_rollouts >= 0 && mcts_incumbent_rollouts <= 1)) {
+    return bad("mcts_incumbent_rollouts", mcts_incumbent_rollouts, "must be in [0, 1]");
+  }
+  if (memory_candidates < 1) return bad("memory_candidates", memory_candidates, "must be >= 1");
+  for (size_t i = 0; i < sub_microbatch_size_override.size(); ++i) {
+    if (sub_microbatch_size_override[i] < 0) {
+      return bad(fmt::format("sub_microbatch_size_override[{}]", i),
+                 sub_microbatch_size_override[i], "must be >= 0 (0 = the partitioner's choice)");
+    }
+  }
+  return OkStatus();
+}
+
+StatusOr<std::unique_ptr<Strategy>> MakeDipStrategy(DipVariant variant, DipOptions options) {
+  WEFT_RETURN_IF_ERROR(options.Validate());
+  return std::unique_ptr<Strategy>(std::make_unique<internal::DipStrategy>(variant, options));
 }
 
 StatusOr<SegmentOrderSearch> MakeSegmentOrderSearch(const Job& job, const graph::StageGraph& graph) {

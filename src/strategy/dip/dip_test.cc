@@ -17,6 +17,41 @@
 namespace weft::strategy::dip {
 namespace {
 
+TEST(DipOptionsValidate, DefaultsAreValid) { EXPECT_TRUE(DipOptions{}.Validate().ok()); }
+
+TEST(DipOptionsValidate, EachBadFieldIsNamedWithItsRule) {
+  const struct {
+    DipOptions options;
+    const char* message;
+  } cases[] = {
+      {{.efficiency_threshold = 0}, "efficiency_threshold = 0; must be in (0, 1]"},
+      {{.efficiency_threshold = 1.5}, "efficiency_threshold = 1.5; must be in (0, 1]"},
+      {{.max_sub_microbatch_size = 0}, "max_sub_microbatch_size = 0; must be >= 1"},
+      {{.max_segments = 0}, "max_segments = 0; must be >= 1"},
+      {{.mcts_alpha = 0}, "mcts_alpha = 0; must be finite and > 0"},
+      {{.mcts_beta = -1}, "mcts_beta = -1; must be finite and >= 0"},
+      {{.mcts_rollouts = 0}, "mcts_rollouts = 0; must be >= 1"},
+      {{.mcts_incumbent_rollouts = 2}, "mcts_incumbent_rollouts = 2; must be in [0, 1]"},
+      {{.memory_candidates = 0}, "memory_candidates = 0; must be >= 1"},
+      {{.sub_microbatch_size_override = {0, -4}},
+       "sub_microbatch_size_override[1] = -4; must be >= 0 (0 = the partitioner's choice)"},
+  };
+  for (const auto& c : cases) {
+    const Status s = c.options.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.message;
+    EXPECT_EQ(s.message(), c.message);
+  }
+}
+
+TEST(DipOptionsValidate, MakeDipStrategyRefusesBadOptions) {
+  auto bad = MakeDipStrategy(DipVariant::kFull, {.max_segments = 0});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "max_segments = 0; must be >= 1");
+  auto good = MakeDipStrategy(DipVariant::kFull);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ((*good)->Name(), "dip");
+}
+
 TEST(SmallestEfficientSize, PicksTheSmallestSizeWithin95PercentOfTheBest) {
   const std::vector<int> sizes = {1, 2, 4, 8, 16};
   const std::vector<double> eff = {10, 50, 96, 100, 99};
@@ -153,7 +188,7 @@ std::unique_ptr<JobSetup> MakeSetup(const std::string& model) {
 TEST(DipPrepare, SeparatedPartitioningGivesEachModuleItsOwnSlots) {
   auto setup = MakeSetup("vlm-s");
   ASSERT_NE(setup, nullptr);
-  auto strategy = MakeDipStrategy(DipVariant::kInterleave);
+  auto strategy = MakeDipStrategy(DipVariant::kInterleave).value();
   auto fixed = strategy->Prepare(setup->job);
   ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
   ASSERT_TRUE(fixed->placement.Validate(setup->job.model).ok());
@@ -179,7 +214,7 @@ TEST_P(DipOnModel, PlansFitMemorySimulateAndValidate) {
   const auto& [variant, model] = GetParam();
   auto setup = MakeSetup(model);
   ASSERT_NE(setup, nullptr);
-  auto strategy = MakeDipStrategy(variant);
+  auto strategy = MakeDipStrategy(variant).value();
   auto fixed = strategy->Prepare(setup->job);
   ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
   auto batches = MakeIterationBatches(*setup, 0, 1);
@@ -217,7 +252,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Dip, DeterministicUnderASeedWithAWorkBudget) {
   auto setup = MakeSetup("vlm-s");
   ASSERT_NE(setup, nullptr);
-  auto strategy = MakeDipStrategy(DipVariant::kFull);
+  auto strategy = MakeDipStrategy(DipVariant::kFull).value();
   auto fixed = strategy->Prepare(setup->job);
   ASSERT_TRUE(fixed.ok());
   auto batches = MakeIterationBatches(*setup, 0, 1);
@@ -246,7 +281,7 @@ TEST(Dip, ReplicasPlannedOnSeveralThreadsGiveTheSamePlan) {
     ASSERT_TRUE(setup.ok()) << setup.status().ToString();
     const int dp = (*setup)->job.DataParallelSize();
     ASSERT_EQ(dp, 3);
-    auto strategy = MakeDipStrategy(variant);
+    auto strategy = MakeDipStrategy(variant).value();
     const Job& job = (*setup)->job;
     auto fixed = strategy->Prepare(job);
     ASSERT_TRUE(fixed.ok());
@@ -281,7 +316,7 @@ TEST(Dip, ASpentTimeBudgetHurriesEveryReplicaAlikeOnAnyThreads) {
   ASSERT_TRUE(setup.ok()) << setup.status().ToString();
   const Job& job = (*setup)->job;
   ASSERT_EQ(job.DataParallelSize(), 2);
-  auto strategy = MakeDipStrategy(DipVariant::kFull);
+  auto strategy = MakeDipStrategy(DipVariant::kFull).value();
   auto fixed = strategy->Prepare(job);
   ASSERT_TRUE(fixed.ok());
   auto batches = MakeIterationBatches(**setup, 0, 1);
@@ -322,7 +357,7 @@ TEST_P(DipAblation, StepsNeverSlowTheIterationDown) {
     double previous = std::numeric_limits<double>::infinity();
     for (auto v : {DipVariant::kPartitionOnly, DipVariant::kInterleave, DipVariant::kReorder,
                    DipVariant::kFull}) {
-      auto strategy = MakeDipStrategy(v);
+      auto strategy = MakeDipStrategy(v).value();
       auto fixed = strategy->Prepare(setup->job);
       ASSERT_TRUE(fixed.ok());
       auto planned = PlanThroughPlanner(*strategy, *setup, *fixed, batch, budget);

@@ -73,11 +73,18 @@ struct DipOptions {
   // Per module (indexed like ModelSpec::modules): a fixed sub-microbatch size B_i in instances
   // instead of the §4 choice; 0 or missing = let the partitioner choose (Fig. 9 sweeps use this).
   std::vector<int> sub_microbatch_size_override;
+
+  // efficiency_threshold in (0, 1], max_sub_microbatch_size, max_segments, mcts_rollouts and
+  // memory_candidates >= 1, mcts_alpha finite and > 0, mcts_beta finite and >= 0,
+  // mcts_incumbent_rollouts in [0, 1], sub_microbatch_size_override entries >= 0; else
+  // InvalidArgument "<field> = <value>; <rule>". MakeDipStrategy checks it.
+  Status Validate() const;
 };
 
 enum class DipVariant { kPartitionOnly, kInterleave, kReorder, kFull };
 
-std::unique_ptr<Strategy> MakeDipStrategy(DipVariant variant, DipOptions options = {});
+// InvalidArgument when `options` are invalid (DipOptions::Validate).
+StatusOr<std::unique_ptr<Strategy>> MakeDipStrategy(DipVariant variant, DipOptions options = {});
 
 // The §5.1 segment-priority search space of one finalized graph, exposed for benchmarks: an
 // assignment is an order of the (microbatch, module) segment groups that keeps each microbatch's
