@@ -54,14 +54,22 @@ class Search {
           Worker(t);
         } catch (const std::exception& e) {
           std::lock_guard<std::mutex> lock(mutex_);
-          if (thrown.empty()) thrown = fmt::format("search thread {} threw: {}", t + 1, e.what());
           stopped_ = true;
+          if (thrown.empty()) {
+            try {  // formatting allocates too: out of memory, keep a fixed message
+              thrown = fmt::format("search thread {} threw: {}", t + 1, e.what());
+            } catch (const std::exception&) {
+              thrown = "a search thread threw (out of memory)";
+            }
+          }
         }
       };
       for (int t = 0; t < options_.threads; ++t) {
         try {
           workers.emplace_back(run, t);
-        } catch (const std::system_error& e) {
+        } catch (const std::exception& e) {
+          // std::system_error when the system refuses the thread, std::bad_alloc when its state
+          // cannot be allocated (both under a limit on threads or memory).
           failure = fmt::format("cannot start search thread {} of {}: {}", t + 1,
                                 options_.threads, e.what());
           std::lock_guard<std::mutex> lock(mutex_);

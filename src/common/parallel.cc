@@ -35,7 +35,7 @@ Status ParallelFor(int n, int threads, const std::function<Status(int)>& fn) {
   for (int t = 0; t < extra; ++t) {
     try {
       workers.emplace_back(work);
-    } catch (const std::system_error&) {
+    } catch (const std::exception&) {  // system_error, or bad_alloc for its state
       break;  // the threads already started (and the caller) take the rest
     }
   }

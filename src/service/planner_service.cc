@@ -114,7 +114,7 @@ PlannerService::PlannerService(const planning::Planner& planner, PlannerServiceO
   for (int i = 0; i < n; ++i) {
     try {
       workers_.emplace_back([this] { WorkerLoop(); });
-    } catch (const std::system_error& e) {
+    } catch (const std::exception& e) {  // system_error, or bad_alloc for its state
       // A limit on threads or memory: an error the caller sees (status(), Submit), not an abort.
       start_status_ = ResourceExhaustedError(fmt::format(
           "PlannerService: cannot start planning thread {} of {}: {}; use fewer threads", i + 1, n,

@@ -57,7 +57,7 @@ expect 2 '^weft: error: sequences per global batch = 4096000 \(microbatches 4000
   > "$tmp/out" 2> "$tmp/err"; rc=$?
 if grep -q 'AddressSanitizer' "$tmp/err"; then
   :  # a sanitizer build cannot run under an address-space limit
-elif [[ $rc -ne 0 ]] && ! { [[ $rc -eq 2 ]] && grep -Eq '^weft: error: (cannot start search thread [0-9]+ of 200: .*|search thread [0-9]+ threw: .*); use fewer threads$' "$tmp/err"; }; then
+elif [[ $rc -ne 0 ]] && ! { [[ $rc -eq 2 ]] && grep -Eq '^weft: error: (cannot start search thread [0-9]+ of 200: .*|search thread [0-9]+ threw: .*|a search thread threw \(out of memory\)); use fewer threads$' "$tmp/err"; }; then
   echo "FAIL (exit $rc): bench dip search --threads 200 under ulimit -v"; cat "$tmp/err"; fail=1
 fi
 
